@@ -1,0 +1,327 @@
+"""Multi-head attention with a per-head query/key width decoupled from the
+value width."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn.layers import masking
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention with a decoupled `key_size`.
+
+    For each head `n`, with `query` rows `x_i` and `value`/`key` rows `y_j`:
+
+        q_i = x_i W_q[n] + b_q[n]      (width key_size)
+        k_j = y_j W_k[n] + b_k[n]      (width key_size)
+        v_j = y_j W_v[n] + b_v[n]      (width head_size)
+        a_ij = softmax_j(q_i . k_j / sqrt(key_size) + bias_nij), masked
+        o_i[n] = sum_j a_ij v_j
+
+    and the heads are concatenated and projected: `out_i = concat_n(o_i[n]) W_o + b_o`.
+
+    `key_size` is independent of `head_size`: Bhojanapalli et al. (2020),
+    "Low-Rank Bottleneck in Multi-head Attention Models"
+    (https://arxiv.org/abs/2002.07028), show that with
+    `head_size = hidden / heads` each head's score matrix has rank at most
+    `head_size`, and that raising the query/key width removes that bottleneck
+    without changing the hidden size. The RoBERTa+ checkpoints rely on it.
+
+    Parameters, exactly: query and key kernels `d_in x heads*key_size`, value
+    kernel `d_in x heads*head_size`, output kernel `heads*head_size x out_dim`,
+    each with a bias when `use_bias`.
+
+    Where possible the layer calls `keras.ops.dot_product_attention`, so JAX
+    and torch use their fused kernels: when `fused_attention` is on, attention
+    dropout is inactive, no scores are requested, and the widths agree or the
+    backend accepts differing widths (JAX's fused kernel does not). Otherwise
+    it takes an einsum path with the softmax in float32. Both paths give the
+    same numbers, including for fully masked rows.
+
+    Args:
+        heads: number of attention heads.
+        head_size: per-head width of the value projection.
+        key_size: per-head width of the query and key projections; defaults
+            to `head_size`. Scores are scaled by `1 / sqrt(key_size)`.
+        out_dim: width of the output; defaults to the last dimension of
+            `query`.
+        use_bias: whether the four projections have biases.
+        attention_dropout: dropout rate applied to the attention
+            probabilities during training.
+        attention_scale: whether to scale scores by `1 / sqrt(key_size)`.
+        fused_attention: allow the `keras.ops.dot_product_attention` path.
+            Turn it off to force the einsum path (numerically the same).
+        kernel_initializer: initializer of the four kernels.
+        bias_initializer: initializer of the four biases.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        query: `(batch, query_length, d_in)`.
+        value: `(batch, key_length, d_value)`; defaults to `query`
+            (self-attention).
+        key: `(batch, key_length, d_key)`; defaults to `value`.
+        attention_mask: boolean, broadcastable to
+            `(batch, query_length, key_length)` (or rank 4 with a heads axis);
+            `True` means the query may attend to the key.
+        attention_bias: additive float bias broadcastable to
+            `(batch, heads, query_length, key_length)`, added to the scaled
+            scores before the softmax (relative-position biases plug in
+            here). Keep it finite; masking belongs in `attention_mask`.
+        use_causal_mask: keep only keys `j <= i`.
+        return_attention_scores: also return the attention probabilities,
+            `(batch, heads, query_length, key_length)`, before dropout.
+        training: whether dropout is active.
+        query_mask, value_mask, key_mask: implicit Keras masks, filled in by
+            Keras when the layer is called on several tensors; a masked
+            query position gets a zero attention result, a masked key is
+            never attended to.
+        mask: the implicit Keras mask of `query`, filled in by Keras when the
+            layer is called on `query` alone; treated as both `query_mask`
+            and `value_mask`.
+
+    Masking: all masks are merged; a query row whose keys are all masked gets
+    a zero attention result (so with `use_bias=False` its output row is
+    exactly zero). The output carries the implicit mask of `query`.
+
+    Example:
+
+    >>> layer = keras_attn.MultiHeadAttention(heads=4, head_size=16, key_size=64)
+    >>> x = np.random.rand(2, 10, 64).astype("float32")
+    >>> layer(x).shape
+    (2, 10, 64)
+    """
+
+    def __init__(
+        self,
+        heads,
+        head_size,
+        key_size=None,
+        out_dim=None,
+        use_bias=True,
+        attention_dropout=0.0,
+        attention_scale=True,
+        fused_attention=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for argument, value in (("heads", heads), ("head_size", head_size)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{argument}` must be a positive integer; received {value!r}."
+                )
+        if key_size is not None and (not isinstance(key_size, int) or key_size < 1):
+            raise ValueError(
+                f"`key_size` must be a positive integer or None; received {key_size!r}."
+            )
+        if not 0.0 <= attention_dropout < 1.0:
+            raise ValueError(
+                f"`attention_dropout` must be in [0, 1); received {attention_dropout!r}."
+            )
+        self.heads = heads
+        self.head_size = head_size
+        self.key_size = key_size or head_size
+        self.out_dim = out_dim
+        self.use_bias = use_bias
+        self.attention_dropout = attention_dropout
+        self.attention_scale = attention_scale
+        self.fused_attention = fused_attention
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+        self._dropout = keras.layers.Dropout(
+            attention_dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
+
+    # Heads of the query/key and of the value projections. Talking-heads
+    # attention overrides these; plain multi-head attention uses `heads` for both.
+    @property
+    def key_heads(self):
+        return self.heads
+
+    @property
+    def value_heads(self):
+        return self.heads
+
+    def _dense(self, units, name):
+        return keras.layers.Dense(
+            units,
+            use_bias=self.use_bias,
+            kernel_initializer=keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            ),
+            bias_initializer=keras.initializers.get(
+                keras.initializers.serialize(self.bias_initializer)
+            ),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
+        if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
+            raise ValueError(
+                "`key` and `value` must have the same length; received "
+                f"key shape {key_shape} and value shape {value_shape}."
+            )
+        out_dim = self.out_dim or query_shape[-1]
+        self.query_dense = self._dense(self.key_heads * self.key_size, "query_dense")
+        self.query_dense.build(query_shape)
+        self.key_dense = self._dense(self.key_heads * self.key_size, "key_dense")
+        self.key_dense.build(key_shape)
+        self.value_dense = self._dense(
+            self.value_heads * self.head_size, "value_dense"
+        )
+        self.value_dense.build(value_shape)
+        self.output_dense = self._dense(out_dim, "output_dense")
+        self.output_dense.build(
+            tuple(query_shape[:-1]) + (self.value_heads * self.head_size,)
+        )
+        self.build_heads_mixing()
+
+    def build_heads_mixing(self):
+        """Hook for subclasses that add weights between the projections."""
+
+    @property
+    def scale(self):
+        return 1.0 / math.sqrt(self.key_size) if self.attention_scale else 1.0
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        attention_mask=None,
+        attention_bias=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        mask=None,
+    ):
+        if value is None:
+            value = query
+            if value_mask is None:
+                value_mask = mask if query_mask is None else query_mask
+        if query_mask is None:
+            query_mask = mask
+        if key is None:
+            key = value
+            if key_mask is None:
+                key_mask = value_mask
+        mask = masking.merge_attention_masks(
+            attention_mask=attention_mask,
+            query_mask=query_mask,
+            key_mask=key_mask,
+            use_causal_mask=use_causal_mask,
+            query_length=ops.shape(query)[1],
+            key_length=ops.shape(key)[1],
+        )
+
+        query_shape = ops.shape(query)
+        query_heads = self._split_heads(self.query_dense(query), self.key_heads)
+        key_heads = self._split_heads(self.key_dense(key), self.key_heads)
+        value_heads = self._split_heads(self.value_dense(value), self.value_heads)
+
+        if self._can_use_fused_path(training, return_attention_scores):
+            attended = self._fused_attend(
+                query_heads, key_heads, value_heads, mask, attention_bias
+            )
+            scores = None
+        else:
+            attended, scores = self.attend(
+                query_heads, key_heads, value_heads, mask, attention_bias, training
+            )
+        attended = ops.reshape(
+            attended, (query_shape[0], query_shape[1], self.value_heads * self.head_size)
+        )
+        output = self.output_dense(attended)
+        if return_attention_scores:
+            return output, scores
+        return output
+
+    @staticmethod
+    def _split_heads(projected, heads):
+        shape = ops.shape(projected)
+        return ops.reshape(projected, (shape[0], shape[1], heads, shape[2] // heads))
+
+    def _can_use_fused_path(self, training, return_attention_scores):
+        if not self.fused_attention or return_attention_scores:
+            return False
+        if training and self.attention_dropout > 0:
+            return False
+        # JAX's fused kernel requires the value width to equal the key width.
+        if self.key_size != self.head_size and keras.config.backend() == "jax":
+            return False
+        return True
+
+    def _fused_attend(self, query, key, value, mask, bias):
+        dtype = self.compute_dtype
+        if bias is not None:
+            bias = ops.cast(bias, dtype)
+            while len(bias.shape) < 4:
+                bias = bias[None, ...]
+            if mask is not None:
+                bias = masking.fold_mask_into_bias(mask, bias, dtype)
+        if bias is not None:
+            attended = ops.dot_product_attention(
+                query, key, value, bias=bias, scale=self.scale
+            )
+        else:
+            attended = ops.dot_product_attention(
+                query, key, value, mask=mask, scale=self.scale
+            )
+        if mask is not None:
+            attended = ops.where(
+                masking.rows_with_any_key(mask), attended, ops.zeros_like(attended)
+            )
+        return attended
+
+    def attend(self, query, key, value, mask, bias, training):
+        """Einsum attention in the `(batch, length, heads, size)` layout.
+
+        Returns the attention result `(batch, query_length, heads, head_size)`
+        and the probabilities `(batch, heads, query_length, key_length)`.
+        """
+        query = query * ops.cast(self.scale, query.dtype)
+        logits = ops.einsum("btnh,bsnh->bnts", query, key)
+        if bias is not None:
+            logits = ops.cast(logits, "float32") + ops.cast(bias, "float32")
+        probabilities = ops.cast(
+            masking.masked_softmax(logits, mask), self.compute_dtype
+        )
+        dropped = self._dropout(probabilities, training=training)
+        attended = ops.einsum("bnts,bsnh->btnh", dropped, value)
+        return attended, probabilities
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        return tuple(query_shape[:-1]) + (self.out_dim or query_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "heads": self.heads,
+                "head_size": self.head_size,
+                "key_size": self.key_size,
+                "out_dim": self.out_dim,
+                "use_bias": self.use_bias,
+                "attention_dropout": self.attention_dropout,
+                "attention_scale": self.attention_scale,
+                "fused_attention": self.fused_attention,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config

@@ -1,0 +1,136 @@
+"""Talking-heads attention: learned mixing across heads around the softmax."""
+
+import keras
+from keras import ops
+
+from keras_attn.layers import masking
+from keras_attn.layers.multi_head_attention import MultiHeadAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class TalkingHeadsAttention(MultiHeadAttention):
+    """Talking-heads attention (Shazeer et al., 2020).
+
+    Multi-head attention in which the heads exchange information right before
+    and right after the softmax. With `h_k` query/key heads, `h` softmax heads
+    and `h_v` value heads:
+
+        J[n]_ij = q[n]_i . k[n]_j / sqrt(key_size)          n < h_k
+        L[m]_ij = sum_n J[n]_ij P_l[n, m] + bias[m]_ij      m < h   (masked)
+        W[m]_ij = softmax_j(L[m]_ij)
+        U[v]_ij = sum_m W[m]_ij P_w[m, v]                   v < h_v
+        o_i[v] = sum_j dropout(U[v])_ij v[v]_j
+
+    `P_l` (`h_k x h`) mixes the logits, `P_w` (`h x h_v`) mixes the weights.
+    Masks and `attention_bias` are applied after the first mixing (they act on
+    the `h` softmax heads); dropout after the second.
+    With the default identity initialisation (and square head counts) a freshly
+    built layer computes exactly plain multi-head attention.
+
+    Reference: Noam Shazeer, Zhenzhong Lan, Youlong Cheng, Nan Ding, Le Hou,
+    "Talking-Heads Attention", 2020, https://arxiv.org/abs/2003.02436.
+
+    The head mixing needs the full score tensor, so this layer always takes
+    the einsum path.
+
+    Args:
+        heads: number of softmax heads `h`.
+        head_size: per-head width of the value projection.
+        key_size: per-head width of the query and key projections; defaults to
+            `head_size`.
+        key_heads: number of query/key heads `h_k`; defaults to `heads`.
+        value_heads: number of value heads `h_v`; defaults to `heads`.
+        talking_heads_initializer: initializer of both mixing matrices.
+            `"identity"` (default) makes a fresh layer equal to multi-head
+            attention; any Keras initializer is accepted.
+        **kwargs: every other `keras_attn.MultiHeadAttention` argument
+            (`out_dim`, `use_bias`, `attention_dropout`, `attention_scale`,
+            initializers, `name`, `dtype`).
+
+    Call arguments: as `keras_attn.MultiHeadAttention`. With
+    `return_attention_scores=True` the returned scores are the mixed weights
+    `U`, `(batch, value_heads, query_length, key_length)`, before dropout.
+
+    Example:
+
+    >>> layer = keras_attn.TalkingHeadsAttention(heads=8, head_size=8)
+    >>> x = np.random.rand(2, 10, 64).astype("float32")
+    >>> layer(x).shape
+    (2, 10, 64)
+    """
+
+    def __init__(
+        self,
+        heads,
+        head_size,
+        key_size=None,
+        key_heads=None,
+        value_heads=None,
+        talking_heads_initializer="identity",
+        **kwargs,
+    ):
+        super().__init__(
+            heads, head_size, key_size=key_size, fused_attention=False, **kwargs
+        )
+        for argument, value in (("key_heads", key_heads), ("value_heads", value_heads)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(
+                    f"`{argument}` must be a positive integer or None; received {value!r}."
+                )
+        self._key_heads = key_heads or heads
+        self._value_heads = value_heads or heads
+        self.talking_heads_initializer = keras.initializers.get(
+            talking_heads_initializer
+        )
+
+    @property
+    def key_heads(self):
+        return self._key_heads
+
+    @property
+    def value_heads(self):
+        return self._value_heads
+
+    def build_heads_mixing(self):
+        self.pre_softmax_kernel = self.add_weight(
+            name="pre_softmax_kernel",
+            shape=(self.key_heads, self.heads),
+            initializer=self.talking_heads_initializer,
+        )
+        self.post_softmax_kernel = self.add_weight(
+            name="post_softmax_kernel",
+            shape=(self.heads, self.value_heads),
+            initializer=self.talking_heads_initializer,
+        )
+
+    def attend(self, query, key, value, mask, bias, training):
+        query = query * ops.cast(self.scale, query.dtype)
+        logits = ops.einsum("btnh,bsnh->bnts", query, key)
+        logits = ops.einsum(
+            "bnts,nm->bmts",
+            ops.cast(logits, "float32"),
+            ops.cast(self.pre_softmax_kernel, "float32"),
+        )
+        if bias is not None:
+            logits = logits + ops.cast(bias, "float32")
+        probabilities = ops.cast(
+            masking.masked_softmax(logits, mask), self.compute_dtype
+        )
+        weights = ops.einsum("bmts,mv->bvts", probabilities, self.post_softmax_kernel)
+        dropped = self._dropout(weights, training=training)
+        attended = ops.einsum("bvts,bsvh->btvh", dropped, value)
+        return attended, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("fused_attention")
+        config.update(
+            {
+                "key_heads": self.key_heads,
+                "value_heads": self.value_heads,
+                "talking_heads_initializer": keras.initializers.serialize(
+                    self.talking_heads_initializer
+                ),
+            }
+        )
+        return config
