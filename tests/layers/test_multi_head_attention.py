@@ -1,0 +1,240 @@
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from tests import reference
+from tests.harness import BACKEND, run_layer_test, to_numpy
+
+RNG = np.random.default_rng(1234)
+
+
+def random(*shape):
+    return RNG.normal(size=shape).astype("float32")
+
+
+def padding_mask(batch, query_length, key_length, fully_masked_row=True):
+    """A boolean (batch, query_length, key_length) mask with padded keys and,
+    optionally, one query row that may attend to nothing."""
+    mask = np.ones((batch, query_length, key_length), bool)
+    mask[0, :, key_length - 2 :] = False
+    if fully_masked_row:
+        mask[1, 1, :] = False
+    return mask
+
+
+@pytest.mark.parametrize("fused_attention", [True, False])
+@pytest.mark.parametrize(
+    "init_kwargs",
+    [
+        {"heads": 2, "head_size": 4},
+        {"heads": 2, "head_size": 4, "key_size": 16, "out_dim": 6},
+        {"heads": 3, "head_size": 8, "key_size": 2, "use_bias": False},
+    ],
+    ids=["square", "wide-keys", "narrow-keys"],
+)
+def test_layer_harness(init_kwargs, fused_attention, tmp_path):
+    query, value = random(2, 5, 8), random(2, 7, 8)
+    mask = padding_mask(2, 5, 7)
+    out_dim = init_kwargs.get("out_dim", 8)
+
+    def numpy_reference(layer, inputs):
+        return reference.attention(
+            layer, inputs["query"], inputs["value"], attention_mask=inputs["attention_mask"]
+        )[0]
+
+    run_layer_test(
+        keras_attn.MultiHeadAttention,
+        dict(init_kwargs, fused_attention=fused_attention),
+        inputs={"query": query, "value": value, "attention_mask": mask},
+        expected_output_shape=(2, 5, out_dim),
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+
+
+def test_parameter_count_is_exact():
+    d_in, heads, head_size, key_size, out_dim = 10, 3, 4, 12, 7
+    layer = keras_attn.MultiHeadAttention(
+        heads, head_size, key_size=key_size, out_dim=out_dim
+    )
+    layer(random(1, 5, d_in))
+    expected = (
+        2 * (d_in * heads * key_size + heads * key_size)
+        + d_in * heads * head_size
+        + heads * head_size
+        + heads * head_size * out_dim
+        + out_dim
+    )
+    assert layer.count_params() == expected
+    assert tuple(layer.query_dense.kernel.shape) == (d_in, heads * key_size)
+    assert tuple(layer.value_dense.kernel.shape) == (d_in, heads * head_size)
+    assert tuple(layer.output_dense.kernel.shape) == (heads * head_size, out_dim)
+
+
+@pytest.mark.parametrize("key_size", [4, 16])
+def test_fused_and_einsum_paths_agree(key_size):
+    query = random(3, 6, 8)
+    mask = padding_mask(3, 6, 6)
+    bias = random(1, 2, 6, 6)
+    fused = keras_attn.MultiHeadAttention(2, 4, key_size=key_size)
+    einsum = keras_attn.MultiHeadAttention(2, 4, key_size=key_size, fused_attention=False)
+    fused(query)
+    einsum(query)
+    einsum.set_weights(fused.get_weights())
+    for kwargs in (
+        {},
+        {"attention_mask": mask},
+        {"attention_bias": bias},
+        {"attention_mask": mask, "attention_bias": bias},
+        {"use_causal_mask": True, "attention_mask": mask},
+    ):
+        np.testing.assert_allclose(
+            to_numpy(fused(query, **kwargs)),
+            to_numpy(einsum(query, **kwargs)),
+            atol=1e-5,
+            err_msg=str(list(kwargs)),
+        )
+
+
+@pytest.mark.parametrize("fused_attention", [True, False])
+def test_bias_and_causal_mask_match_reference(fused_attention):
+    query = random(2, 6, 8)
+    bias = random(2, 3, 6, 6)
+    mask = padding_mask(2, 6, 6)
+    layer = keras_attn.MultiHeadAttention(3, 4, key_size=8, fused_attention=fused_attention)
+    output = layer(query, attention_mask=mask, attention_bias=bias, use_causal_mask=True)
+    expected, _ = reference.attention(
+        layer, query, attention_mask=mask, attention_bias=bias, use_causal_mask=True
+    )
+    np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
+
+
+def test_returned_scores_are_the_probabilities():
+    query, value = random(2, 4, 8), random(2, 5, 8)
+    mask = padding_mask(2, 4, 5)
+    layer = keras_attn.MultiHeadAttention(2, 4)
+    output, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
+    expected_output, expected_scores = reference.attention(
+        layer, query, value, attention_mask=mask
+    )
+    np.testing.assert_allclose(to_numpy(scores), expected_scores, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(output), expected_output, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("fused_attention", [True, False])
+def test_fully_masked_rows_give_exact_zeros(dtype, fused_attention):
+    query = random(2, 4, 8)
+    mask = np.ones((2, 4, 4), bool)
+    mask[0, 2, :] = False
+    mask[1, :, :] = False
+    layer = keras_attn.MultiHeadAttention(
+        2, 4, use_bias=False, fused_attention=fused_attention, dtype=dtype
+    )
+    output = to_numpy(keras.ops.cast(layer(query, attention_mask=mask), "float32"))
+    assert np.all(np.isfinite(output))
+    assert np.all(output[0, 2] == 0.0)
+    assert np.all(output[1] == 0.0)
+    # The other rows are real attention results, not zeros.
+    assert np.all(np.abs(output[0, [0, 1, 3]]).sum(axis=-1) > 0)
+
+
+@pytest.mark.parametrize("fused_attention", [True, False])
+def test_gradients_are_finite_with_fully_masked_rows(fused_attention):
+    query = random(2, 4, 8)
+    mask = np.ones((2, 4, 4), bool)
+    mask[0, 2, :] = False
+    inputs = {"query": query, "attention_mask": mask}
+    symbolic = {
+        "query": keras.Input((4, 8), name="query"),
+        "attention_mask": keras.Input((4, 4), dtype="bool", name="attention_mask"),
+    }
+    layer = keras_attn.MultiHeadAttention(2, 4, fused_attention=fused_attention)
+    model = keras.Model(symbolic, layer(**symbolic))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(inputs, random(2, 4, 8), verbose=0)
+    for weight in model.trainable_weights:
+        assert np.all(np.isfinite(to_numpy(weight))), weight.path
+
+
+@pytest.mark.parametrize("fused_attention", [True, False])
+def test_causal_mask_by_perturbation(fused_attention):
+    length = 7
+    query = random(1, length, 8)
+    layer = keras_attn.MultiHeadAttention(2, 4, fused_attention=fused_attention)
+    base = to_numpy(layer(query, use_causal_mask=True))
+    for position in range(length):
+        perturbed = query.copy()
+        perturbed[:, position] += random(1, 8)
+        changed = to_numpy(layer(perturbed, use_causal_mask=True))
+        # Outputs before the perturbed position are untouched ...
+        np.testing.assert_allclose(changed[:, :position], base[:, :position], atol=1e-6)
+        # ... and the perturbed position itself does change.
+        assert np.abs(changed[:, position] - base[:, position]).max() > 1e-4
+
+
+def test_permutation_equivariance_without_positions():
+    query = random(2, 6, 8)
+    permutation = RNG.permutation(6)
+    layer = keras_attn.MultiHeadAttention(2, 4, key_size=8)
+    output = to_numpy(layer(query))
+    permuted = to_numpy(layer(query[:, permutation]))
+    np.testing.assert_allclose(permuted, output[:, permutation], atol=1e-5)
+    # A causal mask breaks the symmetry, so the check is able to fail.
+    causal = to_numpy(layer(query[:, permutation], use_causal_mask=True))
+    assert np.abs(causal - to_numpy(layer(query, use_causal_mask=True))[:, permutation]).max() > 1e-4
+
+
+def test_implicit_keras_mask_is_honoured():
+    tokens = np.array([[5, 3, 8, 0, 0], [4, 9, 2, 7, 1]], "int32")
+    token_input = keras.Input((None,), dtype="int32")
+    embedding = keras.layers.Embedding(12, 8, mask_zero=True)
+    layer = keras_attn.MultiHeadAttention(2, 4)
+    attended = layer(embedding(token_input))
+    pooled = keras.layers.GlobalAveragePooling1D()(attended)
+    model = keras.Model(token_input, [attended, pooled])
+    output, pooled_output = (to_numpy(t) for t in model(tokens))
+
+    # Real positions see only real tokens: the padded sequence gives the same
+    # result as the unpadded one.
+    unpadded = to_numpy(model(tokens[:1, :3])[0])
+    np.testing.assert_allclose(output[0, :3], unpadded[0], atol=1e-6)
+    # Equal to an explicit mask on keys and queries.
+    keep = tokens != 0
+    explicit = to_numpy(
+        layer(embedding(tokens), attention_mask=keep[:, :, None] & keep[:, None, :])
+    )
+    np.testing.assert_allclose(output, explicit, atol=1e-6)
+    # The output carries the mask: downstream pooling averages real positions.
+    np.testing.assert_allclose(pooled_output[0], output[0, :3].mean(axis=0), atol=1e-6)
+
+
+def test_cross_attention_with_key_distinct_from_value():
+    query, value, key = random(2, 3, 8), random(2, 5, 6), random(2, 5, 4)
+    layer = keras_attn.MultiHeadAttention(2, 4, key_size=6, out_dim=5)
+    output = layer(query, value, key)
+    expected, _ = reference.attention(layer, query, value, key)
+    np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
+
+
+def test_invalid_arguments_are_reported():
+    with pytest.raises(ValueError, match="heads"):
+        keras_attn.MultiHeadAttention(0, 4)
+    with pytest.raises(ValueError, match="key_size"):
+        keras_attn.MultiHeadAttention(2, 4, key_size=-1)
+    with pytest.raises(ValueError, match="attention_dropout"):
+        keras_attn.MultiHeadAttention(2, 4, attention_dropout=1.5)
+    with pytest.raises(ValueError, match="same length"):
+        keras_attn.MultiHeadAttention(2, 4)(random(1, 3, 8), random(1, 4, 8), random(1, 5, 8))
+
+
+def test_dropout_is_active_only_in_training():
+    query = random(2, 6, 8)
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_dropout=0.5)
+    inference = to_numpy(layer(query))
+    np.testing.assert_allclose(to_numpy(layer(query, training=False)), inference)
+    trained = to_numpy(layer(query, training=True))
+    assert np.abs(trained - inference).max() > 1e-4
+    # Inference with dropout configured equals the reference without dropout.
+    np.testing.assert_allclose(inference, reference.attention(layer, query)[0], atol=1e-5)

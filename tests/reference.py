@@ -1,0 +1,76 @@
+"""Independent numpy implementations the layers are checked against.
+
+Written from the papers' formulas, sharing no code with keras_attn.
+"""
+
+import numpy as np
+
+from tests.harness import to_numpy
+
+
+def softmax(x, axis=-1):
+    x = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def dense(x, layer):
+    out = x @ to_numpy(layer.kernel).astype(np.float64)
+    if layer.bias is not None:
+        out = out + to_numpy(layer.bias).astype(np.float64)
+    return out
+
+
+def attention(
+    layer,
+    query,
+    value=None,
+    key=None,
+    attention_mask=None,
+    attention_bias=None,
+    use_causal_mask=False,
+    pre_softmax=None,
+    post_softmax=None,
+):
+    """Multi-head (optionally talking-heads) attention in float64 numpy.
+
+    `attention_mask` is boolean `(batch, query_length, key_length)`; masked
+    entries get probability 0, and a row with no key left gets all zeros.
+    `pre_softmax` `(h_k, h)` / `post_softmax` `(h, h_v)` are talking-heads
+    mixing matrices.
+    """
+    value = query if value is None else value
+    key = value if key is None else key
+    query, value, key = (np.asarray(t, np.float64) for t in (query, value, key))
+    batch, query_length, _ = query.shape
+    key_length = key.shape[1]
+    key_size, head_size = layer.key_size, layer.head_size
+    q = dense(query, layer.query_dense).reshape(batch, query_length, -1, key_size)
+    k = dense(key, layer.key_dense).reshape(batch, key_length, -1, key_size)
+    v = dense(value, layer.value_dense).reshape(batch, key_length, -1, head_size)
+
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k)
+    if layer.attention_scale:
+        logits = logits / np.sqrt(key_size)
+    if pre_softmax is not None:
+        logits = np.einsum("bhqk,hm->bmqk", logits, pre_softmax)
+    if attention_bias is not None:
+        logits = logits + attention_bias
+
+    keep = np.ones((batch, 1, query_length, key_length), bool)
+    if attention_mask is not None:
+        keep = keep & np.asarray(attention_mask, bool)[:, None]
+    if use_causal_mask:
+        keep = keep & np.tril(np.ones((query_length, key_length), bool))
+    keep = np.broadcast_to(keep, logits.shape)
+    probabilities = np.zeros_like(logits)
+    for index in np.ndindex(*logits.shape[:3]):
+        row_keep = keep[index]
+        if row_keep.any():
+            probabilities[index][row_keep] = softmax(logits[index][row_keep])
+    if post_softmax is not None:
+        probabilities = np.einsum("bmqk,mv->bvqk", probabilities, post_softmax)
+
+    attended = np.einsum("bhqk,bkhd->bqhd", probabilities, v)
+    attended = attended.reshape(batch, query_length, -1)
+    return dense(attended, layer.output_dense), probabilities
