@@ -3,12 +3,20 @@
 The public API is what this module exports; everything else is private.
 """
 
+from keras_attn import layers
 from keras_attn.layers import MultiHeadAttention
 from keras_attn.layers import TalkingHeadsAttention
+from keras_attn.models import build_transformer_model
+from keras_attn.models import load_checkpoint
+from keras_attn.models import register_variant
 from keras_attn.version import __version__
 
 __all__ = [
     "MultiHeadAttention",
     "TalkingHeadsAttention",
+    "build_transformer_model",
+    "layers",
+    "load_checkpoint",
+    "register_variant",
     "__version__",
 ]

@@ -1,4 +1,9 @@
-"""Attention layers."""
+"""Attention layers and the building blocks of the model builder."""
 
+from keras_attn.layers.attention_mask import AttentionMask
+from keras_attn.layers.bias_add import BiasAdd
+from keras_attn.layers.feed_forward import FeedForward
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.talking_heads_attention import TalkingHeadsAttention
+from keras_attn.layers.token_embedding import TokenEmbedding

@@ -1,0 +1,114 @@
+"""The position-wise feed-forward block of a Transformer layer."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="keras_attn", name="gelu_approximate")
+def gelu_approximate(x):
+    """GELU's tanh approximation, as in Hugging Face's `gelu_new`."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+def resolve_activation(name):
+    """A Keras activation for `name`; `"gelu"` is the exact erf form."""
+    if name == "gelu_approximate":
+        return gelu_approximate
+    return keras.activations.get(name)
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class FeedForward(keras.layers.Layer):
+    """Position-wise feed-forward network: `FFN(x) = act(x W_1 + b_1) W_2 + b_2`.
+
+    From Vaswani et al. (2017), "Attention Is All You Need",
+    https://arxiv.org/abs/1706.03762. BERT uses the exact (erf) GELU,
+    `gelu(x) = x * Phi(x)`; pass `activation="gelu_approximate"` for the tanh
+    approximation some checkpoints were trained with.
+
+    Args:
+        intermediate_size: width of the hidden layer (`W_1`'s output).
+        activation: activation of the hidden layer: a Keras activation name or
+            callable; `"gelu"` is the exact erf form.
+        out_dim: output width; defaults to the input width.
+        use_bias: whether both projections have biases.
+        kernel_initializer, bias_initializer: initializers of both projections.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(..., d_in)`.
+
+    Example:
+
+    >>> layer = keras_attn.layers.FeedForward(intermediate_size=128)
+    >>> layer(np.zeros((2, 5, 32), "float32")).shape
+    (2, 5, 32)
+    """
+
+    def __init__(
+        self,
+        intermediate_size,
+        activation="gelu",
+        out_dim=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.intermediate_size = intermediate_size
+        self.activation = activation
+        self.out_dim = out_dim
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _dense(self, units, activation, name):
+        return keras.layers.Dense(
+            units,
+            activation=activation,
+            use_bias=self.use_bias,
+            kernel_initializer=keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            ),
+            bias_initializer=keras.initializers.get(
+                keras.initializers.serialize(self.bias_initializer)
+            ),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, inputs_shape):
+        activation = resolve_activation(self.activation)
+        self.intermediate_dense = self._dense(
+            self.intermediate_size, activation, "intermediate_dense"
+        )
+        self.intermediate_dense.build(inputs_shape)
+        self.output_dense = self._dense(
+            self.out_dim or inputs_shape[-1], None, "output_dense"
+        )
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
+
+    def call(self, inputs):
+        return self.output_dense(self.intermediate_dense(inputs))
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape[:-1]) + (self.out_dim or inputs_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "intermediate_size": self.intermediate_size,
+                "activation": self.activation,
+                "out_dim": self.out_dim,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config
