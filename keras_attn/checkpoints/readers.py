@@ -1,0 +1,294 @@
+"""Read-only access to checkpoint files: name -> numpy array, whatever the format.
+
+Formats: TensorFlow name-based checkpoints (Google's BERT release), safetensors
+files (read with safetensors' numpy API, no torch needed), PyTorch `.bin`
+files (read with `weights_only=True`), their sharded `*.index.json` sets, and
+Hugging Face directories holding any of these.
+"""
+
+import json
+import os
+
+import numpy as np
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or does not fit the model."""
+
+
+def _as_numpy(array):
+    array = np.asarray(array)
+    # bfloat16 (an ml_dtypes type) and float16 are widened so that every
+    # consumer sees a standard float type.
+    if array.dtype.kind == "V" or array.dtype.name in ("bfloat16", "float16"):
+        array = array.astype(np.float32)
+    return array
+
+
+class CheckpointReader:
+    """Name -> numpy array access to one checkpoint.
+
+    Attributes:
+        path: what was opened (file, prefix or directory).
+        format: `"tensorflow"`, `"safetensors"` or `"torch"`.
+    """
+
+    format = None
+
+    def __init__(self, path):
+        self.path = path
+
+    def names(self):
+        """Every stored variable name, sorted."""
+        raise NotImplementedError
+
+    def shape(self, name):
+        """The stored shape of `name`, without reading its data."""
+        raise NotImplementedError
+
+    def read(self, name):
+        """The array stored under `name` (half floats widened to float32)."""
+        raise NotImplementedError
+
+    def __contains__(self, name):
+        return name in set(self.names())
+
+    def _unknown(self, name):
+        return KeyError(f"{name!r} is not stored in checkpoint {self.path!r}.")
+
+
+class TensorFlowReader(CheckpointReader):
+    """A TensorFlow name-based checkpoint, read with `tf.train.load_checkpoint`."""
+
+    format = "tensorflow"
+
+    def __init__(self, prefix):
+        super().__init__(prefix)
+        try:
+            import tensorflow as tf
+        except ImportError as error:
+            raise ImportError(
+                f"Reading the TensorFlow checkpoint {prefix!r} needs TensorFlow: "
+                'pip install "keras_attn[tensorflow]".'
+            ) from error
+        self._errors = (tf.errors.OpError,)
+        try:
+            self._reader = tf.train.load_checkpoint(prefix)
+            self._shapes = self._reader.get_variable_to_shape_map()
+        except self._errors as error:
+            raise CheckpointError(
+                f"Cannot read TensorFlow checkpoint {prefix!r}; its files look "
+                f"truncated or corrupt: {error}"
+            ) from error
+
+    def names(self):
+        return sorted(self._shapes)
+
+    def shape(self, name):
+        if name not in self._shapes:
+            raise self._unknown(name)
+        return tuple(self._shapes[name])
+
+    def read(self, name):
+        if name not in self._shapes:
+            raise self._unknown(name)
+        try:
+            return _as_numpy(self._reader.get_tensor(name))
+        except self._errors as error:
+            raise CheckpointError(
+                f"Cannot read {name!r} from TensorFlow checkpoint {self.path!r}; "
+                f"its data file looks truncated or corrupt: {error}"
+            ) from error
+
+
+class _ShardedReader(CheckpointReader):
+    """Shared logic of formats stored as one file or as shards with an index."""
+
+    def __init__(self, path, files):
+        super().__init__(path)
+        self._shard_of = {}
+        for file in files:
+            for name in self._open_shard(file):
+                self._shard_of[name] = file
+
+    def names(self):
+        return sorted(self._shard_of)
+
+    def _file_of(self, name):
+        if name not in self._shard_of:
+            raise self._unknown(name)
+        return self._shard_of[name]
+
+
+class SafetensorsReader(_ShardedReader):
+    """One `.safetensors` file or a sharded set, via safetensors' numpy API."""
+
+    format = "safetensors"
+
+    def __init__(self, path, files):
+        self._handles = {}
+        super().__init__(path, files)
+
+    def _open_shard(self, file):
+        from safetensors import safe_open
+
+        try:
+            handle = safe_open(file, framework="np")
+            self._handles[file] = handle
+            return list(handle.keys())
+        except Exception as error:  # safetensors raises its own SafetensorError
+            raise CheckpointError(
+                f"Cannot read safetensors file {file!r}; it looks truncated or "
+                f"corrupt: {error}"
+            ) from error
+
+    def shape(self, name):
+        handle = self._handles[self._file_of(name)]
+        return tuple(handle.get_slice(name).get_shape())
+
+    def read(self, name):
+        file = self._file_of(name)
+        try:
+            return _as_numpy(self._handles[file].get_tensor(name))
+        except Exception as error:
+            raise CheckpointError(
+                f"Cannot read {name!r} from safetensors file {file!r}; it looks "
+                f"truncated or corrupt: {error}"
+            ) from error
+
+
+class TorchReader(_ShardedReader):
+    """A PyTorch state dict (`pytorch_model.bin`) or a sharded set, loaded
+    with `weights_only=True` so that no pickled code runs."""
+
+    format = "torch"
+
+    def __init__(self, path, files):
+        self._arrays = {}
+        super().__init__(path, files)
+
+    def _open_shard(self, file):
+        try:
+            import torch
+        except ImportError as error:
+            raise ImportError(
+                f"Reading the PyTorch file {file!r} needs torch: "
+                'pip install "keras_attn[torch]", or convert it to safetensors.'
+            ) from error
+        try:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+        except Exception as error:
+            raise CheckpointError(
+                f"Cannot read PyTorch file {file!r}; it looks truncated or "
+                f"corrupt, or holds more than tensors: {error}"
+            ) from error
+        if not isinstance(state, dict):
+            raise CheckpointError(f"PyTorch file {file!r} does not hold a state dict.")
+        for name, tensor in state.items():
+            self._arrays[name] = tensor.detach().to(torch.float32) if tensor.is_floating_point() else tensor
+        return list(state)
+
+    def shape(self, name):
+        self._file_of(name)
+        return tuple(self._arrays[name].shape)
+
+    def read(self, name):
+        self._file_of(name)
+        return _as_numpy(self._arrays[name].numpy())
+
+
+def _shards_from_index(index_path):
+    try:
+        with open(index_path, encoding="utf-8") as file:
+            weight_map = json.load(file)["weight_map"]
+    except (OSError, ValueError, KeyError) as error:
+        raise CheckpointError(
+            f"Cannot read shard index {index_path!r}: {error}"
+        ) from error
+    directory = os.path.dirname(index_path)
+    files = []
+    for shard in weight_map.values():
+        path = os.path.join(directory, shard)
+        if path not in files:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"Shard {path!r} listed in {index_path!r} does not exist.")
+            files.append(path)
+    return files
+
+
+def _is_tf_prefix(path):
+    return os.path.isfile(path + ".index")
+
+
+# In a directory, the first of these that exists is read.
+DIRECTORY_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def _tf_prefix_in(directory):
+    state = os.path.join(directory, "checkpoint")
+    if os.path.isfile(state):
+        import tensorflow as tf
+
+        prefix = tf.train.latest_checkpoint(directory)
+        if prefix:
+            return prefix
+    indexes = [name for name in os.listdir(directory) if name.endswith(".index")]
+    if len(indexes) == 1:
+        return os.path.join(directory, indexes[0][: -len(".index")])
+    return None
+
+
+def open_checkpoint(path):
+    """Opens a checkpoint of any supported format.
+
+    Args:
+        path: a TensorFlow checkpoint prefix (`.../bert_model.ckpt`), a
+            `.safetensors` file, a PyTorch `.bin`/`.pt` file, a
+            `*.index.json` shard index, or a directory holding one of these
+            (Hugging Face layout first, then a TensorFlow checkpoint).
+
+    Returns:
+        A `CheckpointReader`.
+
+    Raises:
+        FileNotFoundError: nothing readable at `path`.
+        CheckpointError: a file that is truncated or corrupt.
+        ImportError: the format needs TensorFlow or torch and it is missing.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        for name in DIRECTORY_FILES:
+            candidate = os.path.join(path, name)
+            if os.path.isfile(candidate):
+                return open_checkpoint(candidate)
+        prefix = _tf_prefix_in(path)
+        if prefix is not None:
+            return TensorFlowReader(prefix)
+        raise FileNotFoundError(
+            f"No checkpoint in directory {path!r}: looked for "
+            f"{', '.join(DIRECTORY_FILES)} or a TensorFlow checkpoint (*.index); "
+            f"it holds {sorted(os.listdir(path))}."
+        )
+    if _is_tf_prefix(path):
+        return TensorFlowReader(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Checkpoint {path!r} does not exist.")
+    if path.endswith(".safetensors.index.json"):
+        return SafetensorsReader(path, _shards_from_index(path))
+    if path.endswith(".bin.index.json"):
+        return TorchReader(path, _shards_from_index(path))
+    if path.endswith(".safetensors"):
+        return SafetensorsReader(path, [path])
+    if path.endswith((".bin", ".pt", ".pth")):
+        return TorchReader(path, [path])
+    if path.endswith(".index"):
+        return TensorFlowReader(path[: -len(".index")])
+    raise CheckpointError(
+        f"Unrecognised checkpoint {path!r}: expected a TensorFlow checkpoint "
+        "prefix, .safetensors, .bin/.pt, a *.index.json shard index, or a directory."
+    )
