@@ -1,0 +1,53 @@
+"""Name table: Google's TensorFlow BERT checkpoints (and RoBERTa+, which
+are stored the same way) onto this library's variables.
+
+Keys are Keras variable paths (`{layer}` stands for the block index); values
+are the checkpoint names, or `None` for variables a BERT checkpoint does not
+have and that keep their initial value (talking-heads mixing starts as the
+identity, so the model computes exactly BERT). Kernels are stored as
+`(in, out)`, as Keras keeps them, except the next-sentence weights.
+"""
+
+from keras_attn.checkpoints.porting import Source
+
+_LAYER = "bert/encoder/layer_{layer}"
+
+TABLE = {
+    "Embedding-Token/embeddings": Source("bert/embeddings/word_embeddings"),
+    "Embedding-Segment/embeddings": Source("bert/embeddings/token_type_embeddings"),
+    "Embedding-Position/embeddings": Source("bert/embeddings/position_embeddings"),
+    "Embedding-Norm/gamma": Source("bert/embeddings/LayerNorm/gamma"),
+    "Embedding-Norm/beta": Source("bert/embeddings/LayerNorm/beta"),
+    "Embedding-Mapping/kernel": Source("bert/encoder/embedding_hidden_mapping_in/kernel"),
+    "Embedding-Mapping/bias": Source("bert/encoder/embedding_hidden_mapping_in/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_LAYER}/attention/self/query/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/bias": Source(f"{_LAYER}/attention/self/query/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_LAYER}/attention/self/key/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/bias": Source(f"{_LAYER}/attention/self/key/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_LAYER}/attention/self/value/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}/attention/self/value/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}/attention/output/dense/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}/attention/output/dense/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/pre_softmax_kernel": None,
+    "Transformer-{layer}-MultiHeadSelfAttention/post_softmax_kernel": None,
+    "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}/attention/output/LayerNorm/gamma"),
+    "Transformer-{layer}-MultiHeadSelfAttention-Norm/beta": Source(f"{_LAYER}/attention/output/LayerNorm/beta"),
+    "Transformer-{layer}-FeedForward/intermediate_dense/kernel": Source(f"{_LAYER}/intermediate/dense/kernel"),
+    "Transformer-{layer}-FeedForward/intermediate_dense/bias": Source(f"{_LAYER}/intermediate/dense/bias"),
+    "Transformer-{layer}-FeedForward/output_dense/kernel": Source(f"{_LAYER}/output/dense/kernel"),
+    "Transformer-{layer}-FeedForward/output_dense/bias": Source(f"{_LAYER}/output/dense/bias"),
+    "Transformer-{layer}-FeedForward-Norm/gamma": Source(f"{_LAYER}/output/LayerNorm/gamma"),
+    "Transformer-{layer}-FeedForward-Norm/beta": Source(f"{_LAYER}/output/LayerNorm/beta"),
+    "Pooler-Dense/kernel": Source("bert/pooler/dense/kernel"),
+    "Pooler-Dense/bias": Source("bert/pooler/dense/bias"),
+    "NSP/kernel": Source("cls/seq_relationship/output_weights", transpose=True),
+    "NSP/bias": Source("cls/seq_relationship/output_bias"),
+    "MLM-Dense/kernel": Source("cls/predictions/transform/dense/kernel"),
+    "MLM-Dense/bias": Source("cls/predictions/transform/dense/bias"),
+    "MLM-Norm/gamma": Source("cls/predictions/transform/LayerNorm/gamma"),
+    "MLM-Norm/beta": Source("cls/predictions/transform/LayerNorm/beta"),
+    "MLM-Bias/bias": Source("cls/predictions/output_bias"),
+}
+
+# Stored alongside the weights by training, never model variables.
+IGNORED = ("global_step", "/adam_m", "/adam_v", "good_steps", "loss_scale")

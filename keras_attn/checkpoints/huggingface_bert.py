@@ -1,0 +1,75 @@
+"""Name table: Hugging Face BERT and RoBERTa weights (safetensors or
+PyTorch) onto this library's variables.
+
+Keys are Keras variable paths (`{layer}` stands for the block index); values
+list the accepted checkpoint names, tried in order, each also with the
+`bert.` and `roberta.` prefixes of the task models (`BertForPreTraining`,
+`RobertaForMaskedLM`) and with the older `LayerNorm.gamma`/`.beta`
+spellings. `torch.nn.Linear` stores kernels as `(out, in)`, hence the
+transposes. `None` marks variables a BERT checkpoint does not have.
+"""
+
+from keras_attn.checkpoints.porting import Source
+
+_LAYER = "encoder.layer.{layer}"
+
+TABLE = {
+    "Embedding-Token/embeddings": Source("embeddings.word_embeddings.weight"),
+    "Embedding-Segment/embeddings": Source("embeddings.token_type_embeddings.weight"),
+    "Embedding-Position/embeddings": Source("embeddings.position_embeddings.weight"),
+    "Embedding-Norm/gamma": Source("embeddings.LayerNorm.weight"),
+    "Embedding-Norm/beta": Source("embeddings.LayerNorm.bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_LAYER}.attention.self.query.weight", transpose=True),
+    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/bias": Source(f"{_LAYER}.attention.self.query.bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_LAYER}.attention.self.key.weight", transpose=True),
+    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/bias": Source(f"{_LAYER}.attention.self.key.bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_LAYER}.attention.self.value.weight", transpose=True),
+    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}.attention.self.value.bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}.attention.output.dense.weight", transpose=True),
+    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}.attention.output.dense.bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/pre_softmax_kernel": None,
+    "Transformer-{layer}-MultiHeadSelfAttention/post_softmax_kernel": None,
+    "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}.attention.output.LayerNorm.weight"),
+    "Transformer-{layer}-MultiHeadSelfAttention-Norm/beta": Source(f"{_LAYER}.attention.output.LayerNorm.bias"),
+    "Transformer-{layer}-FeedForward/intermediate_dense/kernel": Source(f"{_LAYER}.intermediate.dense.weight", transpose=True),
+    "Transformer-{layer}-FeedForward/intermediate_dense/bias": Source(f"{_LAYER}.intermediate.dense.bias"),
+    "Transformer-{layer}-FeedForward/output_dense/kernel": Source(f"{_LAYER}.output.dense.weight", transpose=True),
+    "Transformer-{layer}-FeedForward/output_dense/bias": Source(f"{_LAYER}.output.dense.bias"),
+    "Transformer-{layer}-FeedForward-Norm/gamma": Source(f"{_LAYER}.output.LayerNorm.weight"),
+    "Transformer-{layer}-FeedForward-Norm/beta": Source(f"{_LAYER}.output.LayerNorm.bias"),
+    "Pooler-Dense/kernel": Source("pooler.dense.weight", transpose=True),
+    "Pooler-Dense/bias": Source("pooler.dense.bias"),
+    "NSP/kernel": Source("cls.seq_relationship.weight", transpose=True),
+    "NSP/bias": Source("cls.seq_relationship.bias"),
+    "MLM-Dense/kernel": Source("cls.predictions.transform.dense.weight", "lm_head.dense.weight", transpose=True),
+    "MLM-Dense/bias": Source("cls.predictions.transform.dense.bias", "lm_head.dense.bias"),
+    "MLM-Norm/gamma": Source("cls.predictions.transform.LayerNorm.weight", "lm_head.layer_norm.weight"),
+    "MLM-Norm/beta": Source("cls.predictions.transform.LayerNorm.bias", "lm_head.layer_norm.bias"),
+    "MLM-Bias/bias": Source("cls.predictions.bias", "lm_head.bias"),
+}
+
+PREFIXES = ("", "bert.", "roberta.")
+
+# Older checkpoints spell LayerNorm parameters as TensorFlow does.
+SPELLINGS = ((".weight", ".gamma"), (".bias", ".beta"))
+
+# Stored by the task models but never separate variables here: the decoder
+# weight is the tied token embedding and its bias duplicates `*.bias`;
+# position ids are a buffer.
+IGNORED = (
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+    "lm_head.decoder.weight",
+    "lm_head.decoder.bias",
+    "embeddings.position_ids",
+)
+
+
+def candidates(name):
+    """Every spelling under which `name` may be stored."""
+    for prefix in PREFIXES:
+        yield prefix + name
+        if "LayerNorm" in name:
+            for modern, legacy in SPELLINGS:
+                if name.endswith(modern):
+                    yield prefix + name[: -len(modern)] + legacy
