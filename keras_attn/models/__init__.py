@@ -1,0 +1,12 @@
+"""The model builder and its variants."""
+
+from keras_attn.models.bert import Bert
+from keras_attn.models.builder import build_transformer_model
+from keras_attn.models.builder import load_checkpoint
+from keras_attn.models.builder import register_variant
+from keras_attn.models.roberta import Roberta
+from keras_attn.models.roberta_plus import RobertaPlus
+from keras_attn.models.talking_heads import TalkingHeadsBert
+from keras_attn.models.transformer import Transformer
+from keras_attn.models.transformer_config import TransformerConfig
+from keras_attn.models.transformer_config import load_config

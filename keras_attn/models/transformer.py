@@ -1,0 +1,220 @@
+"""The Transformer template every model variant builds on."""
+
+import keras
+from keras import ops
+
+from keras_attn import layers
+from keras_attn.layers.feed_forward import resolve_activation
+
+APPLICATIONS = {
+    # application: (attention mask mode, has the masked-LM head)
+    "encoder": ("bidirectional", False),
+    "mlm": ("bidirectional", True),
+    "lm": ("causal", True),
+    "unilm": ("unilm", True),
+}
+
+
+class Transformer:
+    """Builds a BERT-style post-LN Transformer as a functional `keras.Model`.
+
+    A template method, as in bert4keras: `build()` creates the inputs, then
+    calls `apply_embeddings`, `apply_main_layer` once per layer and
+    `apply_final_layers`. The attention mask is computed once and passed to
+    every layer. A variant subclasses this and overrides only what differs:
+    `attention_layer` (the attention class), `make_position_embedding` (the
+    position encoding) or the mask, nothing else.
+
+    Layer names are stable, since users pick layers by name and checkpoints
+    are mapped onto them: `Embedding-Token`, `Embedding-Segment`,
+    `Embedding-Position`, `Embedding-Norm`, `Embedding-Mapping`,
+    `Transformer-{i}-MultiHeadSelfAttention` (`-Dropout`, `-Add`, `-Norm`),
+    `Transformer-{i}-FeedForward` (`-Dropout`, `-Add`, `-Norm`),
+    `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Bias`.
+
+    Args:
+        config: a `TransformerConfig`.
+        application: `"encoder"` (sequence output), `"mlm"` (tied-embedding
+            masked-LM logits), `"lm"` (the same head under a causal mask) or
+            `"unilm"` (the same head under the seq2seq mask of segment ids).
+        with_pool: add BERT's pooler (`tanh` dense on the first token).
+        with_nsp: add the next-sentence head (implies `with_pool`).
+        padding_mask_input: take an explicit `padding_mask` input instead of
+            deriving padding from `config.pad_token_id`.
+    """
+
+    attention_layer = layers.MultiHeadAttention
+
+    def __init__(
+        self,
+        config,
+        application="encoder",
+        with_pool=False,
+        with_nsp=False,
+        padding_mask_input=False,
+    ):
+        if application not in APPLICATIONS:
+            raise ValueError(
+                f"`application` must be one of {sorted(APPLICATIONS)}; "
+                f"received {application!r}."
+            )
+        self.config = config
+        self.application = application
+        self.with_pool = with_pool or with_nsp
+        self.with_nsp = with_nsp
+        self.padding_mask_input = padding_mask_input
+        self.mask_mode, self.with_mlm = APPLICATIONS[application]
+
+    # Hooks a variant may override -------------------------------------------
+
+    @property
+    def uses_segments(self):
+        """Whether the model takes `segment_ids` (the unilm mask needs them)."""
+        return self.config.segment_vocab_size > 1 or self.mask_mode == "unilm"
+
+    def initializer(self):
+        return keras.initializers.TruncatedNormal(stddev=self.config.initializer_range)
+
+    def make_position_embedding(self):
+        """BERT's learned absolute positions."""
+        return layers.PositionEmbedding(
+            self.config.max_position,
+            self.config.embedding_width,
+            embeddings_initializer=self.initializer(),
+            name="Embedding-Position",
+        )
+
+    def make_attention(self, index):
+        config = self.config
+        return self.attention_layer(
+            heads=config.num_heads,
+            head_size=config.head_size,
+            key_size=config.key_size,
+            attention_dropout=config.attention_dropout_rate,
+            kernel_initializer=self.initializer(),
+            name=f"Transformer-{index}-MultiHeadSelfAttention",
+        )
+
+    # The template ------------------------------------------------------------
+
+    def build(self, name=None):
+        inputs = self.get_inputs()
+        attention_mask = layers.AttentionMask(
+            self.mask_mode, pad_token_id=self.config.pad_token_id, name="Attention-Mask"
+        )(
+            inputs["token_ids"],
+            segment_ids=inputs.get("segment_ids"),
+            padding_mask=inputs.get("padding_mask"),
+        )
+        hidden = self.apply_embeddings(inputs)
+        for index in range(self.config.num_layers):
+            hidden = self.apply_main_layer(hidden, index, attention_mask)
+        outputs = self.apply_final_layers(hidden)
+        return keras.Model(inputs, outputs, name=name)
+
+    def get_inputs(self):
+        inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
+        if self.uses_segments:
+            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        if self.padding_mask_input:
+            inputs["padding_mask"] = keras.Input(
+                (None,), dtype="int32", name="padding_mask"
+            )
+        return inputs
+
+    def apply_embeddings(self, inputs):
+        config = self.config
+        token_ids = inputs["token_ids"]
+        self.token_embedding = layers.TokenEmbedding(
+            config.vocab_size,
+            config.embedding_width,
+            embeddings_initializer=self.initializer(),
+            name="Embedding-Token",
+        )
+        embedded = [self.token_embedding(token_ids)]
+        if config.segment_vocab_size > 0:
+            segment_ids = inputs.get("segment_ids")
+            if segment_ids is None or config.segment_vocab_size == 1:
+                # A single token type (RoBERTa) still has its embedding row.
+                segment_ids = ops.zeros_like(token_ids)
+            embedded.append(
+                keras.layers.Embedding(
+                    config.segment_vocab_size,
+                    config.embedding_width,
+                    embeddings_initializer=self.initializer(),
+                    name="Embedding-Segment",
+                )(segment_ids)
+            )
+        padding_mask = inputs.get("padding_mask")
+        if padding_mask is None:
+            padding_mask = ops.not_equal(token_ids, config.pad_token_id)
+        embedded.append(
+            self.make_position_embedding()(token_ids, padding_mask=padding_mask)
+        )
+        hidden = keras.layers.Add(name="Embedding-Add")(embedded)
+        hidden = self.layer_norm("Embedding-Norm")(hidden)
+        hidden = keras.layers.Dropout(config.dropout_rate, name="Embedding-Dropout")(hidden)
+        if config.embedding_width != config.hidden_size:
+            hidden = keras.layers.Dense(
+                config.hidden_size,
+                kernel_initializer=self.initializer(),
+                name="Embedding-Mapping",
+            )(hidden)
+        return hidden
+
+    def layer_norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.config.layer_norm_epsilon, name=name
+        )
+
+    def apply_main_layer(self, hidden, index, attention_mask):
+        """One post-LN block: `x = LN(x + Drop(Attn(x)))`, `x = LN(x + Drop(FFN(x)))`."""
+        config = self.config
+        prefix = f"Transformer-{index}-MultiHeadSelfAttention"
+        attended = self.make_attention(index)(hidden, attention_mask=attention_mask)
+        attended = keras.layers.Dropout(config.dropout_rate, name=f"{prefix}-Dropout")(attended)
+        hidden = keras.layers.Add(name=f"{prefix}-Add")([hidden, attended])
+        hidden = self.layer_norm(f"{prefix}-Norm")(hidden)
+
+        prefix = f"Transformer-{index}-FeedForward"
+        transformed = layers.FeedForward(
+            config.intermediate_size,
+            activation=config.hidden_act,
+            kernel_initializer=self.initializer(),
+            name=prefix,
+        )(hidden)
+        transformed = keras.layers.Dropout(config.dropout_rate, name=f"{prefix}-Dropout")(
+            transformed
+        )
+        hidden = keras.layers.Add(name=f"{prefix}-Add")([hidden, transformed])
+        return self.layer_norm(f"{prefix}-Norm")(hidden)
+
+    def apply_final_layers(self, hidden):
+        config = self.config
+        outputs = {"sequence_output": hidden}
+        if self.with_pool:
+            pooled = keras.layers.Dense(
+                config.hidden_size,
+                activation="tanh",
+                kernel_initializer=self.initializer(),
+                name="Pooler-Dense",
+            )(hidden[:, 0])
+            outputs["pooled_output"] = pooled
+            if self.with_nsp:
+                outputs["nsp_logits"] = keras.layers.Dense(
+                    2, kernel_initializer=self.initializer(), name="NSP"
+                )(pooled)
+        if self.with_mlm:
+            transformed = keras.layers.Dense(
+                config.embedding_width,
+                activation=resolve_activation(config.hidden_act),
+                kernel_initializer=self.initializer(),
+                name="MLM-Dense",
+            )(hidden)
+            transformed = self.layer_norm("MLM-Norm")(transformed)
+            logits = self.token_embedding(transformed, reverse=True)
+            outputs["mlm_logits"] = layers.BiasAdd(name="MLM-Bias")(logits)
+            del outputs["sequence_output"]
+        if len(outputs) == 1:
+            return next(iter(outputs.values()))
+        return outputs
