@@ -1,0 +1,103 @@
+"""The builder's building blocks, through the shared harness."""
+
+import numpy as np
+import pytest
+from scipy.special import erf
+
+import keras_attn
+from tests.harness import run_layer_test, to_numpy
+
+RNG = np.random.default_rng(7)
+
+
+def test_feed_forward(tmp_path):
+    def numpy_reference(layer, inputs):
+        x = inputs["inputs"].astype(np.float64)
+        w1, b1 = (to_numpy(v) for v in (layer.intermediate_dense.kernel, layer.intermediate_dense.bias))
+        w2, b2 = (to_numpy(v) for v in (layer.output_dense.kernel, layer.output_dense.bias))
+        hidden = x @ w1 + b1
+        hidden = 0.5 * hidden * (1 + erf(hidden / np.sqrt(2)))  # exact GELU
+        return hidden @ w2 + b2
+
+    run_layer_test(
+        keras_attn.layers.FeedForward,
+        {"intermediate_size": 12, "bias_initializer": "glorot_uniform"},
+        inputs={"inputs": RNG.normal(size=(2, 5, 6)).astype("float32")},
+        expected_output_shape=(2, 5, 6),
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+
+
+def test_position_embedding(tmp_path):
+    def numpy_reference(layer, inputs):
+        return to_numpy(layer.embeddings)[2:7][None]
+
+    run_layer_test(
+        keras_attn.layers.PositionEmbedding,
+        {"max_position": 9, "dim": 4, "offset": 2},
+        inputs={"inputs": RNG.normal(size=(1, 5, 3)).astype("float32")},
+        expected_output_shape=(1, 5, 4),
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+
+
+def test_position_embedding_counts_real_tokens_from_padding():
+    layer = keras_attn.layers.PositionEmbedding(8, 3, offset=2, count_from_padding=True)
+    padding = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
+    output = to_numpy(layer(np.zeros((2, 5, 1)), padding_mask=padding))
+    table = to_numpy(layer.embeddings)
+    # Hugging Face RoBERTa numbering: real tokens 2, 3, ...; padding row 1.
+    np.testing.assert_array_equal(output[0], table[[1, 1, 2, 3, 4]])
+    np.testing.assert_array_equal(output[1], table[[2, 3, 4, 1, 1]])
+
+
+def test_position_embedding_rejects_long_sequences():
+    layer = keras_attn.layers.PositionEmbedding(6, 3, offset=2)
+    with pytest.raises(ValueError, match="Sequence length 5 exceeds the 4 positions"):
+        layer(np.zeros((1, 5, 1)))
+
+
+def test_token_embedding_reverse_is_the_tied_projection(tmp_path):
+    layer = run_layer_test(
+        keras_attn.layers.TokenEmbedding,
+        {"input_dim": 11, "output_dim": 4},
+        inputs={"inputs": RNG.integers(0, 11, size=(2, 5)).astype("int32")},
+        expected_output_shape=(2, 5, 4),
+        reference=lambda layer, inputs: to_numpy(layer.embeddings)[inputs["inputs"]],
+        tmp_path=tmp_path,
+    )
+    hidden = RNG.normal(size=(2, 3, 4)).astype("float32")
+    logits = to_numpy(layer(hidden, reverse=True))
+    np.testing.assert_allclose(logits, hidden @ to_numpy(layer.embeddings).T, atol=1e-5)
+
+
+def test_bias_add(tmp_path):
+    run_layer_test(
+        keras_attn.layers.BiasAdd,
+        {"bias_initializer": "random_normal"},
+        inputs={"inputs": RNG.normal(size=(2, 3, 4)).astype("float32")},
+        expected_output_shape=(2, 3, 4),
+        reference=lambda layer, inputs: inputs["inputs"] + to_numpy(layer.bias),
+        tmp_path=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("mode", ["bidirectional", "causal", "unilm"])
+def test_attention_mask_modes(mode):
+    tokens = np.array([[5, 6, 7, 8, 0]], "int32")
+    segments = np.array([[0, 0, 1, 1, 0]], "int32")
+    layer = keras_attn.layers.AttentionMask(mode, pad_token_id=0)
+    mask = np.broadcast_to(to_numpy(layer(tokens, segment_ids=segments)), (1, 5, 5))[0]
+    keys = tokens[0] != 0
+    i, j = np.indices((5, 5))
+    expected = {
+        "bidirectional": np.broadcast_to(keys, (5, 5)),
+        "causal": keys[None, :] & (j <= i),
+        # Source (first two) bidirectional; target sees the source and itself causally.
+        "unilm": keys[None, :] & ((j < 2) | ((j <= i) & (i >= 2))),
+    }[mode]
+    np.testing.assert_array_equal(mask, expected)
+    restored = keras_attn.layers.AttentionMask.from_config(layer.get_config())
+    assert restored.mode == mode
