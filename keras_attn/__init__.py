@@ -9,11 +9,15 @@ from keras_attn.layers import TalkingHeadsAttention
 from keras_attn.models import build_transformer_model
 from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
+from keras_attn.tokenizers import SpTokenizer
+from keras_attn.tokenizers import Tokenizer
 from keras_attn.version import __version__
 
 __all__ = [
     "MultiHeadAttention",
+    "SpTokenizer",
     "TalkingHeadsAttention",
+    "Tokenizer",
     "build_transformer_model",
     "layers",
     "load_checkpoint",

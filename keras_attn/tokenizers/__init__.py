@@ -1,0 +1,4 @@
+"""Tokenizers: BERT WordPiece and SentencePiece, with one interface."""
+
+from keras_attn.tokenizers.sentencepiece_tokenizer import SpTokenizer
+from keras_attn.tokenizers.wordpiece_tokenizer import Tokenizer

@@ -1,0 +1,56 @@
+import pytest
+
+import keras_attn
+
+
+def test_encode_decode_round_trip(sentencepiece_model, corpus):
+    tokenizer = keras_attn.SpTokenizer(sentencepiece_model)
+    for text in corpus[:100]:
+        token_ids, segment_ids = tokenizer.encode(text)
+        assert token_ids[0] == tokenizer.cls_id and token_ids[-1] == tokenizer.sep_id
+        assert segment_ids == [0] * len(token_ids)
+        assert tokenizer.decode(token_ids) == " ".join(text.split())
+
+
+def test_pairs_and_truncation(sentencepiece_model):
+    tokenizer = keras_attn.SpTokenizer(sentencepiece_model)
+    first = "Return a new dictionary initialized from an optional positional argument"
+    second = "the parser"
+    second_length = len(tokenizer.tokenize(second)) - 2
+    # Room for the whole second text and a longer part of the first.
+    maxlen = 3 + 2 * second_length + 1
+    token_ids, segment_ids = tokenizer.encode(first, second, maxlen=maxlen)
+    assert len(token_ids) == maxlen
+    assert token_ids.count(tokenizer.sep_id) == 2
+    assert segment_ids.count(1) == second_length + 1
+    assert segment_ids.count(0) == 1 + second_length + 1 + 1
+
+
+def test_rematch_gives_character_spans(sentencepiece_model):
+    tokenizer = keras_attn.SpTokenizer(sentencepiece_model)
+    text = "Héllo wörld, 中文 text"
+    tokens = tokenizer.tokenize(text)
+    mapping = tokenizer.rematch(text, tokens)
+    assert mapping[0] == [] and mapping[-1] == []
+    for token, indices in zip(tokens[1:-1], mapping[1:-1]):
+        piece = token.replace("\u2581", " ")
+        if token != tokenizer.id_to_token(tokenizer.unk_id):
+            assert "".join(text[i] for i in indices).strip() == piece.strip(), (token, indices)
+
+
+def test_special_tokens(sentencepiece_model):
+    tokenizer = keras_attn.SpTokenizer(sentencepiece_model)
+    assert tokenizer.id_to_token(tokenizer.pad_id) == "<pad>"
+    assert tokenizer.id_to_token(tokenizer.cls_id) == "<s>"
+    with pytest.raises(ValueError, match="mask"):
+        tokenizer.mask_id
+    with pytest.raises(ValueError, match="<nope>"):
+        keras_attn.SpTokenizer(sentencepiece_model, mask_token="<nope>")
+    bare = keras_attn.SpTokenizer(sentencepiece_model, cls_token="", sep_token="")
+    assert bare.encode("the")[0] == bare.tokens_to_ids(bare.tokenize("the"))
+    assert tokenizer.encode("the")[0][1:-1] == bare.encode("the")[0]
+
+
+def test_missing_model_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.model"):
+        keras_attn.SpTokenizer(str(tmp_path / "missing.model"))
