@@ -1,0 +1,131 @@
+"""Fine-tune a text classifier with `model.fit`, offline.
+
+The task: tell which standard-library package a docstring line comes from
+(`email` or `asyncio` by default), on the docstrings of your own Python
+installation. With `--checkpoint DIR` the encoder starts from a pretrained
+checkpoint directory (Hugging Face `config.json` + weights, or Google's
+`bert_config.json` + `bert_model.ckpt`, with its `vocab.txt`); without one,
+a WordPiece vocabulary is trained on the training lines and a small BERT
+starts from random weights.
+
+    KERAS_BACKEND=jax python examples/finetune_classifier.py
+    python examples/finetune_classifier.py --checkpoint ~/models/bert-base-uncased
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+
+import keras
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import keras_attn  # noqa: E402
+from text_data import labelled_lines  # noqa: E402
+
+SMALL_BERT = dict(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=256,
+    max_position_embeddings=128,
+    type_vocab_size=2,
+)
+
+
+def train_vocabulary(texts, directory, size=3000):
+    """A WordPiece `vocab.txt` learned from `texts` with the tokenizers package."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(
+        texts,
+        trainers.WordPieceTrainer(
+            vocab_size=size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        ),
+    )
+    vocabulary = tokenizer.get_vocab()
+    path = os.path.join(directory, "vocab.txt")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write("\n".join(sorted(vocabulary, key=vocabulary.get)) + "\n")
+    return path
+
+
+def encode(tokenizer, texts, maxlen):
+    token_ids = np.full((len(texts), maxlen), tokenizer.pad_id, "int32")
+    for row, text in enumerate(texts):
+        ids, _ = tokenizer.encode(text, maxlen=maxlen)
+        token_ids[row, : len(ids)] = ids
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
+
+
+def build_classifier(encoder, classes):
+    first_token = encoder.output[:, 0]
+    first_token = keras.layers.Dropout(0.1, name="Classifier-Dropout")(first_token)
+    probabilities = keras.layers.Dense(classes, activation="softmax", name="Classifier")(
+        first_token
+    )
+    return keras.Model(encoder.input, probabilities, name="classifier")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", help="pretrained checkpoint directory (with vocab.txt)")
+    parser.add_argument("--variant", default="bert")
+    parser.add_argument("--cased", action="store_true", help="do not lowercase")
+    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--maxlen", type=int, default=48)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch")
+    arguments = parser.parse_args()
+    keras.utils.set_random_seed(0)
+
+    texts, labels = labelled_lines(arguments.packages, per_class=200 if arguments.quick else None)
+    labels = np.asarray(labels)
+    split = int(0.8 * len(texts))
+    print(
+        f"backend={keras.config.backend()}: {len(texts)} docstring lines from "
+        f"{arguments.packages}, {split} for training"
+    )
+
+    if arguments.checkpoint:
+        vocab = os.path.join(arguments.checkpoint, "vocab.txt")
+        encoder = keras_attn.build_transformer_model(
+            arguments.checkpoint, variant=arguments.variant
+        )
+    else:
+        vocab = train_vocabulary(texts[:split], tempfile.mkdtemp())
+        config = dict(SMALL_BERT, vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")))
+        encoder = keras_attn.build_transformer_model(config, variant=arguments.variant)
+    tokenizer = keras_attn.Tokenizer(vocab, do_lower_case=not arguments.cased)
+    inputs = encode(tokenizer, texts, arguments.maxlen)
+    train = {key: value[:split] for key, value in inputs.items()}
+    test = {key: value[split:] for key, value in inputs.items()}
+
+    model = build_classifier(encoder, len(arguments.packages))
+    epochs = 1 if arguments.quick else arguments.epochs
+    steps = epochs * -(-split // arguments.batch_size)
+    learning_rate = 5e-5 if arguments.checkpoint else 1e-3
+    model.compile(
+        optimizer=keras.optimizers.AdamW(
+            keras.optimizers.schedules.CosineDecay(
+                0.0, steps, warmup_target=learning_rate, warmup_steps=steps // 10
+            )
+        ),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=keras.config.backend() != "torch",
+    )
+    model.fit(train, labels[:split], batch_size=arguments.batch_size, epochs=epochs)
+    _, accuracy = model.evaluate(test, labels[split:], verbose=0)
+    majority = max(np.mean(labels[split:] == c) for c in range(len(arguments.packages)))
+    print(f"held-out accuracy {accuracy:.3f} (majority class {majority:.3f})")
+
+
+if __name__ == "__main__":
+    main()
