@@ -71,7 +71,9 @@ class TensorFlowReader(CheckpointReader):
                 f"Reading the TensorFlow checkpoint {prefix!r} needs TensorFlow: "
                 'pip install "keras_attn[tensorflow]".'
             ) from error
-        self._errors = (tf.errors.OpError,)
+        # TensorFlow reports damaged files as OpError, or as IndexError or
+        # ValueError from its Python wrapper.
+        self._errors = (tf.errors.OpError, IndexError, ValueError)
         try:
             self._reader = tf.train.load_checkpoint(prefix)
             self._shapes = self._reader.get_variable_to_shape_map()

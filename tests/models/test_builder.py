@@ -479,3 +479,18 @@ def test_config_directory_without_weights_is_an_error(tmp_path):
         json.dump(small_config(), file)
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         keras_attn.build_transformer_model(str(tmp_path))
+
+
+def test_pytorch_bin_loads_like_safetensors(hf_bert_dir, tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import load_file
+
+    state = load_file(os.path.join(hf_bert_dir, "model.safetensors"))
+    torch.save({k: torch.tensor(v) for k, v in state.items()}, str(tmp_path / "pytorch_model.bin"))
+    with open(os.path.join(hf_bert_dir, "config.json")) as source:
+        (tmp_path / "config.json").write_text(source.read())
+    tokens, segments = token_batch(99, 0, seed=9)
+    inputs = {"token_ids": tokens, "segment_ids": segments}
+    from_bin = keras_attn.build_transformer_model(str(tmp_path), application="mlm")
+    from_safetensors = keras_attn.build_transformer_model(hf_bert_dir, application="mlm")
+    np.testing.assert_array_equal(to_numpy(from_bin(inputs)), to_numpy(from_safetensors(inputs)))
