@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_attn.layers import masking
 
-MASK_MODES = ("bidirectional", "causal", "unilm")
+MASK_MODES = ("bidirectional", "unilm")
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -14,10 +14,10 @@ class AttentionMask(keras.layers.Layer):
 
     `True` means query `i` may attend to key `j`. Padding keys are always
     masked; padded queries keep their row so that their (unused) outputs stay
-    finite. On top of that:
+    finite. (Causal masks are the attention layers' `use_causal_mask`.) On top
+    of that:
 
     - `"bidirectional"` (BERT encoders): nothing else; shape `(batch, 1, length)`.
-    - `"causal"` (left-to-right LM): `j <= i`; shape `(batch, length, length)`.
     - `"unilm"` (seq2seq LM, Dong et al. 2019, "Unified Language Model
       Pre-training for Natural Language Understanding and Generation",
       https://arxiv.org/abs/1905.03197): the first segment (segment id 0)
@@ -25,10 +25,14 @@ class AttentionMask(keras.layers.Layer):
       the first and causally to itself. With `s_i` the cumulative sum of the
       segment ids, `i` may attend to `j` iff `s_j <= s_i`.
 
+    With `mask_diagonal=True` query `i` may not attend to key `i` either, as
+    in T-TA; the mask is then `(batch, length, length)`.
+
     Args:
-        mode: one of `"bidirectional"`, `"causal"`, `"unilm"`.
+        mode: `"bidirectional"` or `"unilm"`.
         pad_token_id: token id treated as padding when no `padding_mask` is
             given.
+        mask_diagonal: also mask `j == i`.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -38,12 +42,13 @@ class AttentionMask(keras.layers.Layer):
             real tokens; replaces the comparison with `pad_token_id`.
     """
 
-    def __init__(self, mode="bidirectional", pad_token_id=0, **kwargs):
+    def __init__(self, mode="bidirectional", pad_token_id=0, mask_diagonal=False, **kwargs):
         super().__init__(**kwargs)
         if mode not in MASK_MODES:
             raise ValueError(f"`mode` must be one of {MASK_MODES}; received {mode!r}.")
         self.mode = mode
         self.pad_token_id = pad_token_id
+        self.mask_diagonal = mask_diagonal
 
     def call(self, token_ids, segment_ids=None, padding_mask=None):
         if padding_mask is None:
@@ -51,10 +56,10 @@ class AttentionMask(keras.layers.Layer):
         else:
             keep = ops.cast(padding_mask, "bool")
         mask = keep[:, None, :]
-        if self.mode == "causal":
-            length = ops.shape(token_ids)[1]
-            mask = ops.logical_and(mask, masking.causal_mask(length, length)[0])
-        elif self.mode == "unilm":
+        if self.mask_diagonal:
+            distance = masking.relative_positions(ops.shape(token_ids)[1], ops.shape(token_ids)[1])
+            mask = ops.logical_and(mask, ops.not_equal(distance, 0)[None])
+        if self.mode == "unilm":
             if segment_ids is None:
                 raise ValueError("The 'unilm' mask needs `segment_ids`.")
             position = ops.cumsum(ops.cast(segment_ids, "int32"), axis=1)
@@ -65,5 +70,11 @@ class AttentionMask(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"mode": self.mode, "pad_token_id": self.pad_token_id})
+        config.update(
+            {
+                "mode": self.mode,
+                "pad_token_id": self.pad_token_id,
+                "mask_diagonal": self.mask_diagonal,
+            }
+        )
         return config

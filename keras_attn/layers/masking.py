@@ -61,6 +61,41 @@ def causal_mask(query_length, key_length):
     return ops.greater_equal(rows, columns)[None, None, :, :]
 
 
+def relative_positions(query_length, key_length):
+    """`(query_length, key_length)` int matrix of `i - j` (top-left aligned)."""
+    return ops.arange(query_length)[:, None] - ops.arange(key_length)[None, :]
+
+
+def local_mask(query_length, key_length, window, causal=False, blockwise=False):
+    """Boolean `(1, 1, query_length, key_length)` band of a local window.
+
+    With query index `i` and key index `j` (top-left aligned):
+
+    - causal: keep `i - window < j <= i` (the `window` most recent keys, the
+      query's own included);
+    - bidirectional: keep `|i - j| <= window // 2` (`window + 1` keys for an
+      even window, `window` for an odd one, fewer at the edges);
+    - blockwise causal (XPOS): split positions into blocks of `window`; keep
+      `j <= i` in the query's own block and the block before it.
+
+    Built from two index vectors, no Python loop, so its cost is the size of
+    the mask itself.
+    """
+    distance = relative_positions(query_length, key_length)
+    if blockwise:
+        rows = ops.arange(query_length)[:, None]
+        columns = ops.arange(key_length)[None, :]
+        keep = ops.logical_and(
+            ops.greater_equal(distance, 0),
+            ops.greater_equal(columns // window, rows // window - 1),
+        )
+    elif causal:
+        keep = ops.logical_and(ops.greater_equal(distance, 0), ops.less(distance, window))
+    else:
+        keep = ops.less_equal(ops.abs(distance), window // 2)
+    return keep[None, None, :, :]
+
+
 def merge_attention_masks(
     attention_mask=None,
     query_mask=None,
@@ -68,6 +103,7 @@ def merge_attention_masks(
     use_causal_mask=False,
     query_length=None,
     key_length=None,
+    attention_window=None,
 ):
     """Combines every source of masking into one rank-4 boolean mask.
 
@@ -81,7 +117,9 @@ def merge_attention_masks(
             attended to.
         use_causal_mask: keep only keys `j <= i` (top-left aligned).
         query_length, key_length: static or dynamic lengths, needed only for
-            the causal mask.
+            the causal and local masks.
+        attention_window: keep only a local band (see `local_mask`), causal
+            when `use_causal_mask`.
 
     Returns:
         A boolean tensor broadcastable to
@@ -101,6 +139,11 @@ def merge_attention_masks(
         mask = conjoin(mask, ops.cast(key_mask, "bool")[:, None, None, :])
     if use_causal_mask:
         mask = conjoin(mask, causal_mask(query_length, key_length))
+    if attention_window is not None:
+        mask = conjoin(
+            mask,
+            local_mask(query_length, key_length, attention_window, causal=use_causal_mask),
+        )
     return mask
 
 

@@ -7,6 +7,9 @@ import keras
 from keras import ops
 
 from keras_attn.layers import masking
+from keras_attn.layers.rotary_embedding import RotaryEmbedding
+
+POSITION_ENCODINGS = (None, "rotary", "xpos")
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -54,6 +57,20 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_scale: whether to scale scores by `1 / sqrt(key_size)`.
         fused_attention: allow the `keras.ops.dot_product_attention` path.
             Turn it off to force the einsum path (numerically the same).
+        attention_window: attend only within a local window of this size
+            (the `LocalMaskBaseline` band: `i - window < j <= i` under a
+            causal mask, `|i - j| <= window // 2` otherwise).
+        position_encoding: `None`, `"rotary"` (RoPE on queries and keys) or
+            `"xpos"` (RoPE with XPOS's decay; causal models); see
+            `keras_attn.layers.RotaryEmbedding`.
+        rotary_max_wavelength: RoPE's base.
+        xpos_scale_base: XPOS's scale base.
+        log_n_train_length: log-n attention scaling (Chiang & Cholak 2022,
+            "Overcoming a Theoretical Limitation of Self-Attention",
+            https://arxiv.org/abs/2202.12172; Su 2021): scores of a query that
+            sees `n` keys are multiplied by `max(1, log(n) / log(train_length))`,
+            which keeps attention entropy from growing on sequences longer
+            than the training length. `None` turns it off.
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
         **kwargs: base layer arguments such as `name` and `dtype`.
@@ -104,11 +121,32 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_dropout=0.0,
         attention_scale=True,
         fused_attention=True,
+        attention_window=None,
+        position_encoding=None,
+        rotary_max_wavelength=10000,
+        xpos_scale_base=512,
+        log_n_train_length=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(
+                f"`position_encoding` must be one of {POSITION_ENCODINGS}; "
+                f"received {position_encoding!r}."
+            )
+        if attention_window is not None and (
+            not isinstance(attention_window, int) or attention_window < 1
+        ):
+            raise ValueError(
+                f"`attention_window` must be a positive integer or None; "
+                f"received {attention_window!r}."
+            )
+        if log_n_train_length is not None and log_n_train_length < 2:
+            raise ValueError(
+                f"`log_n_train_length` must be at least 2; received {log_n_train_length!r}."
+            )
         for argument, value in (("heads", heads), ("head_size", head_size)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(
@@ -130,6 +168,19 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.attention_scale = attention_scale
         self.fused_attention = fused_attention
+        self.attention_window = attention_window
+        self.position_encoding = position_encoding
+        self.rotary_max_wavelength = rotary_max_wavelength
+        self.xpos_scale_base = xpos_scale_base
+        self.log_n_train_length = log_n_train_length
+        self._rotary = None
+        if position_encoding is not None:
+            self._rotary = RotaryEmbedding(
+                rotary_max_wavelength,
+                scale_base=xpos_scale_base if position_encoding == "xpos" else None,
+                dtype=self.dtype_policy,
+                name="rotary_embedding",
+            )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -223,12 +274,17 @@ class MultiHeadAttention(keras.layers.Layer):
             use_causal_mask=use_causal_mask,
             query_length=ops.shape(query)[1],
             key_length=ops.shape(key)[1],
+            attention_window=self.attention_window,
         )
 
         query_shape = ops.shape(query)
         query_heads = self._split_heads(self.query_dense(query), self.key_heads)
         key_heads = self._split_heads(self.key_dense(key), self.key_heads)
         value_heads = self._split_heads(self.value_dense(value), self.value_heads)
+        if self._rotary is not None:
+            query_heads, key_heads = self._rotary(query_heads, key_heads)
+        if self.log_n_train_length is not None:
+            query_heads = query_heads * self._log_n_factor(mask, ops.shape(key)[1])
 
         if self._can_use_fused_path(training, return_attention_scores):
             attended = self._fused_attend(
@@ -246,6 +302,20 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def _log_n_factor(self, mask, key_length):
+        """`max(1, log(n_i) / log(train_length))` per query row, laid out as
+        `(batch, query_length, heads, 1)`; `n_i` counts the keys row i sees."""
+        if mask is None:
+            visible = ops.cast(key_length, "float32")
+            visible = ops.reshape(visible, (1, 1, 1))
+        else:
+            visible = ops.sum(ops.cast(mask, "float32"), axis=-1)  # (batch, heads, query)
+        factor = ops.log(ops.maximum(visible, 1.0)) / ops.log(
+            ops.cast(self.log_n_train_length, "float32")
+        )
+        factor = ops.maximum(factor, 1.0)
+        return ops.cast(ops.transpose(factor, (0, 2, 1))[..., None], self.compute_dtype)
 
     @staticmethod
     def _split_heads(projected, heads):
@@ -316,6 +386,11 @@ class MultiHeadAttention(keras.layers.Layer):
                 "attention_dropout": self.attention_dropout,
                 "attention_scale": self.attention_scale,
                 "fused_attention": self.fused_attention,
+                "attention_window": self.attention_window,
+                "position_encoding": self.position_encoding,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+                "xpos_scale_base": self.xpos_scale_base,
+                "log_n_train_length": self.log_n_train_length,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),

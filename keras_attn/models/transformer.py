@@ -7,11 +7,11 @@ from keras_attn import layers
 from keras_attn.layers.feed_forward import resolve_activation
 
 APPLICATIONS = {
-    # application: (attention mask mode, has the masked-LM head)
-    "encoder": ("bidirectional", False),
-    "mlm": ("bidirectional", True),
-    "lm": ("causal", True),
-    "unilm": ("unilm", True),
+    # application: (attention mask mode, causal, has the masked-LM head)
+    "encoder": ("bidirectional", False, False),
+    "mlm": ("bidirectional", False, True),
+    "lm": ("bidirectional", True, True),
+    "unilm": ("unilm", False, True),
 }
 
 
@@ -20,10 +20,12 @@ class Transformer:
 
     A template method, as in bert4keras: `build()` creates the inputs, then
     calls `apply_embeddings`, `apply_main_layer` once per layer and
-    `apply_final_layers`. The attention mask is computed once and passed to
-    every layer. A variant subclasses this and overrides only what differs:
-    `attention_layer` (the attention class), `make_position_embedding` (the
-    position encoding) or the mask, nothing else.
+    `apply_final_layers`. The attention mask and any position bias are
+    computed once and passed to every layer. A variant subclasses this and
+    overrides only what differs: `attention_layer` and `position_encoding`
+    (the attention), `make_position_embedding` / `make_position_bias` (the
+    position encoding) or `mask_diagonal` / `apply_attention` (what attention
+    may see), nothing else.
 
     Layer names are stable, since users pick layers by name and checkpoints
     are mapped onto them: `Embedding-Token`, `Embedding-Segment`,
@@ -44,6 +46,10 @@ class Transformer:
     """
 
     attention_layer = layers.MultiHeadAttention
+    # Rotary encodings inside the attention layer: None, "rotary" or "xpos".
+    position_encoding = None
+    # Whether a query may not see its own key (T-TA).
+    mask_diagonal = False
 
     def __init__(
         self,
@@ -63,7 +69,7 @@ class Transformer:
         self.with_pool = with_pool or with_nsp
         self.with_nsp = with_nsp
         self.padding_mask_input = padding_mask_input
-        self.mask_mode, self.with_mlm = APPLICATIONS[application]
+        self.mask_mode, self.causal, self.with_mlm = APPLICATIONS[application]
 
     # Hooks a variant may override -------------------------------------------
 
@@ -84,6 +90,11 @@ class Transformer:
             name="Embedding-Position",
         )
 
+    def make_position_bias(self):
+        """A layer giving an additive `(1, heads, q, k)` bias shared by every
+        layer (ALiBi, KERPLE, Sandwich), or None."""
+        return None
+
     def make_attention(self, index):
         config = self.config
         return self.attention_layer(
@@ -91,26 +102,48 @@ class Transformer:
             head_size=config.head_size,
             key_size=config.key_size,
             attention_dropout=config.attention_dropout_rate,
+            attention_window=config.attention_window,
+            position_encoding=self.position_encoding,
+            log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),
             name=f"Transformer-{index}-MultiHeadSelfAttention",
+        )
+
+    def apply_attention(self, attention, hidden, index, attention_mask, attention_bias):
+        """Self-attention of block `index`; T-TA overrides it to attend to the
+        embeddings instead."""
+        return attention(
+            hidden,
+            attention_mask=attention_mask,
+            attention_bias=attention_bias,
+            use_causal_mask=self.causal,
         )
 
     # The template ------------------------------------------------------------
 
     def build(self, name=None):
+        inputs, outputs = self.build_graph()
+        return keras.Model(inputs, outputs, name=name)
+
+    def build_graph(self):
+        """The model's `(inputs, outputs)`, for `keras.Model` or a subclass."""
         inputs = self.get_inputs()
         attention_mask = layers.AttentionMask(
-            self.mask_mode, pad_token_id=self.config.pad_token_id, name="Attention-Mask"
+            self.mask_mode,
+            pad_token_id=self.config.pad_token_id,
+            mask_diagonal=self.mask_diagonal,
+            name="Attention-Mask",
         )(
             inputs["token_ids"],
             segment_ids=inputs.get("segment_ids"),
             padding_mask=inputs.get("padding_mask"),
         )
         hidden = self.apply_embeddings(inputs)
+        position_bias = self.make_position_bias()
+        attention_bias = position_bias(hidden) if position_bias is not None else None
         for index in range(self.config.num_layers):
-            hidden = self.apply_main_layer(hidden, index, attention_mask)
-        outputs = self.apply_final_layers(hidden)
-        return keras.Model(inputs, outputs, name=name)
+            hidden = self.apply_main_layer(hidden, index, attention_mask, attention_bias)
+        return inputs, self.apply_final_layers(hidden)
 
     def get_inputs(self):
         inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
@@ -145,13 +178,13 @@ class Transformer:
                     name="Embedding-Segment",
                 )(segment_ids)
             )
-        padding_mask = inputs.get("padding_mask")
-        if padding_mask is None:
-            padding_mask = ops.not_equal(token_ids, config.pad_token_id)
-        embedded.append(
-            self.make_position_embedding()(token_ids, padding_mask=padding_mask)
-        )
-        hidden = keras.layers.Add(name="Embedding-Add")(embedded)
+        position_embedding = self.make_position_embedding()
+        if position_embedding is not None:
+            padding_mask = inputs.get("padding_mask")
+            if padding_mask is None:
+                padding_mask = ops.not_equal(token_ids, config.pad_token_id)
+            embedded.append(position_embedding(token_ids, padding_mask=padding_mask))
+        hidden = keras.layers.Add(name="Embedding-Add")(embedded) if len(embedded) > 1 else embedded[0]
         hidden = self.layer_norm("Embedding-Norm")(hidden)
         hidden = keras.layers.Dropout(config.dropout_rate, name="Embedding-Dropout")(hidden)
         if config.embedding_width != config.hidden_size:
@@ -167,11 +200,13 @@ class Transformer:
             epsilon=self.config.layer_norm_epsilon, name=name
         )
 
-    def apply_main_layer(self, hidden, index, attention_mask):
+    def apply_main_layer(self, hidden, index, attention_mask, attention_bias=None):
         """One post-LN block: `x = LN(x + Drop(Attn(x)))`, `x = LN(x + Drop(FFN(x)))`."""
         config = self.config
         prefix = f"Transformer-{index}-MultiHeadSelfAttention"
-        attended = self.make_attention(index)(hidden, attention_mask=attention_mask)
+        attended = self.apply_attention(
+            self.make_attention(index), hidden, index, attention_mask, attention_bias
+        )
         attended = keras.layers.Dropout(config.dropout_rate, name=f"{prefix}-Dropout")(attended)
         hidden = keras.layers.Add(name=f"{prefix}-Add")([hidden, attended])
         hidden = self.layer_norm(f"{prefix}-Norm")(hidden)

@@ -98,6 +98,16 @@ class TransformerConfig:
     embedding_size: int | None = None
     # Per-head query/key width; defaults to `hidden_size // num_heads`.
     attention_key_size: int | None = None
+    # The [MASK] id; T-TA's query stream starts from its embedding.
+    mask_token_id: int | None = None
+    # Inference-time options any variant takes: a local attention window
+    # (LocalMaskBaseline) and log-n scaling relative to a training length.
+    attention_window: int | None = None
+    log_n_train_length: int | None = None
+    # T-TA: mask the diagonal (pretraining); take keys/values from the
+    # previous layer instead of the embeddings (the leaking ablation).
+    tta_diagonal_mask: bool = True
+    tta_naive_key_value: bool = False
 
     @property
     def head_size(self):

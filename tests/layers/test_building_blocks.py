@@ -84,20 +84,22 @@ def test_bias_add(tmp_path):
     )
 
 
-@pytest.mark.parametrize("mode", ["bidirectional", "causal", "unilm"])
-def test_attention_mask_modes(mode):
+@pytest.mark.parametrize("mode", ["bidirectional", "unilm"])
+@pytest.mark.parametrize("mask_diagonal", [False, True])
+def test_attention_mask_modes(mode, mask_diagonal):
     tokens = np.array([[5, 6, 7, 8, 0]], "int32")
     segments = np.array([[0, 0, 1, 1, 0]], "int32")
-    layer = keras_attn.layers.AttentionMask(mode, pad_token_id=0)
+    layer = keras_attn.layers.AttentionMask(mode, pad_token_id=0, mask_diagonal=mask_diagonal)
     mask = np.broadcast_to(to_numpy(layer(tokens, segment_ids=segments)), (1, 5, 5))[0]
     keys = tokens[0] != 0
     i, j = np.indices((5, 5))
     expected = {
         "bidirectional": np.broadcast_to(keys, (5, 5)),
-        "causal": keys[None, :] & (j <= i),
         # Source (first two) bidirectional; target sees the source and itself causally.
         "unilm": keys[None, :] & ((j < 2) | ((j <= i) & (i >= 2))),
     }[mode]
+    if mask_diagonal:
+        expected = expected & (i != j)
     np.testing.assert_array_equal(mask, expected)
     restored = keras_attn.layers.AttentionMask.from_config(layer.get_config())
     assert restored.mode == mode

@@ -1,0 +1,90 @@
+"""KERPLE: kernelized relative positional embeddings."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn.layers import masking
+
+KERPLE_FORMS = ("log", "power")
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class KerpleBias(keras.layers.Layer):
+    """Learned conditionally positive definite distance kernels as biases.
+
+    Chi, Fan, Ramadge, Rudnicky (2022), "KERPLE: Kernelized Relative
+    Positional Embedding for Length Extrapolation",
+    https://arxiv.org/abs/2205.09921. Per head `h`, with learned `r1, r2 > 0`:
+
+    - log: `bias_h(i, j) = -r1_h log(1 + r2_h |i - j|)`;
+    - power: `bias_h(i, j) = -r1_h |i - j|^(r2_h)`, `0 < r2_h <= 2`.
+
+    Positivity is kept by construction: `r1 = softplus(a)`, and
+    `r2 = softplus(b)` (log) or `2 sigmoid(b)` (power), with `a, b` the stored
+    variables; both start at `r1 = r2 = 1`.
+
+    Args:
+        heads: number of attention heads.
+        form: `"log"` or `"power"`.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        query: `(batch, query_length, ...)`; only its length is used.
+        key: optional, defaults to `query`.
+
+    Returns the bias, `(1, heads, query_length, key_length)`, float32.
+    """
+
+    def __init__(self, heads, form="log", **kwargs):
+        super().__init__(**kwargs)
+        if form not in KERPLE_FORMS:
+            raise ValueError(f"`form` must be one of {KERPLE_FORMS}; received {form!r}.")
+        self.heads = heads
+        self.form = form
+
+    def build(self, query_shape, key_shape=None):
+        softplus_inverse_of_one = math.log(math.e - 1.0)
+        self.r1_variable = self.add_weight(
+            name="r1",
+            shape=(self.heads,),
+            initializer=keras.initializers.Constant(softplus_inverse_of_one),
+        )
+        self.r2_variable = self.add_weight(
+            name="r2",
+            shape=(self.heads,),
+            initializer=keras.initializers.Constant(
+                softplus_inverse_of_one if self.form == "log" else 0.0
+            ),
+        )
+
+    @property
+    def r1(self):
+        return ops.softplus(ops.cast(self.r1_variable, "float32"))
+
+    @property
+    def r2(self):
+        raw = ops.cast(self.r2_variable, "float32")
+        return ops.softplus(raw) if self.form == "log" else 2.0 * ops.sigmoid(raw)
+
+    def call(self, query, key=None):
+        key = query if key is None else key
+        distance = ops.abs(
+            ops.cast(
+                masking.relative_positions(ops.shape(query)[1], ops.shape(key)[1]),
+                "float32",
+            )
+        )
+        r1 = self.r1[:, None, None]
+        r2 = self.r2[:, None, None]
+        if self.form == "log":
+            bias = -r1 * ops.log(1.0 + r2 * distance)
+        else:
+            bias = -r1 * ops.power(distance, r2)
+        return bias[None]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"heads": self.heads, "form": self.form})
+        return config

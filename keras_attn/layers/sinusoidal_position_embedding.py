@@ -1,0 +1,53 @@
+"""The original Transformer's fixed sinusoidal position encoding."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class SinusoidalPositionEmbedding(keras.layers.Layer):
+    """Fixed sinusoidal absolute positions (Vaswani et al., 2017, "Attention Is
+    All You Need", https://arxiv.org/abs/1706.03762):
+
+        P(n, 2k) = sin(n / max_wavelength^(2k/dim))
+        P(n, 2k+1) = cos(n / max_wavelength^(2k/dim))
+
+    No weights and no maximum length.
+
+    Args:
+        dim: embedding width (even).
+        max_wavelength: the base, 10000 in the paper.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `(batch, length, ...)`; only its length is used.
+        padding_mask: accepted for interchangeability with
+            `PositionEmbedding`, and ignored.
+
+    Returns `(1, length, dim)`.
+    """
+
+    def __init__(self, dim, max_wavelength=10000, **kwargs):
+        super().__init__(**kwargs)
+        if dim % 2:
+            raise ValueError(f"`dim` must be even; received {dim}.")
+        self.dim = dim
+        self.max_wavelength = max_wavelength
+
+    def call(self, inputs, padding_mask=None):
+        positions = ops.arange(ops.shape(inputs)[1], dtype="float32")[:, None]
+        frequencies = ops.power(
+            ops.cast(self.max_wavelength, "float32"),
+            -2.0 * ops.arange(self.dim // 2, dtype="float32") / self.dim,
+        )
+        angles = positions * frequencies[None, :]
+        table = ops.reshape(
+            ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1),
+            (ops.shape(inputs)[1], self.dim),
+        )
+        return ops.cast(table, self.compute_dtype)[None]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dim": self.dim, "max_wavelength": self.max_wavelength})
+        return config
