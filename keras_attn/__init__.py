@@ -4,8 +4,11 @@ The public API is what this module exports; everything else is private.
 """
 
 from keras_attn import layers
+from keras_attn.layers import LocalMaskBaseline
 from keras_attn.layers import MultiHeadAttention
 from keras_attn.layers import TalkingHeadsAttention
+from keras_attn.losses import TokenCrossEntropy
+from keras_attn.models import TTAEncoder
 from keras_attn.models import build_transformer_model
 from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
@@ -14,9 +17,12 @@ from keras_attn.tokenizers import Tokenizer
 from keras_attn.version import __version__
 
 __all__ = [
+    "LocalMaskBaseline",
     "MultiHeadAttention",
     "SpTokenizer",
+    "TTAEncoder",
     "TalkingHeadsAttention",
+    "TokenCrossEntropy",
     "Tokenizer",
     "build_transformer_model",
     "layers",

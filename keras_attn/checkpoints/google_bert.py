@@ -28,6 +28,8 @@ TABLE = {
     "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}/attention/self/value/bias"),
     "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}/attention/output/dense/kernel"),
     "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}/attention/output/dense/bias"),
+    "Position-Bias/r1": None,
+    "Position-Bias/r2": None,
     "Transformer-{layer}-MultiHeadSelfAttention/pre_softmax_kernel": None,
     "Transformer-{layer}-MultiHeadSelfAttention/post_softmax_kernel": None,
     "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}/attention/output/LayerNorm/gamma"),

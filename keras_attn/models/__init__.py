@@ -10,3 +10,5 @@ from keras_attn.models.talking_heads import TalkingHeadsBert
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.transformer_config import load_config
+from keras_attn.models.tta import Tta
+from keras_attn.models.tta_encoder import TTAEncoder

@@ -7,10 +7,18 @@ from keras_attn.checkpoints import huggingface_bert
 from keras_attn.checkpoints.porting import port_weights
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import open_checkpoint
+from keras_attn.models.alibi import Alibi
 from keras_attn.models.bert import Bert
+from keras_attn.models.kerple import KerpleLog
+from keras_attn.models.kerple import KerplePower
 from keras_attn.models.roberta import Roberta
 from keras_attn.models.roberta_plus import RobertaPlus
+from keras_attn.models.roformer import Roformer
+from keras_attn.models.sandwich import Sandwich
+from keras_attn.models.sinusoidal import SinusoidalBert
 from keras_attn.models.talking_heads import TalkingHeadsBert
+from keras_attn.models.tta import Tta
+from keras_attn.models.xpos import Xpos
 from keras_attn.models.transformer_config import load_config
 
 VARIANTS = {
@@ -18,6 +26,14 @@ VARIANTS = {
     "roberta": Roberta,
     "roberta+": RobertaPlus,
     "talking_heads": TalkingHeadsBert,
+    "tta": Tta,
+    "sinusoidal": SinusoidalBert,
+    "roformer": Roformer,
+    "alibi": Alibi,
+    "kerple_log": KerpleLog,
+    "kerple_power": KerplePower,
+    "sandwich": Sandwich,
+    "xpos": Xpos,
 }
 
 
@@ -49,8 +65,10 @@ def build_transformer_model(
             Hugging Face directory, `.safetensors` or `.bin` file, or a
             `.weights.h5` saved by this library. `None` leaves the weights
             randomly initialised (unless `config` is a directory).
-        variant: `"bert"`, `"roberta"`, `"roberta+"`, `"talking_heads"`, or
-            a name given to `register_variant`.
+        variant: `"bert"`, `"roberta"`, `"roberta+"`, `"talking_heads"`,
+            `"tta"`, `"sinusoidal"`, `"roformer"`, `"alibi"`, `"kerple_log"`,
+            `"kerple_power"`, `"sandwich"`, `"xpos"`, or a name given to
+            `register_variant`.
         application: `"encoder"` (sequence output), `"mlm"`, `"lm"` or
             `"unilm"` (masked-LM logits under a bidirectional, causal or
             seq2seq mask).
@@ -63,7 +81,9 @@ def build_transformer_model(
             tokens) instead of deriving padding from `pad_token_id`.
         name: name of the returned model.
         **overrides: config fields to replace, e.g. `dropout_rate=0.0`; an
-            unknown field is an error.
+            unknown field is an error. Inference-time options go here too:
+            `attention_window=512` (the LocalMaskBaseline window, any variant)
+            and `log_n_train_length=512` (log-n scaling).
 
     Returns:
         A `keras.Model` taking a dict with `"token_ids"`, `"segment_ids"`

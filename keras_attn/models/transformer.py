@@ -138,6 +138,7 @@ class Transformer:
             segment_ids=inputs.get("segment_ids"),
             padding_mask=inputs.get("padding_mask"),
         )
+        self.embedding_layers = self.make_embedding_layers()
         hidden = self.apply_embeddings(inputs)
         position_bias = self.make_position_bias()
         attention_bias = position_bias(hidden) if position_bias is not None else None
@@ -156,43 +157,62 @@ class Transformer:
         return inputs
 
     def apply_embeddings(self, inputs):
-        config = self.config
-        token_ids = inputs["token_ids"]
-        self.token_embedding = layers.TokenEmbedding(
-            config.vocab_size,
-            config.embedding_width,
-            embeddings_initializer=self.initializer(),
-            name="Embedding-Token",
+        return self.embed(
+            inputs["token_ids"], inputs.get("segment_ids"), inputs.get("padding_mask")
         )
-        embedded = [self.token_embedding(token_ids)]
+
+    def make_embedding_layers(self):
+        """The embedding layers, created once so that a variant can embed
+        several streams with shared tables (T-TA)."""
+        config = self.config
+        embedding_layers = {
+            "token": layers.TokenEmbedding(
+                config.vocab_size,
+                config.embedding_width,
+                embeddings_initializer=self.initializer(),
+                name="Embedding-Token",
+            ),
+            "position": self.make_position_embedding(),
+            "norm": self.layer_norm("Embedding-Norm"),
+            "dropout": keras.layers.Dropout(config.dropout_rate, name="Embedding-Dropout"),
+        }
         if config.segment_vocab_size > 0:
-            segment_ids = inputs.get("segment_ids")
-            if segment_ids is None or config.segment_vocab_size == 1:
-                # A single token type (RoBERTa) still has its embedding row.
-                segment_ids = ops.zeros_like(token_ids)
-            embedded.append(
-                keras.layers.Embedding(
-                    config.segment_vocab_size,
-                    config.embedding_width,
-                    embeddings_initializer=self.initializer(),
-                    name="Embedding-Segment",
-                )(segment_ids)
+            embedding_layers["segment"] = keras.layers.Embedding(
+                config.segment_vocab_size,
+                config.embedding_width,
+                embeddings_initializer=self.initializer(),
+                name="Embedding-Segment",
             )
-        position_embedding = self.make_position_embedding()
-        if position_embedding is not None:
-            padding_mask = inputs.get("padding_mask")
-            if padding_mask is None:
-                padding_mask = ops.not_equal(token_ids, config.pad_token_id)
-            embedded.append(position_embedding(token_ids, padding_mask=padding_mask))
-        hidden = keras.layers.Add(name="Embedding-Add")(embedded) if len(embedded) > 1 else embedded[0]
-        hidden = self.layer_norm("Embedding-Norm")(hidden)
-        hidden = keras.layers.Dropout(config.dropout_rate, name="Embedding-Dropout")(hidden)
         if config.embedding_width != config.hidden_size:
-            hidden = keras.layers.Dense(
+            embedding_layers["mapping"] = keras.layers.Dense(
                 config.hidden_size,
                 kernel_initializer=self.initializer(),
                 name="Embedding-Mapping",
-            )(hidden)
+            )
+        return embedding_layers
+
+    def embed(self, token_ids, segment_ids=None, padding_mask=None, stream=""):
+        """`Mapping(Dropout(LN(token + segment + position)))`, the mapping only
+        for factorised embeddings. `stream` suffixes the names of the
+        parameter-free layers when a variant embeds a second stream."""
+        config = self.config
+        embedding_layers = self.embedding_layers
+        embedded = [embedding_layers["token"](token_ids)]
+        if "segment" in embedding_layers:
+            if segment_ids is None or config.segment_vocab_size == 1:
+                # A single token type (RoBERTa) still has its embedding row.
+                segment_ids = ops.zeros_like(token_ids)
+            embedded.append(embedding_layers["segment"](segment_ids))
+        if embedding_layers["position"] is not None:
+            if padding_mask is None:
+                padding_mask = ops.not_equal(token_ids, config.pad_token_id)
+            embedded.append(embedding_layers["position"](token_ids, padding_mask=padding_mask))
+        hidden = embedded[0]
+        if len(embedded) > 1:
+            hidden = keras.layers.Add(name=f"Embedding-Add{stream}")(embedded)
+        hidden = embedding_layers["dropout"](embedding_layers["norm"](hidden))
+        if "mapping" in embedding_layers:
+            hidden = embedding_layers["mapping"](hidden)
         return hidden
 
     def layer_norm(self, name):
@@ -247,7 +267,7 @@ class Transformer:
                 name="MLM-Dense",
             )(hidden)
             transformed = self.layer_norm("MLM-Norm")(transformed)
-            logits = self.token_embedding(transformed, reverse=True)
+            logits = self.embedding_layers["token"](transformed, reverse=True)
             outputs["mlm_logits"] = layers.BiasAdd(name="MLM-Bias")(logits)
             del outputs["sequence_output"]
         if len(outputs) == 1:

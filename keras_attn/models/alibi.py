@@ -1,0 +1,17 @@
+"""BERT / LM with ALiBi biases instead of positions."""
+
+from keras_attn import layers
+from keras_attn.models.bert import Bert
+
+
+class Alibi(Bert):
+    """No position embeddings; every layer adds ALiBi's linear distance
+    penalties (Press et al., 2022, https://arxiv.org/abs/2108.12409):
+    the causal form under `application="lm"`, the symmetric `-m|i - j|`
+    otherwise."""
+
+    def make_position_embedding(self):
+        return None
+
+    def make_position_bias(self):
+        return layers.ALiBiBias(self.config.num_heads, causal=self.causal, name="Position-Bias")

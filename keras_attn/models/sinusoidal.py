@@ -1,0 +1,15 @@
+"""BERT with the original Transformer's fixed sinusoidal positions."""
+
+from keras_attn import layers
+from keras_attn.models.bert import Bert
+
+
+class SinusoidalBert(Bert):
+    """BERT whose absolute positions are the fixed sinusoids of Vaswani et al.
+    (2017), https://arxiv.org/abs/1706.03762, instead of a learned table: no
+    position weights and no maximum length."""
+
+    def make_position_embedding(self):
+        return layers.SinusoidalPositionEmbedding(
+            self.config.embedding_width, name="Embedding-Position"
+        )

@@ -1,0 +1,72 @@
+"""T-TA: the Transformer-based text autoencoder."""
+
+from keras import ops
+
+from keras_attn.models.bert import Bert
+
+
+class Tta(Bert):
+    """T-TA (Shin, Lee, Jung, 2020, "Fast and Accurate Deep Bidirectional
+    Language Representations for Unsupervised Learning",
+    https://arxiv.org/abs/2004.08097): predicts every token from all the
+    others in one pass.
+
+    - Keys and values of every layer are the same tensor, the layer-0
+      embeddings `E = LN(token + position)`; each layer has its own
+      projections of them.
+    - The query stream starts from positions only,
+      `LN(embedding([MASK]) + position)`, with the same tables and LayerNorm;
+      padding positions keep the padding id.
+    - Every layer masks the diagonal (query `i` never sees key `i`), so the
+      prediction at `i` cannot depend on token `i`. `tta_diagonal_mask=False`
+      lifts it for fine-tuning, as the paper allows.
+    - BERT post-LN blocks act on the query stream; the masked-LM head is the
+      tied-embedding softmax at every position (`application="mlm"`).
+
+    `tta_naive_key_value=True` is the ablation whose keys/values come from the
+    previous layer instead: position `j`'s state then already holds token `i`,
+    and the prediction at `i` leaks its own token from the second layer on.
+
+    Config: `mask_token_id` is required. T-TA has no segment embeddings.
+    """
+
+    def __init__(self, config, application="mlm", **kwargs):
+        if config.mask_token_id is None:
+            raise ValueError(
+                "variant='tta' needs `mask_token_id` (the [MASK] id) in the "
+                "config or as an override."
+            )
+        if application not in ("mlm", "encoder"):
+            raise ValueError(
+                f"variant='tta' supports application='mlm' or 'encoder'; "
+                f"received {application!r}."
+            )
+        config = config.replace(segment_vocab_size=0)
+        super().__init__(config, application=application, **kwargs)
+        self.mask_diagonal = config.tta_diagonal_mask
+
+    def apply_embeddings(self, inputs):
+        token_ids = inputs["token_ids"]
+        padding_mask = inputs.get("padding_mask")
+        self.key_value = self.embed(token_ids, padding_mask=padding_mask)
+        if padding_mask is None:
+            is_padding = ops.equal(token_ids, self.config.pad_token_id)
+        else:
+            is_padding = ops.logical_not(ops.cast(padding_mask, "bool"))
+        mask_ids = ops.where(
+            is_padding, token_ids, ops.full_like(token_ids, self.config.mask_token_id)
+        )
+        if padding_mask is None:
+            padding_mask = ops.logical_not(is_padding)
+        return self.embed(mask_ids, padding_mask=padding_mask, stream="-Query")
+
+    def apply_attention(self, attention, hidden, index, attention_mask, attention_bias):
+        key_value = self.key_value
+        if self.config.tta_naive_key_value and index > 0:
+            key_value = hidden
+        return attention(
+            hidden,
+            value=key_value,
+            attention_mask=attention_mask,
+            attention_bias=attention_bias,
+        )
