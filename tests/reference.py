@@ -31,13 +31,17 @@ def attention(
     use_causal_mask=False,
     pre_softmax=None,
     post_softmax=None,
+    rotate=None,
+    query_scale=None,
 ):
     """Multi-head (optionally talking-heads) attention in float64 numpy.
 
     `attention_mask` is boolean `(batch, query_length, key_length)`; masked
     entries get probability 0, and a row with no key left gets all zeros.
     `pre_softmax` `(h_k, h)` / `post_softmax` `(h, h_v)` are talking-heads
-    mixing matrices.
+    mixing matrices. `rotate(q, k)` transforms the projected queries and keys
+    (rotary encodings); `query_scale` `(batch, query_length)` multiplies the
+    scores of each query row (log-n scaling).
     """
     value = query if value is None else value
     key = value if key is None else key
@@ -48,8 +52,12 @@ def attention(
     q = dense(query, layer.query_dense).reshape(batch, query_length, -1, key_size)
     k = dense(key, layer.key_dense).reshape(batch, key_length, -1, key_size)
     v = dense(value, layer.value_dense).reshape(batch, key_length, -1, head_size)
+    if rotate is not None:
+        q, k = rotate(q, k)
 
     logits = np.einsum("bqhd,bkhd->bhqk", q, k)
+    if query_scale is not None:
+        logits = logits * np.asarray(query_scale, np.float64)[:, None, :, None]
     if layer.attention_scale:
         logits = logits / np.sqrt(key_size)
     if pre_softmax is not None:
@@ -74,3 +82,22 @@ def attention(
     attended = np.einsum("bhqk,bkhd->bqhd", probabilities, v)
     attended = attended.reshape(batch, query_length, -1)
     return dense(attended, layer.output_dense), probabilities
+
+
+def rope(x, base=10000.0, scale_base=None, sign=1.0, centre=0):
+    """RoPE on adjacent feature pairs, `x` `(batch, length, heads, size)`,
+    written from the RoFormer paper; with `scale_base`, XPOS's scaling."""
+    batch, length, heads, size = x.shape
+    positions = np.arange(length, dtype=np.float64)
+    out = np.empty_like(x, dtype=np.float64)
+    for m in range(size // 2):
+        theta = base ** (-2.0 * m / size)
+        cos, sin = np.cos(positions * theta), np.sin(positions * theta)
+        even, odd = x[..., 2 * m], x[..., 2 * m + 1]
+        factor = 1.0
+        if scale_base is not None:
+            zeta = (2.0 * m / size + 0.4) / 1.4
+            factor = (zeta ** (sign * (positions - centre) / scale_base))[None, :, None]
+        out[..., 2 * m] = (even * cos[None, :, None] - odd * sin[None, :, None]) * factor
+        out[..., 2 * m + 1] = (odd * cos[None, :, None] + even * sin[None, :, None]) * factor
+    return out
