@@ -104,6 +104,7 @@ def merge_attention_masks(
     query_length=None,
     key_length=None,
     attention_window=None,
+    blockwise=False,
 ):
     """Combines every source of masking into one rank-4 boolean mask.
 
@@ -120,6 +121,7 @@ def merge_attention_masks(
             the causal and local masks.
         attention_window: keep only a local band (see `local_mask`), causal
             when `use_causal_mask`.
+        blockwise: make a causal band blockwise (see `local_mask`).
 
     Returns:
         A boolean tensor broadcastable to
@@ -142,7 +144,13 @@ def merge_attention_masks(
     if attention_window is not None:
         mask = conjoin(
             mask,
-            local_mask(query_length, key_length, attention_window, causal=use_causal_mask),
+            local_mask(
+                query_length,
+                key_length,
+                attention_window,
+                causal=use_causal_mask,
+                blockwise=blockwise and use_causal_mask,
+            ),
         )
     return mask
 

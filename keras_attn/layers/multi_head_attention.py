@@ -60,6 +60,10 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_window: attend only within a local window of this size
             (the `LocalMaskBaseline` band: `i - window < j <= i` under a
             causal mask, `|i - j| <= window // 2` otherwise).
+        blockwise_attention: with `attention_window` and a causal mask, use
+            XPOS's blockwise causal attention instead of a sliding window:
+            blocks of `attention_window` positions, each query seeing its own
+            block and the previous one.
         position_encoding: `None`, `"rotary"` (RoPE on queries and keys) or
             `"xpos"` (RoPE with XPOS's decay; causal models); see
             `keras_attn.layers.RotaryEmbedding`.
@@ -122,6 +126,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_scale=True,
         fused_attention=True,
         attention_window=None,
+        blockwise_attention=False,
         position_encoding=None,
         rotary_max_wavelength=10000,
         xpos_scale_base=512,
@@ -169,6 +174,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention_scale = attention_scale
         self.fused_attention = fused_attention
         self.attention_window = attention_window
+        self.blockwise_attention = blockwise_attention
         self.position_encoding = position_encoding
         self.rotary_max_wavelength = rotary_max_wavelength
         self.xpos_scale_base = xpos_scale_base
@@ -275,6 +281,7 @@ class MultiHeadAttention(keras.layers.Layer):
             query_length=ops.shape(query)[1],
             key_length=ops.shape(key)[1],
             attention_window=self.attention_window,
+            blockwise=self.blockwise_attention,
         )
 
         query_shape = ops.shape(query)
@@ -387,6 +394,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "attention_scale": self.attention_scale,
                 "fused_attention": self.fused_attention,
                 "attention_window": self.attention_window,
+                "blockwise_attention": self.blockwise_attention,
                 "position_encoding": self.position_encoding,
                 "rotary_max_wavelength": self.rotary_max_wavelength,
                 "xpos_scale_base": self.xpos_scale_base,

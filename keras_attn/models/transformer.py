@@ -103,6 +103,7 @@ class Transformer:
             key_size=config.key_size,
             attention_dropout=config.attention_dropout_rate,
             attention_window=config.attention_window,
+            blockwise_attention=config.blockwise_attention,
             position_encoding=self.position_encoding,
             log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),

@@ -104,6 +104,8 @@ class TransformerConfig:
     # (LocalMaskBaseline) and log-n scaling relative to a training length.
     attention_window: int | None = None
     log_n_train_length: int | None = None
+    # With attention_window in a causal model: XPOS's blockwise attention.
+    blockwise_attention: bool = False
     # T-TA: mask the diagonal (pretraining); take keys/values from the
     # previous layer instead of the embeddings (the leaking ablation).
     tta_diagonal_mask: bool = True

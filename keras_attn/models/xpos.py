@@ -7,9 +7,8 @@ class Xpos(Roformer):
     """Rotary embeddings with XPOS's exponential decay (Sun et al., 2023,
     "A Length-Extrapolatable Transformer", https://arxiv.org/abs/2212.10554).
     XPOS is defined for causal attention, so this variant requires
-    `application="lm"`; its blockwise causal attention is
-    `keras_attn.LocalMaskBaseline(window, blockwise=True)` or, as a sliding
-    window, `attention_window=`."""
+    `application="lm"`. Its blockwise causal attention is the override pair
+    `attention_window=block, blockwise_attention=True`."""
 
     position_encoding = "xpos"
 

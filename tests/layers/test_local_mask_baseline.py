@@ -83,3 +83,13 @@ def test_receptive_field_of_one_layer_by_perturbation(causal):
         perturbed[0, j] += 1.0
         changed = np.abs(to_numpy(layer(perturbed, use_causal_mask=causal)) - base).max(-1)[0]
         np.testing.assert_array_equal(changed > 1e-6, allowed[:, j], err_msg=f"key {j}")
+
+
+def test_blockwise_attention_in_the_layer():
+    query = RNG.normal(size=(1, 10, 8)).astype("float32")
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=3, blockwise_attention=True)
+    output = layer(query, use_causal_mask=True)
+    expected, _ = reference.attention(
+        layer, query, attention_mask=band(10, 10, 3, True, blockwise=True)[None], use_causal_mask=True
+    )
+    np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)

@@ -117,3 +117,18 @@ def test_log_n_scaling_is_an_inference_option():
     )
     ids = tokens(length=32)
     assert np.abs(to_numpy(model({"token_ids": ids})) - to_numpy(plain({"token_ids": ids}))).max() > 1e-4
+
+
+def test_xpos_blockwise_attention_option():
+    model = keras_attn.build_transformer_model(
+        CONFIG, variant="xpos", application="lm", attention_window=4, blockwise_attention=True
+    )
+    attention = model.get_layer("Transformer-0-MultiHeadSelfAttention")
+    assert attention.blockwise_attention and attention.attention_window == 4
+    ids = tokens(length=12)[:1]
+    base = to_numpy(model({"token_ids": ids}))
+    changed = ids.copy()
+    changed[0, 2] = 29 if ids[0, 2] != 29 else 28
+    moved = np.abs(to_numpy(model({"token_ids": changed})) - base).max(-1)[0] > 1e-5
+    # Token 2 (block 0) reaches blocks 0 and 1 in one layer, block 2 in two.
+    np.testing.assert_array_equal(moved, [False, False] + [True] * 10)
