@@ -2,6 +2,9 @@
 
 import keras
 
+from keras_attn.layers.projections import make_dense
+from keras_attn.layers.projections import projection_config
+
 
 @keras.saving.register_keras_serializable(package="keras_attn", name="gelu_approximate")
 def gelu_approximate(x):
@@ -63,30 +66,13 @@ class FeedForward(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
-    def _dense(self, units, activation, name):
-        return keras.layers.Dense(
-            units,
-            activation=activation,
-            use_bias=self.use_bias,
-            kernel_initializer=keras.initializers.get(
-                keras.initializers.serialize(self.kernel_initializer)
-            ),
-            bias_initializer=keras.initializers.get(
-                keras.initializers.serialize(self.bias_initializer)
-            ),
-            dtype=self.dtype_policy,
-            name=name,
-        )
-
     def build(self, inputs_shape):
         activation = resolve_activation(self.activation)
-        self.intermediate_dense = self._dense(
-            self.intermediate_size, activation, "intermediate_dense"
+        self.intermediate_dense = make_dense(
+            self, self.intermediate_size, "intermediate_dense", activation=activation
         )
         self.intermediate_dense.build(inputs_shape)
-        self.output_dense = self._dense(
-            self.out_dim or inputs_shape[-1], None, "output_dense"
-        )
+        self.output_dense = make_dense(self, self.out_dim or inputs_shape[-1], "output_dense")
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
 
     def call(self, inputs):
@@ -102,13 +88,7 @@ class FeedForward(keras.layers.Layer):
                 "intermediate_size": self.intermediate_size,
                 "activation": self.activation,
                 "out_dim": self.out_dim,
-                "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                **projection_config(self),
             }
         )
         return config

@@ -7,6 +7,8 @@ import keras
 from keras import ops
 
 from keras_attn.layers import masking
+from keras_attn.layers.projections import make_dense
+from keras_attn.layers.projections import projection_config
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
 POSITION_ENCODINGS = (None, "rotary", "xpos")
@@ -204,20 +206,6 @@ class MultiHeadAttention(keras.layers.Layer):
     def value_heads(self):
         return self.heads
 
-    def _dense(self, units, name):
-        return keras.layers.Dense(
-            units,
-            use_bias=self.use_bias,
-            kernel_initializer=keras.initializers.get(
-                keras.initializers.serialize(self.kernel_initializer)
-            ),
-            bias_initializer=keras.initializers.get(
-                keras.initializers.serialize(self.bias_initializer)
-            ),
-            dtype=self.dtype_policy,
-            name=name,
-        )
-
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
@@ -227,15 +215,13 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"key shape {key_shape} and value shape {value_shape}."
             )
         out_dim = self.out_dim or query_shape[-1]
-        self.query_dense = self._dense(self.key_heads * self.key_size, "query_dense")
+        self.query_dense = make_dense(self, self.key_heads * self.key_size, "query_dense")
         self.query_dense.build(query_shape)
-        self.key_dense = self._dense(self.key_heads * self.key_size, "key_dense")
+        self.key_dense = make_dense(self, self.key_heads * self.key_size, "key_dense")
         self.key_dense.build(key_shape)
-        self.value_dense = self._dense(
-            self.value_heads * self.head_size, "value_dense"
-        )
+        self.value_dense = make_dense(self, self.value_heads * self.head_size, "value_dense")
         self.value_dense.build(value_shape)
-        self.output_dense = self._dense(out_dim, "output_dense")
+        self.output_dense = make_dense(self, out_dim, "output_dense")
         self.output_dense.build(
             tuple(query_shape[:-1]) + (self.value_heads * self.head_size,)
         )
@@ -389,7 +375,6 @@ class MultiHeadAttention(keras.layers.Layer):
                 "head_size": self.head_size,
                 "key_size": self.key_size,
                 "out_dim": self.out_dim,
-                "use_bias": self.use_bias,
                 "attention_dropout": self.attention_dropout,
                 "attention_scale": self.attention_scale,
                 "fused_attention": self.fused_attention,
@@ -399,12 +384,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "rotary_max_wavelength": self.rotary_max_wavelength,
                 "xpos_scale_base": self.xpos_scale_base,
                 "log_n_train_length": self.log_n_train_length,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                **projection_config(self),
             }
         )
         return config
