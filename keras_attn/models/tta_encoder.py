@@ -6,6 +6,15 @@ from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.tta import Tta
 
 
+# Constructor arguments, and the config fields whose names differ.
+_ARGUMENTS = (
+    "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+    "mask_token_id", "max_position", "pad_token_id", "dropout_rate",
+    "attention_dropout_rate", "diagonal_mask", "naive_key_value",
+)
+_CONFIG_FIELDS = {"diagonal_mask": "tta_diagonal_mask", "naive_key_value": "tta_naive_key_value"}
+
+
 @keras.saving.register_keras_serializable(package="keras_attn")
 class TTAEncoder(keras.Model):
     """A T-TA language model (see `keras_attn.models.Tta`) as a `keras.Model`.
@@ -53,33 +62,11 @@ class TTAEncoder(keras.Model):
         naive_key_value=False,
         **kwargs,
     ):
-        self._arguments = dict(
-            vocab_size=vocab_size,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_size=intermediate_size,
-            mask_token_id=mask_token_id,
-            max_position=max_position,
-            pad_token_id=pad_token_id,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            diagonal_mask=diagonal_mask,
-            naive_key_value=naive_key_value,
-        )
+        self._arguments = {
+            name: value for name, value in locals().items() if name in _ARGUMENTS
+        }
         config = TransformerConfig(
-            vocab_size=vocab_size,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_size=intermediate_size,
-            mask_token_id=mask_token_id,
-            max_position=max_position,
-            pad_token_id=pad_token_id,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            tta_diagonal_mask=diagonal_mask,
-            tta_naive_key_value=naive_key_value,
+            **{_CONFIG_FIELDS.get(name, name): value for name, value in self._arguments.items()}
         )
         inputs, outputs = Tta(config, application="mlm").build_graph()
         super().__init__(inputs, outputs, **kwargs)
