@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
-from text_data import labelled_lines  # noqa: E402
+from common import labelled_lines  # noqa: E402
 
 SMALL_BERT = dict(
     hidden_size=128,
