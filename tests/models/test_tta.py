@@ -64,8 +64,10 @@ def test_padding_does_not_reach_real_positions():
     changed = TOKENS.copy()
     changed[0, 6:] = [8, 8]
     trimmed = logits(model, TOKENS[:, :6])
-    np.testing.assert_allclose(logits(model, TOKENS)[0, :6], trimmed[0], atol=1e-5)
-    assert np.abs(logits(model, changed)[0, :6] - trimmed[0]).max() > 1e-4
+    # Different lengths sum in a different order: float32 rounding of logits
+    # of size ~4 is ~1e-5, far below what a leak of padding would move.
+    np.testing.assert_allclose(logits(model, TOKENS)[0, :6], trimmed[0], atol=1e-4)
+    assert np.abs(logits(model, changed)[0, :6] - trimmed[0]).max() > 1e-2
 
 
 def test_token_cross_entropy_is_the_mean_over_real_tokens():
