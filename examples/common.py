@@ -112,7 +112,9 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
-def write_results(name, results, curves=None, xlabel="step", ylabel="loss", logy=False, directory=None):
+def write_results(
+    name, results, curves=None, xlabel="step", ylabel="loss", logy=False, logx=False, directory=None
+):
     """Writes `results` as `<name>.json` and, given `curves` (label ->
     (x values, y values)), a `<name>.png` plot, under `examples/results/`."""
     directory = directory or RESULTS_DIRECTORY
@@ -132,6 +134,8 @@ def write_results(name, results, curves=None, xlabel="step", ylabel="loss", logy
         axis.set_ylabel(ylabel)
         if logy:
             axis.set_yscale("log")
+        if logx:
+            axis.set_xscale("log", base=2)
         axis.set_title(name.replace("_", " "))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)

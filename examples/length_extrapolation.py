@@ -70,8 +70,11 @@ def train(variant, rows, vocabulary_size, max_length, epochs):
     return model
 
 
-def evaluate(model, ids, length, count):
-    rows = windows(ids, length + 1, count=count, seed=1)
+def evaluate(model, ids, length, characters=8192):
+    """Next-character loss over the same `characters` of held-out text at
+    every length: only the context length changes, not the text."""
+    count = characters // (length + 1)
+    rows = ids[: count * (length + 1)].reshape(count, length + 1)
     logits = model.predict({"token_ids": rows[:, :-1]}, batch_size=4, verbose=0)
     return float(
         keras_attn.TokenCrossEntropy(ignore_id=0)(rows[:, 1:], logits)
@@ -112,7 +115,7 @@ def main():
         model = keras_attn.build_transformer_model(
             config(len(vocabulary), max(lengths)), path, variant=variant, application="lm", **overrides
         )
-        losses = [evaluate(model, test_ids, length, count=max(2, 4096 // length)) for length in lengths]
+        losses = [evaluate(model, test_ids, length) for length in lengths]
         results[label] = {
             "variant": variant, "overrides": overrides, "training_seconds": seconds,
             "loss_by_length": dict(zip(map(str, lengths), losses)),
@@ -122,7 +125,7 @@ def main():
     results["_meta"] = {"backend": keras.config.backend(), "epochs": epochs, "train_length": TRAIN_LENGTH}
     directory = write_results(
         "length_extrapolation", results, curves, xlabel="evaluation length (characters)",
-        ylabel="next-character loss (nats)", directory=arguments.output,
+        ylabel="next-character loss (nats)", logx=True, directory=arguments.output,
     )
     print(f"wrote {directory}/length_extrapolation.json and .png")
 
