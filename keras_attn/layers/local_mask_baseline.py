@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.layers import masking
+from keras_attn.layers.multi_head_attention import check_positive_integer
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -50,8 +51,7 @@ class LocalMaskBaseline(keras.layers.Layer):
 
     def __init__(self, window, causal=False, blockwise=False, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(window, int) or window < 1:
-            raise ValueError(f"`window` must be a positive integer; received {window!r}.")
+        check_positive_integer("window", window)
         self.window = window
         self.causal = causal
         self.blockwise = blockwise

@@ -14,6 +14,16 @@ from keras_attn.layers.rotary_embedding import RotaryEmbedding
 POSITION_ENCODINGS = (None, "rotary", "xpos")
 
 
+def check_positive_integer(argument, value, optional=False):
+    """Raises a ValueError naming `argument` unless `value` is a positive
+    integer (or None, when `optional`)."""
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        allowed = "a positive integer or None" if optional else "a positive integer"
+        raise ValueError(f"`{argument}` must be {allowed}; received {value!r}.")
+
+
 @keras.saving.register_keras_serializable(package="keras_attn")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head scaled dot-product attention with a decoupled `key_size`.
@@ -143,25 +153,13 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"`position_encoding` must be one of {POSITION_ENCODINGS}; "
                 f"received {position_encoding!r}."
             )
-        if attention_window is not None and (
-            not isinstance(attention_window, int) or attention_window < 1
-        ):
-            raise ValueError(
-                f"`attention_window` must be a positive integer or None; "
-                f"received {attention_window!r}."
-            )
+        check_positive_integer("heads", heads)
+        check_positive_integer("head_size", head_size)
+        check_positive_integer("key_size", key_size, optional=True)
+        check_positive_integer("attention_window", attention_window, optional=True)
         if log_n_train_length is not None and log_n_train_length < 2:
             raise ValueError(
                 f"`log_n_train_length` must be at least 2; received {log_n_train_length!r}."
-            )
-        for argument, value in (("heads", heads), ("head_size", head_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{argument}` must be a positive integer; received {value!r}."
-                )
-        if key_size is not None and (not isinstance(key_size, int) or key_size < 1):
-            raise ValueError(
-                f"`key_size` must be a positive integer or None; received {key_size!r}."
             )
         if not 0.0 <= attention_dropout < 1.0:
             raise ValueError(

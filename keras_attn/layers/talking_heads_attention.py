@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attn.layers import masking
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.multi_head_attention import check_positive_integer
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -72,11 +73,8 @@ class TalkingHeadsAttention(MultiHeadAttention):
         super().__init__(
             heads, head_size, key_size=key_size, fused_attention=False, **kwargs
         )
-        for argument, value in (("key_heads", key_heads), ("value_heads", value_heads)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(
-                    f"`{argument}` must be a positive integer or None; received {value!r}."
-                )
+        check_positive_integer("key_heads", key_heads, optional=True)
+        check_positive_integer("value_heads", value_heads, optional=True)
         self._key_heads = key_heads or heads
         self._value_heads = value_heads or heads
         self.talking_heads_initializer = keras.initializers.get(
