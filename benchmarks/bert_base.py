@@ -1,0 +1,237 @@
+"""BERT-base speed, side by side with keras-hub and Hugging Face, on one backend.
+
+In one process, on the backend KERAS_BACKEND selects, this measures:
+
+- the machine's float32 matmul rate on that backend (a jitted 4096 x 4096
+  matmul; torch: `torch.matmul`), the ceiling every result is compared with;
+- keras_attn's BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, float32,
+  random weights) and keras-hub's `BertBackbone` of the same size; on torch
+  also `transformers.BertModel` in eager mode;
+- inference at batch 8 x 128 and 2 x 512, and one training step (forward,
+  backward, AdamW) at 8 x 128.
+
+Each number is the median of `--repeats` timed runs after a warm-up run;
+the warm-up (compile) time is reported separately. Results are written as
+JSON to `benchmarks/results/<backend>.json` and printed as a table with
+ratios to the peers and fractions of the measured matmul rate.
+
+    pip install -e ".[all,benchmarks]"
+    KERAS_BACKEND=jax python benchmarks/bert_base.py
+
+Not part of the test suite.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import time
+
+import keras
+import numpy as np
+
+import keras_attn
+
+BACKEND = keras.config.backend()
+CONFIG = dict(
+    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+    intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2,
+)
+SHAPES = {"inference 8x128": (8, 128), "inference 2x512": (2, 512), "train step 8x128": (8, 128)}
+
+
+def timed(function, repeats):
+    """(warm-up seconds, median seconds of `repeats` runs)."""
+    start = time.perf_counter()
+    function()
+    warm_up = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return warm_up, statistics.median(times)
+
+
+def matmul_flops_per_second(repeats):
+    """The best float32 matmul rate over a square 4096 matmul and BERT-base's
+    feed-forward shape, `(1024, 768) @ (768, 3072)`."""
+    rates = []
+    for m, k, n in ((4096, 4096, 4096), (1024, 768, 3072)):
+        a = np.random.default_rng(0).normal(size=(m, k)).astype("float32")
+        b = np.random.default_rng(1).normal(size=(k, n)).astype("float32")
+        if BACKEND == "jax":
+            import jax
+
+            x, y = jax.device_put(a), jax.device_put(b)
+            function = jax.jit(lambda p, q: p @ q)
+            run = lambda: function(x, y).block_until_ready()  # noqa: E731
+        elif BACKEND == "tensorflow":
+            import tensorflow as tf
+
+            x, y = tf.constant(a), tf.constant(b)
+            function = tf.function(lambda p, q: tf.matmul(p, q), jit_compile=True)
+            run = lambda: function(x, y).numpy()  # noqa: E731
+        else:
+            import torch
+
+            x, y = torch.from_numpy(a), torch.from_numpy(b)
+            run = lambda: torch.matmul(x, y)  # noqa: E731
+        _, seconds = timed(run, max(repeats, 5))
+        rates.append(2 * m * k * n / seconds)
+    return max(rates)
+
+
+def forward_flops(batch, length, training):
+    """Matrix-product FLOPs of BERT-base (no embeddings lookup, no softmax);
+    a training step counts three forward passes."""
+    hidden, layers, ffn = 768, 12, 3072
+    tokens = batch * length
+    per_layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * ffn)
+    attention = 2 * 2 * batch * length * length * hidden
+    total = layers * (per_layer + attention)
+    return 3 * total if training else total
+
+
+def inputs_for(batch, length, names):
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(1000, 30000, size=(batch, length)).astype("int32")
+    return {
+        names["tokens"]: tokens,
+        names["segments"]: np.zeros_like(tokens),
+        **({names["padding"]: np.ones_like(tokens)} if "padding" in names else {}),
+    }
+
+
+def keras_runner(model, names):
+    """Inference and training-step closures for a Keras model with one
+    sequence output, jit-compiled on TensorFlow and JAX."""
+    model.compile(
+        optimizer=keras.optimizers.AdamW(1e-5), loss="mse", jit_compile=BACKEND != "torch"
+    )
+
+    def make(batch, length, training):
+        data = inputs_for(batch, length, names)
+        if training:
+            target = np.zeros((batch, length, 768), "float32")
+            return lambda: model.train_on_batch(data, target)
+        return lambda: model.predict_on_batch(data)
+
+    return make
+
+
+def ours():
+    model = keras_attn.build_transformer_model(CONFIG, dropout_rate=0.1)
+    return keras_runner(model, {"tokens": "token_ids", "segments": "segment_ids"})
+
+
+def keras_hub():
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=30522, num_layers=12, num_heads=12, hidden_dim=768,
+        intermediate_dim=3072, max_sequence_length=512,
+    )
+    # The sequence output alone, as keras_attn's encoder returns.
+    model = keras.Model(backbone.input, backbone.output["sequence_output"])
+    names = {"tokens": "token_ids", "segments": "segment_ids", "padding": "padding_mask"}
+    return keras_runner(model, names)
+
+
+def transformers_eager():
+    import torch
+    import transformers
+
+    model = transformers.BertModel(transformers.BertConfig(**CONFIG))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+    def make(batch, length, training):
+        tokens = torch.from_numpy(inputs_for(batch, length, {"tokens": "t", "segments": "s"})["t"]).long()
+        if training:
+            def step():
+                model.train()
+                optimizer.zero_grad()
+                loss = model(input_ids=tokens).last_hidden_state.square().mean()
+                loss.backward()
+                optimizer.step()
+
+            return step
+
+        def infer():
+            model.eval()
+            with torch.no_grad():
+                model(input_ids=tokens)
+
+        return infer
+
+    return make
+
+
+def versions():
+    from importlib.metadata import version
+
+    names = ["keras", "keras-hub", {"jax": "jax", "tensorflow": "tensorflow", "torch": "torch"}[BACKEND]]
+    if BACKEND == "torch":
+        names.append("transformers")
+    return {name: version(name) for name in names} | {"keras_attn": keras_attn.__version__}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one repeat, inference 8x128 only")
+    parser.add_argument("--output", default=None)
+    arguments = parser.parse_args()
+    repeats = 1 if arguments.quick else arguments.repeats
+    shapes = {"inference 8x128": SHAPES["inference 8x128"]} if arguments.quick else SHAPES
+
+    peak = matmul_flops_per_second(repeats)
+    print(f"backend={BACKEND}: float32 matmul {peak / 1e9:.1f} GFLOP/s")
+    contenders = {"keras_attn": ours, "keras-hub": keras_hub}
+    if BACKEND == "torch":
+        contenders["transformers (eager)"] = transformers_eager
+    rows = []
+    for name, factory in contenders.items():
+        make = factory()
+        for label, (batch, length) in shapes.items():
+            training = label.startswith("train")
+            warm_up, seconds = timed(make(batch, length, training), repeats)
+            flops = forward_flops(batch, length, training)
+            rows.append(
+                {
+                    "model": name, "measurement": label, "seconds": seconds,
+                    "warm_up_seconds": warm_up, "tokens_per_second": batch * length / seconds,
+                    "fraction_of_matmul_peak": flops / seconds / peak,
+                }
+            )
+            print(
+                f"{name:<22} {label:<17} {seconds * 1000:>8.0f} ms  "
+                f"{batch * length / seconds:>8.0f} tokens/s  {flops / seconds / peak:>5.1%} of peak  "
+                f"(warm-up {warm_up:.1f} s)"
+            )
+    for row in rows:
+        peer = next(
+            r for r in rows if r["model"] == "keras-hub" and r["measurement"] == row["measurement"]
+        )
+        row["speed_vs_keras_hub"] = peer["seconds"] / row["seconds"]
+    result = {
+        "backend": BACKEND,
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "versions": versions(),
+        "matmul_gflops": peak / 1e9,
+        "repeats": repeats,
+        "rows": rows,
+    }
+    output = arguments.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, f"{BACKEND}.json")
+    with open(path, "w") as file:
+        json.dump(result, file, indent=2)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
