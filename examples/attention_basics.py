@@ -12,7 +12,7 @@
 
     KERAS_BACKEND=jax python examples/attention_basics.py [--quick]
 
-Writes examples/results/attention_basics.json.
+Writes examples/results/attention_basics.{json,png}.
 """
 
 import argparse
@@ -82,6 +82,7 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--output", default=None, help="results directory")
     arguments = parser.parse_args()
+    keras.utils.set_random_seed(0)
     n, d = (64, 64) if arguments.quick else (256, 512)
 
     rows = []
@@ -113,10 +114,18 @@ def main():
         f"{permutation['without_positions_max_difference']:.1e} without positions, "
         f"{permutation['with_sinusoidal_positions_max_difference']:.1e} with sinusoidal positions"
     )
+    heads = [row["heads"] for row in rows]
+    curves = {
+        "analytic, without output projection": (heads, [r["analytic_without_output_projection"] / 1e6 for r in rows]),
+        "analytic, with output projection": (heads, [r["analytic_with_output_projection"] / 1e6 for r in rows]),
+    }
+    if rows[0]["xla_cost_analysis"] is not None:
+        curves["XLA cost analysis of the layer"] = (heads, [r["xla_cost_analysis"] / 1e6 for r in rows])
     write_results(
         "attention_basics",
         {"n": n, "d": d, "flops": rows, "permutation": permutation,
          "_meta": {"backend": keras.config.backend(), "quick": arguments.quick}},
+        curves, xlabel="heads (same hidden size d)", ylabel="MFLOPs per sequence", logx=True,
         directory=arguments.output,
     )
 

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
-from common import labelled_lines  # noqa: E402
+from common import labelled_lines, write_results  # noqa: E402
 
 SMALL_BERT = dict(
     hidden_size=128,
@@ -82,6 +82,7 @@ def main():
     parser.add_argument("--maxlen", type=int, default=48)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch")
+    parser.add_argument("--output", default=None, help="results directory")
     arguments = parser.parse_args()
     keras.utils.set_random_seed(0)
 
@@ -121,10 +122,29 @@ def main():
         metrics=["accuracy"],
         jit_compile=keras.config.backend() != "torch",
     )
-    model.fit(train, labels[:split], batch_size=arguments.batch_size, epochs=epochs)
+    history = model.fit(
+        train, labels[:split], validation_data=(test, labels[split:]),
+        batch_size=arguments.batch_size, epochs=epochs,
+    )
     _, accuracy = model.evaluate(test, labels[split:], verbose=0)
     majority = max(np.mean(labels[split:] == c) for c in range(len(arguments.packages)))
     print(f"held-out accuracy {accuracy:.3f} (majority class {majority:.3f})")
+    epochs_axis = list(range(1, epochs + 1))
+    write_results(
+        "finetune_classifier",
+        {
+            "held_out_accuracy": float(accuracy),
+            "majority_class": float(majority),
+            "history": {k: [float(v) for v in values] for k, values in history.history.items()},
+            "_meta": {"backend": keras.config.backend(), "quick": arguments.quick,
+                      "checkpoint": arguments.checkpoint, "packages": arguments.packages},
+        },
+        {
+            "training accuracy": (epochs_axis, history.history["accuracy"]),
+            "held-out accuracy": (epochs_axis, history.history["val_accuracy"]),
+        },
+        xlabel="epoch", ylabel="accuracy", directory=arguments.output,
+    )
 
 
 if __name__ == "__main__":
