@@ -56,9 +56,7 @@ def to_rank4_mask(mask):
 
 def causal_mask(query_length, key_length):
     """Boolean `(1, 1, query_length, key_length)` mask keeping keys `j <= i`."""
-    rows = ops.arange(query_length)[:, None]
-    columns = ops.arange(key_length)[None, :]
-    return ops.greater_equal(rows, columns)[None, None, :, :]
+    return ops.greater_equal(relative_positions(query_length, key_length), 0)[None, None, :, :]
 
 
 def relative_positions(query_length, key_length):
