@@ -51,7 +51,7 @@ class CheckpointReader:
         raise NotImplementedError
 
     def __contains__(self, name):
-        return name in set(self.names())
+        raise NotImplementedError
 
     def _unknown(self, name):
         return KeyError(f"{name!r} is not stored in checkpoint {self.path!r}.")
@@ -86,6 +86,9 @@ class TensorFlowReader(CheckpointReader):
     def names(self):
         return sorted(self._shapes)
 
+    def __contains__(self, name):
+        return name in self._shapes
+
     def shape(self, name):
         if name not in self._shapes:
             raise self._unknown(name)
@@ -115,6 +118,9 @@ class _ShardedReader(CheckpointReader):
 
     def names(self):
         return sorted(self._shard_of)
+
+    def __contains__(self, name):
+        return name in self._shard_of
 
     def _file_of(self, name):
         if name not in self._shard_of:
