@@ -54,6 +54,17 @@ def to_rank4_mask(mask):
     )
 
 
+def is_key_mask(attention_mask):
+    """Whether a boolean `attention_mask` depends on the key alone: its query
+    and heads axes are statically 1, as a padding mask `(batch, 1, key_length)`."""
+    shape = tuple(attention_mask.shape)
+    if len(shape) == 2:
+        return shape[0] == 1
+    if len(shape) == 3:
+        return shape[1] == 1
+    return len(shape) == 4 and shape[1] == 1 and shape[2] == 1
+
+
 def causal_mask(query_length, key_length):
     """Boolean `(1, 1, query_length, key_length)` mask keeping keys `j <= i`."""
     return ops.greater_equal(relative_positions(query_length, key_length), 0)[None, None, :, :]
@@ -87,11 +98,17 @@ def local_mask(query_length, key_length, window, causal=False, blockwise=False):
             ops.greater_equal(distance, 0),
             ops.greater_equal(columns // window, rows // window - 1),
         )
-    elif causal:
-        keep = ops.logical_and(ops.greater_equal(distance, 0), ops.less(distance, window))
     else:
-        keep = ops.less_equal(ops.abs(distance), window // 2)
+        keep = band_from_distance(distance, window, causal)
     return keep[None, None, :, :]
+
+
+def band_from_distance(distance, window, causal):
+    """The sliding-window band as a function of `i - j`: `0 <= i - j < window`
+    (causal) or `|i - j| <= window // 2`."""
+    if causal:
+        return ops.logical_and(ops.greater_equal(distance, 0), ops.less(distance, window))
+    return ops.less_equal(ops.abs(distance), window // 2)
 
 
 def merge_attention_masks(

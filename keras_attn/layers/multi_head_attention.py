@@ -6,6 +6,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn.layers import banded
 from keras_attn.layers import masking
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
@@ -257,34 +258,36 @@ class MultiHeadAttention(keras.layers.Layer):
             key = value
             if key_mask is None:
                 key_mask = value_mask
-        mask = masking.merge_attention_masks(
-            attention_mask=attention_mask,
-            query_mask=query_mask,
-            key_mask=key_mask,
-            use_causal_mask=use_causal_mask,
-            query_length=ops.shape(query)[1],
-            key_length=ops.shape(key)[1],
-            attention_window=self.attention_window,
-            blockwise=self.blockwise_attention,
-        )
-
         query_shape = ops.shape(query)
         query_heads = self._split_heads(self.query_dense(query), self.key_heads)
         key_heads = self._split_heads(self.key_dense(key), self.key_heads)
         value_heads = self._split_heads(self.value_dense(value), self.value_heads)
         if self._rotary is not None:
             query_heads, key_heads = self._rotary(query_heads, key_heads)
-        if self.log_n_train_length is not None:
-            query_heads = query_heads * self._log_n_factor(mask, ops.shape(key)[1])
 
-        if self._can_use_fused_path(training, return_attention_scores):
-            attended = self._fused_attend(
-                query_heads, key_heads, value_heads, mask, attention_bias
+        layout = self._band_layout(
+            query, key, attention_mask, attention_bias, use_causal_mask, return_attention_scores
+        )
+        if layout is not None:
+            attended = self._banded_attend(
+                query_heads, key_heads, value_heads, layout,
+                attention_mask, query_mask, key_mask, use_causal_mask, training,
             )
             scores = None
         else:
-            attended, scores = self.attend(
-                query_heads, key_heads, value_heads, mask, attention_bias, training
+            mask = masking.merge_attention_masks(
+                attention_mask=attention_mask,
+                query_mask=query_mask,
+                key_mask=key_mask,
+                use_causal_mask=use_causal_mask,
+                query_length=ops.shape(query)[1],
+                key_length=ops.shape(key)[1],
+                attention_window=self.attention_window,
+                blockwise=self.blockwise_attention,
+            )
+            attended, scores = self._attend_heads(
+                query_heads, key_heads, value_heads, mask, attention_bias,
+                training, return_attention_scores,
             )
         attended = ops.reshape(
             attended, (query_shape[0], query_shape[1], self.value_heads * self.head_size)
@@ -293,6 +296,71 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def _attend_heads(self, query, key, value, mask, bias, training, return_attention_scores):
+        """Log-n scaling, then the fused or the einsum kernel, on
+        `(batch, length, heads, size)` heads; returns `(attended, scores)`."""
+        if self.log_n_train_length is not None:
+            query = query * self._log_n_factor(mask, ops.shape(key)[1])
+        if self._can_use_fused_path(training, return_attention_scores):
+            return self._fused_attend(query, key, value, mask, bias), None
+        return self.attend(query, key, value, mask, bias, training)
+
+    def _band_layout(
+        self, query, key, attention_mask, attention_bias, causal, return_attention_scores
+    ):
+        """The `banded.BandLayout` when the window can be computed blockwise,
+        else None (dense masked attention, same numbers).
+
+        Banding needs self-attention lengths, masks that are per key (padding)
+        rather than per (query, key) pair, no `(query, key)` bias and no
+        returned score matrix; and it pays only when the sequence is longer
+        than the keys each query block would see.
+        """
+        if self.attention_window is None or attention_bias is not None:
+            return None
+        if return_attention_scores:
+            return None
+        if attention_mask is not None and not masking.is_key_mask(attention_mask):
+            return None
+        length = query.shape[1]
+        if query is not key and (length is None or length != key.shape[1]):
+            return None
+        layout = banded.band_layout(
+            self.attention_window, causal, blockwise=self.blockwise_attention and causal
+        )
+        if length is not None and length <= banded.keys_per_query(layout):
+            return None
+        return layout
+
+    def _banded_attend(
+        self, query, key, value, layout, attention_mask, query_mask, key_mask, causal, training
+    ):
+        """Attention within the window, computed on blocks (see `banded`)."""
+        shape = ops.shape(query)
+        batch, length = shape[0], shape[1]
+        query_valid = key_valid = ops.ones((batch, length), "bool")
+        if attention_mask is not None:
+            key_valid = ops.logical_and(key_valid, masking.to_rank4_mask(attention_mask)[:, 0, 0, :])
+        if key_mask is not None:
+            key_valid = ops.logical_and(key_valid, ops.cast(key_mask, "bool"))
+        if query_mask is not None:
+            query_valid = ops.logical_and(query_valid, ops.cast(query_mask, "bool"))
+        mask = banded.blocked_mask(
+            layout,
+            self.attention_window,
+            causal,
+            self.blockwise_attention and causal,
+            query_valid,
+            key_valid,
+            length,
+        )
+        query_layout = banded.BandLayout(layout.block_size, (0,))
+        query = banded.fold_blocks(banded.to_blocks(query, query_layout, length))
+        key = banded.fold_blocks(banded.to_blocks(key, layout, length))
+        value = banded.fold_blocks(banded.to_blocks(value, layout, length))
+        attended, _ = self._attend_heads(query, key, value, mask, None, training, False)
+        return banded.unfold_blocks(attended, batch, length)
 
     def _log_n_factor(self, mask, key_length):
         """`max(1, log(n_i) / log(train_length))` per query row, laid out as

@@ -1,0 +1,105 @@
+"""Banded local attention: only the blocks of the score matrix a window can reach.
+
+With `attention_window=w` a query `i` sees keys in a band around `i` (see
+`masking.local_mask`). Instead of a `(length x length)` score matrix masked
+down to the band, the sequence is cut into blocks of `block_size` positions;
+query block `c` is paired with the key blocks `c + o` for a few offsets `o`,
+chosen so that every key of the band lies in one of them:
+
+- causal sliding window (`i - w < j <= i`): blocks of `w`, offsets `(-1, 0)`;
+- blockwise causal (XPOS: `j <= i` in the query's block or the one before):
+  blocks of `w`, offsets `(-1, 0)`, which is that definition exactly;
+- bidirectional (`|i - j| <= w // 2`): blocks of `max(w // 2, 1)`, offsets
+  `(-1, 0, 1)`.
+
+Query `i = c B + q` and the `K`-th key of its neighbourhood,
+`j = (c + o_min) B + K`, are `i - j = q - K - o_min B` apart whatever the
+block `c`, so the band inside a neighbourhood is one static `(B, n B)` matrix.
+Blocks are folded into the batch axis, so any attention kernel that works on
+`(batch, length, heads, size)` tensors (the einsum path, the fused
+`dot_product_attention` path, talking heads' mixing) runs on them unchanged.
+Memory and time are linear in the sequence length: `length x n B` scores.
+
+Keys beyond either end of the sequence (padding to whole blocks) are masked,
+so the result equals the dense masked computation up to float reordering.
+"""
+
+import collections
+
+from keras import ops
+
+from keras_attn.layers import masking
+
+BandLayout = collections.namedtuple("BandLayout", ["block_size", "offsets"])
+
+
+def band_layout(window, causal, blockwise=False):
+    """The `BandLayout` covering the band of `masking.local_mask`."""
+    if causal or blockwise:
+        return BandLayout(window, (-1, 0))
+    return BandLayout(max(window // 2, 1), (-1, 0, 1))
+
+
+def keys_per_query(layout):
+    """How many scores each query computes under `layout`."""
+    return layout.block_size * len(layout.offsets)
+
+
+def to_blocks(x, layout, length):
+    """`(batch, length, ...)` -> `(batch, blocks, len(offsets) * block_size, ...)`.
+
+    Row `c` holds the positions of blocks `c + o` for each offset `o`, in
+    order; positions outside `[0, length)` are zeros (or False). With the
+    offsets `(0,)` this just cuts `x` into blocks.
+    """
+    block_size, offsets = layout
+    blocks = -(-length // block_size)
+    before = -min(offsets) * block_size
+    after = blocks * block_size - length + max(offsets) * block_size
+    padded = ops.pad(x, [(0, 0), (before, after)] + [(0, 0)] * (len(x.shape) - 2))
+    shape = ops.shape(x)
+    padded = ops.reshape(padded, (shape[0], -1, block_size) + tuple(shape[2:]))
+    span = -min(offsets)
+    neighbours = [padded[:, span + o : span + o + blocks] for o in offsets]
+    if len(neighbours) == 1:
+        return neighbours[0]
+    return ops.concatenate(neighbours, axis=2)
+
+
+def fold_blocks(x):
+    """`(batch, blocks, block_length, ...)` -> `(batch * blocks, block_length, ...)`."""
+    shape = ops.shape(x)
+    return ops.reshape(x, (-1,) + tuple(shape[2:]))
+
+
+def unfold_blocks(x, batch, length):
+    """Inverse of `fold_blocks` for query blocks, trimmed back to `length`."""
+    shape = ops.shape(x)
+    return ops.reshape(x, (batch, -1) + tuple(shape[2:]))[:, :length]
+
+
+def band_mask(layout, window, causal, blockwise=False):
+    """The static `(block_size, len(offsets) * block_size)` band of a
+    neighbourhood: query `q` of block `c` against key `K` of blocks `c + o`."""
+    block_size, offsets = layout
+    distance = masking.relative_positions(block_size, block_size * len(offsets))
+    distance = distance - min(offsets) * block_size
+    if blockwise:
+        # Blocks are the XPOS blocks and the neighbourhood is this block and
+        # the previous one, so only causality is left to enforce.
+        return ops.greater_equal(distance, 0)
+    return masking.band_from_distance(distance, window, causal)
+
+
+def blocked_mask(layout, window, causal, blockwise, query_valid, key_valid, length):
+    """`(batch * blocks, 1, block_size, len(offsets) * block_size)` boolean mask:
+    the band, keys inside the sequence that `key_valid` keeps, and queries
+    `query_valid` keeps. `query_valid`, `key_valid`: boolean `(batch, length)`."""
+    # Padded as integers: not every backend pads boolean tensors.
+    keys = to_blocks(ops.cast(key_valid, "int32"), layout, length)
+    queries = to_blocks(ops.cast(query_valid, "int32"), BandLayout(layout.block_size, (0,)), length)
+    mask = ops.logical_and(
+        ops.cast(keys, "bool")[:, :, None, :], ops.cast(queries, "bool")[:, :, :, None]
+    )
+    mask = ops.logical_and(mask, band_mask(layout, window, causal, blockwise)[None, None])
+    return fold_blocks(mask)[:, None]

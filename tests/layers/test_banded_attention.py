@@ -1,0 +1,230 @@
+"""Banded local attention: `attention_window` computed on blocks must give the
+dense masked computation's numbers, gradients included, in linear memory."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn.layers import banded
+from tests import reference
+from tests.harness import run_layer_test, to_numpy
+from tests.layers.test_local_mask_baseline import band
+
+RNG = np.random.default_rng(7)
+
+# (window, causal, blockwise): sliding causal, bidirectional even and odd,
+# XPOS blockwise, and the degenerate window of one.
+BANDS = [(4, True, False), (4, False, False), (5, False, False), (3, True, True), (1, False, False)]
+
+
+def dense_twin(layer):
+    """The same layer without a window (so it never bands), same weights."""
+    twin = layer.__class__.from_config(dict(layer.get_config(), attention_window=None))
+    return twin
+
+
+def padding(batch, length):
+    keep = np.ones((batch, length), bool)
+    keep[0, length - 3 :] = False
+    return keep
+
+
+@pytest.mark.parametrize("fused_attention", [True, False])
+@pytest.mark.parametrize("window, causal, blockwise", BANDS)
+@pytest.mark.parametrize("length", [17, 24])
+def test_banded_equals_dense_masked_attention(window, causal, blockwise, length, fused_attention):
+    query = RNG.normal(size=(2, length, 8)).astype("float32")
+    keep = padding(2, length)
+    layer = keras_attn.MultiHeadAttention(
+        2, 4, key_size=6, attention_window=window, blockwise_attention=blockwise,
+        fused_attention=fused_attention,
+    )
+    # The band is reached blockwise for these lengths, not densely.
+    assert layer._band_layout(query, query, keep[:, None], None, causal, False) is not None
+    output = to_numpy(layer(query, attention_mask=keep[:, None], use_causal_mask=causal))
+
+    full = keep[:, None, :] & band(length, length, window, causal, blockwise)[None]
+    expected, _ = reference.attention(layer, query, attention_mask=full, use_causal_mask=causal)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+
+    twin = dense_twin(layer)
+    twin(query)
+    twin.set_weights(layer.get_weights())
+    dense_mask = keras_attn.LocalMaskBaseline(window, causal, blockwise and causal)(query)
+    dense_mask = keras.ops.logical_and(dense_mask, keep[:, None, None, :])
+    dense = to_numpy(twin(query, attention_mask=dense_mask, use_causal_mask=causal))
+    np.testing.assert_allclose(output, dense, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_banded_talking_heads_rotary_and_log_n(causal):
+    """Everything that acts on the blocks' heads: talking heads' mixing,
+    rotary positions (applied before blocking) and log-n scaling (counted
+    on the blocked mask)."""
+    length, window = 29, 6
+    query = RNG.normal(size=(2, length, 8)).astype("float32")
+    keep = padding(2, length)
+    for layer in (
+        keras_attn.TalkingHeadsAttention(
+            3, 4, key_heads=2, value_heads=4, attention_window=window,
+            talking_heads_initializer="random_normal",
+        ),
+        keras_attn.MultiHeadAttention(
+            2, 4, attention_window=window, position_encoding="rotary", log_n_train_length=4
+        ),
+    ):
+        output = to_numpy(layer(query, attention_mask=keep[:, None], use_causal_mask=causal))
+        twin = dense_twin(layer)
+        twin(query)
+        twin.set_weights(layer.get_weights())
+        dense_mask = keras_attn.LocalMaskBaseline(window, causal)(query)
+        dense_mask = keras.ops.logical_and(dense_mask, keep[:, None, None, :])
+        dense = to_numpy(twin(query, attention_mask=dense_mask, use_causal_mask=causal))
+        np.testing.assert_allclose(output, dense, atol=1e-5, err_msg=layer.name)
+
+
+def test_implicit_keras_masks_reach_the_blocks():
+    tokens = RNG.integers(1, 20, size=(2, 21)).astype("int32")
+    tokens[1, 15:] = 0
+    embedding = keras.layers.Embedding(20, 8, mask_zero=True)
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=4)
+    token_input = keras.Input((None,), dtype="int32")
+    model = keras.Model(token_input, layer(embedding(token_input), use_causal_mask=True))
+    output = to_numpy(model(tokens))
+    keep = tokens != 0
+    full = keep[:, :, None] & keep[:, None, :] & band(21, 21, 4, True)[None]
+    expected, _ = reference.attention(
+        layer, to_numpy(embedding(tokens)), attention_mask=full, use_causal_mask=True
+    )
+    # Padded queries attend to nothing (the reference gives them a zero
+    # attention result too).
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+
+
+def test_fit_step_gives_the_dense_gradients():
+    """One SGD step from equal weights moves every weight equally, so the
+    banded gradients are the dense ones."""
+    length, window = 40, 8
+    query = RNG.normal(size=(4, length, 8)).astype("float32")
+    target = RNG.normal(size=(4, length, 8)).astype("float32")
+    keep = padding(4, length)[:, None, :]
+
+    def trained(layer, attention_mask):
+        inputs = {
+            "query": keras.Input((length, 8), name="query"),
+            "attention_mask": keras.Input(attention_mask.shape[1:], dtype="bool", name="attention_mask"),
+        }
+        outputs = layer(
+            inputs["query"], attention_mask=inputs["attention_mask"], use_causal_mask=True
+        )
+        model = keras.Model(inputs, outputs)
+        model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+        model.fit(
+            {"query": query, "attention_mask": attention_mask}, target,
+            batch_size=4, epochs=1, verbose=0, shuffle=False,
+        )
+        return [to_numpy(w) for w in layer.weights]
+
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=window)
+    layer(query)
+    twin = dense_twin(layer)
+    twin(query)
+    twin.set_weights(layer.get_weights())
+    initial = [to_numpy(w).copy() for w in layer.weights]
+    dense_mask = keep[:, None] & band(length, length, window, True)[None, None]
+    banded_weights = trained(layer, keep)
+    dense_weights = trained(twin, dense_mask)
+    paths = [w.path for w in layer.weights]
+    for path, before, after_banded, after_dense in zip(
+        paths, initial, banded_weights, dense_weights
+    ):
+        # The step did move them; the key bias adds a constant to each row of
+        # scores, which the softmax ignores, so its gradient is zero.
+        if not path.endswith("key_dense/bias"):
+            assert np.abs(after_dense - before).max() > 1e-4, path
+        np.testing.assert_allclose(after_banded, after_dense, atol=1e-5)
+
+
+def test_layer_harness_on_the_banded_path(tmp_path):
+    length = 19
+    query = RNG.normal(size=(2, length, 8)).astype("float32")
+    keep = padding(2, length)[:, None, :]
+
+    def numpy_reference(layer, inputs):
+        full = inputs["attention_mask"] & band(length, length, 4, False)[None]
+        return reference.attention(layer, inputs["query"], attention_mask=full)[0]
+
+    run_layer_test(
+        keras_attn.MultiHeadAttention,
+        {"heads": 2, "head_size": 4, "key_size": 8, "attention_window": 4},
+        inputs={"query": query, "attention_mask": keep},
+        expected_output_shape=(2, length, 8),
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_memory_is_linear_in_length(causal):
+    """131,072 tokens: a dense float32 score matrix would need 64 GiB, more
+    than the test machine has, so this runs only if nothing of size
+    length x length is ever built. The output is checked against the dense
+    computation on a slice whose receptive field the slice contains."""
+    length, window = 131072, 16
+    query = RNG.normal(size=(1, length, 4)).astype("float32")
+    layer = keras_attn.MultiHeadAttention(1, 4, attention_window=window)
+    output = to_numpy(layer(query, use_causal_mask=causal))
+    assert output.shape == (1, length, 4) and np.all(np.isfinite(output))
+    start, stop = 70000, 70064
+    reach = window
+    sliced = query[:, start - reach : stop + reach]
+    expected, _ = reference.attention(
+        layer,
+        sliced,
+        attention_mask=band(sliced.shape[1], sliced.shape[1], window, causal)[None],
+        use_causal_mask=causal,
+    )
+    np.testing.assert_allclose(output[:, start:stop], expected[:, reach:-reach], atol=1e-5)
+
+
+def test_dense_path_is_kept_where_banding_cannot_apply():
+    query = RNG.normal(size=(2, 20, 8)).astype("float32")
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=4)
+    layer(query)
+    pair_mask = np.ones((2, 20, 20), bool)
+    # Short sequences (no more keys than one neighbourhood), per-pair masks,
+    # biases and returned scores go the dense way.
+    assert layer._band_layout(query[:, :8], query[:, :8], None, None, True, False) is None
+    assert layer._band_layout(query, query, pair_mask, None, True, False) is None
+    assert layer._band_layout(query, query, None, np.zeros((1, 2, 20, 20)), True, False) is None
+    assert layer._band_layout(query, query, None, None, True, True) is None
+    assert layer._band_layout(query, query, pair_mask[:, :1], None, True, False) is not None
+    # Returned scores are the full (dense) probabilities, zero off the band.
+    _, scores = layer(query, use_causal_mask=True, return_attention_scores=True)
+    scores = to_numpy(scores)
+    assert scores.shape == (2, 2, 20, 20)
+    assert np.all(scores[:, :, ~band(20, 20, 4, True)] == 0)
+
+
+@pytest.mark.parametrize("window, causal, blockwise", BANDS)
+def test_band_layout_covers_the_band(window, causal, blockwise):
+    """Every key of the band lies in the blocks paired with its query, and the
+    static neighbourhood mask is the band itself."""
+    layout = banded.band_layout(window, causal, blockwise)
+    length = 37
+    full = band(length, length, window, causal, blockwise)
+    neighbourhood = to_numpy(banded.band_mask(layout, window, causal, blockwise))
+    size = layout.block_size
+    for i in range(length):
+        block = i // size
+        for j in np.flatnonzero(full[i]):
+            offset = j // size - block
+            assert offset in layout.offsets, (i, j)
+            column = (offset - min(layout.offsets)) * size + j % size
+            assert neighbourhood[i % size, column], (i, j)
+        # And nothing outside the band is kept.
+        for position, offset in enumerate(np.repeat(layout.offsets, size)):
+            j = (block + offset) * size + position % size
+            if 0 <= j < length and neighbourhood[i % size, position]:
+                assert full[i, j], (i, j)
