@@ -10,6 +10,7 @@ from keras_attn.layers import TalkingHeadsAttention
 from keras_attn.losses import TokenCrossEntropy
 from keras_attn.models import TTAEncoder
 from keras_attn.models import build_transformer_model
+from keras_attn.models import get_layout_map
 from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
 from keras_attn.tokenizers import SpTokenizer
@@ -25,6 +26,7 @@ __all__ = [
     "TokenCrossEntropy",
     "Tokenizer",
     "build_transformer_model",
+    "get_layout_map",
     "layers",
     "load_checkpoint",
     "register_variant",

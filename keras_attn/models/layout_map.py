@@ -1,0 +1,95 @@
+"""`get_layout_map`: Megatron-style tensor parallelism for the builder's models."""
+
+import keras
+
+# Any model path before a layer name: a functional model's variables have
+# none, a model nested in another one gets the outer names.
+_PREFIX = r"(?:.*/)?"
+_ATTENTION = _PREFIX + r"Transformer-\d+-MultiHeadSelfAttention"
+_FEED_FORWARD = _PREFIX + r"Transformer-\d+-FeedForward"
+
+
+def _megatron_table(model_axis):
+    """Variable path regex -> axes, one row per sharded variable."""
+    columns, rows = (None, model_axis), (model_axis, None)
+    return {
+        # The projections that open a sublayer are split by columns, so each
+        # device holds whole heads (attention) or whole hidden units (the
+        # feed-forward activation) and works on them without communicating.
+        _ATTENTION + r"/(?:query|key|value)_dense/kernel": columns,
+        _ATTENTION + r"/(?:query|key|value)_dense/bias": (model_axis,),
+        _FEED_FORWARD + r"/intermediate_dense/kernel": columns,
+        _FEED_FORWARD + r"/intermediate_dense/bias": (model_axis,),
+        # The projections that close a sublayer are split by rows: each device
+        # multiplies its own slice and one all-reduce sums the partial
+        # results. Their biases stay replicated, added once after the sum.
+        _ATTENTION + r"/output_dense/kernel": rows,
+        _FEED_FORWARD + r"/output_dense/kernel": rows,
+    }
+
+
+def get_layout_map(device_mesh, model_axis="model"):
+    """A `keras.distribution.LayoutMap` sharding the attention and feed-forward
+    kernels of `build_transformer_model`'s models over one mesh axis.
+
+    The layout is Megatron-LM's tensor parallelism (Shoeybi et al., 2019,
+    "Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
+    Parallelism", https://arxiv.org/abs/1909.08053). With `p` devices on
+    `model_axis`, a kernel split by columns into `W = [W_1 ... W_p]` and one
+    split by rows into `V = [V_1; ...; V_p]`:
+
+        act(X W + b) V = sum_r act(X W_r + b_r) V_r
+
+    because `act` is elementwise. Device `r` computes its term from the full
+    input `X` and its own slices, and one all-reduce adds the terms. The
+    feed-forward block is exactly this (`W` = `intermediate_dense`, `V` =
+    `output_dense`). In self-attention, the query, key and value kernels are
+    split by columns, which are laid out head by head: when `p` divides the
+    number of heads, device `r` holds whole heads and computes their
+    attention alone; the `output_dense` kernel is split by rows, so again one
+    all-reduce per block. The closing biases stay replicated (added once,
+    after the sum); so do the embeddings, the LayerNorms, the heads, and
+    `TalkingHeadsAttention`'s mixing kernels, which mix all heads.
+
+    The layout says only where each variable lives: under
+    `keras.distribution.ModelParallel`, XLA's SPMD partitioner (the JAX
+    backend) places the collectives, and the model code is unchanged. Sharded
+    dimensions must be divisible by the size of `model_axis`
+    (`num_heads * key_size`, `num_heads * head_size`, `intermediate_size`).
+
+    Args:
+        device_mesh: a `keras.distribution.DeviceMesh`, for example of shape
+            `(data, model)` with axis names `("batch", "model")`.
+        model_axis: the name of the mesh axis the kernels are split over.
+
+    Returns:
+        A `keras.distribution.LayoutMap` from variable path regexes to
+        layouts; variables it does not match are replicated. Pass it to
+        `keras.distribution.ModelParallel(layout_map=..., batch_dim_name=...)`.
+
+    Raises:
+        ValueError: if `device_mesh` has no axis named `model_axis`.
+
+    Example:
+
+    ```python
+    devices = keras.distribution.list_devices()  # 8 devices
+    mesh = keras.distribution.DeviceMesh((2, 4), ["batch", "model"], devices)
+    keras.distribution.set_distribution(
+        keras.distribution.ModelParallel(
+            layout_map=keras_attn.get_layout_map(mesh), batch_dim_name="batch"
+        )
+    )
+    model = keras_attn.build_transformer_model("bert_base/config.json")
+    ```
+    """
+    axis_names = list(device_mesh.axis_names)
+    if model_axis not in axis_names:
+        raise ValueError(
+            f"The device mesh has no axis {model_axis!r} to shard the kernels "
+            f"over; its axes are {axis_names}. Pass `model_axis=` one of them."
+        )
+    layout_map = keras.distribution.LayoutMap(device_mesh)
+    for path, axes in _megatron_table(model_axis).items():
+        layout_map[path] = axes
+    return layout_map
