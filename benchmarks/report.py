@@ -1,4 +1,6 @@
-"""Prints the README's benchmark table from benchmarks/results/*.json."""
+"""Prints the README's benchmark tables from benchmarks/results/: BERT-base
+(`<backend>.json`, from bert_base.py) and banded attention
+(`banded_attention_*.json`, from banded_attention.py)."""
 
 import glob
 import json
@@ -7,12 +9,19 @@ import os
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-def main():
+def load(path):
+    with open(path) as file:
+        return json.load(file)
+
+
+def bert_base_table():
     print("| backend | model | measurement | ms | tokens/s | vs keras-hub | of matmul peak |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
-    for path in sorted(glob.glob(os.path.join(RESULTS, "*.json"))):
-        with open(path) as file:
-            result = json.load(file)
+    for backend in ("jax", "tensorflow", "torch"):
+        path = os.path.join(RESULTS, f"{backend}.json")
+        if not os.path.exists(path):
+            continue
+        result = load(path)
         for row in result["rows"]:
             print(
                 f"| {result['backend']} ({result['matmul_gflops']:.0f} GFLOP/s) | {row['model']} "
@@ -22,5 +31,32 @@ def main():
             )
 
 
+def banded_table():
+    """One row per (file, path, causal): µs per token at each length, and the
+    per-token time at the longest length over the banded time at the shortest."""
+    for path in sorted(glob.glob(os.path.join(RESULTS, "banded_attention_*.json"))):
+        result = load(path)
+        lengths = sorted({row["length"] for row in result["rows"]})
+        environment = " ".join(f"{k}={v}" for k, v in result.get("environment", {}).items())
+        print(f"\n{result['backend']} {environment}".rstrip())
+        print("| path | mask | " + " | ".join(str(n) for n in lengths) + f" | {lengths[-1]} / {lengths[0]} |")
+        print("| --- | --- |" + " ---: |" * (len(lengths) + 1))
+        for name in ("banded", "dense"):
+            for causal in (True, False):
+                rows = {
+                    row["length"]: row for row in result["rows"]
+                    if row["path"] == name and row["causal"] == causal
+                }
+                cells = [
+                    f"{rows[n]['microseconds_per_token']:.1f}" if n in rows else "—"
+                    for n in lengths
+                ]
+                longest = rows.get(lengths[-1])
+                ratio = f"{longest['per_token_vs_banded_shortest']:.2f}" if longest else "—"
+                mask = "causal" if causal else "bidirectional"
+                print(f"| {name} | {mask} | " + " | ".join(cells) + f" | {ratio} |")
+
+
 if __name__ == "__main__":
-    main()
+    bert_base_table()
+    banded_table()

@@ -1,0 +1,123 @@
+"""Banded local attention against the dense masked path, over sequence length.
+
+One `keras_attn.MultiHeadAttention` layer (hidden 768, 12 heads of 64,
+float32, batch 1) with `attention_window=512`, in one process on the backend
+KERAS_BACKEND selects, jit-compiled on TensorFlow and JAX:
+
+- banded: the layer as users build it, which computes only the blocks the
+  window reaches (linear in the sequence length);
+- dense: the same weights without a window, given the same band as an
+  explicit `LocalMaskBaseline` mask, so it builds the full score matrix;
+  measured only while its estimated memory (four float32 score tensors)
+  fits in `--dense-memory-gib`.
+
+For each length it reports the median forward time over `--repeats` runs
+after a warm-up, the time per token, and the time per token relative to the
+banded path at the shortest length (the issue's target: at most 1.25 at
+16,384 tokens against 2,048). Results go to
+`benchmarks/results/banded_attention_<backend>.json`.
+
+    KERAS_BACKEND=jax python benchmarks/banded_attention.py
+
+Not part of the test suite.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+
+import keras
+import numpy as np
+
+import keras_attn
+from bert_base import timed, versions
+
+BACKEND = keras.config.backend()
+HIDDEN, HEADS, HEAD_SIZE = 768, 12, 64
+
+
+def forward(layer, length, causal, explicit_mask):
+    """A jit-compiled forward pass of `layer` on one random sequence."""
+    inputs = {"query": keras.Input((length, HIDDEN), name="query")}
+    mask = None
+    if explicit_mask is not None:
+        mask = keras_attn.LocalMaskBaseline(**explicit_mask)(inputs["query"])
+    outputs = layer(inputs["query"], attention_mask=mask, use_causal_mask=causal)
+    model = keras.Model(inputs, outputs)
+    model.compile(jit_compile=BACKEND != "torch")
+    data = {"query": np.random.default_rng(0).normal(size=(1, length, HIDDEN)).astype("float32")}
+    return lambda: model.predict_on_batch(data)
+
+
+def dense_gib(length):
+    return 4 * HEADS * length * length * 4 / 2**30
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192, 16384])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dense-memory-gib", type=float, default=8.0)
+    parser.add_argument("--output", default=None)
+    arguments = parser.parse_args()
+
+    rows = []
+    for causal in (True, False):
+        band = {"window": arguments.window, "causal": causal}
+        for path in ("banded", "dense"):
+            for length in arguments.lengths:
+                if path == "dense" and dense_gib(length) > arguments.dense_memory_gib:
+                    print(f"dense  causal={causal} {length:>6}: skipped (~{dense_gib(length):.0f} GiB)")
+                    continue
+                keras.utils.set_random_seed(0)
+                if path == "banded":
+                    layer = keras_attn.MultiHeadAttention(HEADS, HEAD_SIZE, attention_window=arguments.window)
+                    run = forward(layer, length, causal, None)
+                else:
+                    layer = keras_attn.MultiHeadAttention(HEADS, HEAD_SIZE)
+                    run = forward(layer, length, causal, band)
+                warm_up, seconds = timed(run, arguments.repeats)
+                rows.append(
+                    {
+                        "path": path, "causal": causal, "length": length, "seconds": seconds,
+                        "warm_up_seconds": warm_up, "microseconds_per_token": seconds / length * 1e6,
+                    }
+                )
+                print(
+                    f"{path:<6} causal={causal!s:<5} {length:>6}: {seconds * 1000:>8.1f} ms, "
+                    f"{seconds / length * 1e6:>7.1f} us/token (warm-up {warm_up:.1f} s)"
+                )
+    shortest = min(arguments.lengths)
+    for row in rows:
+        base = next(
+            r for r in rows
+            if r["path"] == "banded" and r["causal"] == row["causal"] and r["length"] == shortest
+        )
+        row["per_token_vs_banded_shortest"] = (
+            row["microseconds_per_token"] / base["microseconds_per_token"]
+        )
+    result = {
+        "backend": BACKEND,
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "versions": versions(),
+        "layer": f"hidden {HIDDEN}, {HEADS} heads of {HEAD_SIZE}, float32, batch 1",
+        # glibc's allocator settings change the torch rows (see the README).
+        "environment": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+        "window": arguments.window,
+        "repeats": arguments.repeats,
+        "rows": rows,
+    }
+    output = arguments.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, f"banded_attention_{BACKEND}.json")
+    with open(path, "w") as file:
+        json.dump(result, file, indent=2)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
