@@ -23,16 +23,13 @@ Not part of the test suite.
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
 
 import keras
 import numpy as np
 
 import keras_attn
-from bert_base import timed, versions
+from bert_base import timed, write_result
 
 BACKEND = keras.config.backend()
 HIDDEN, HEADS, HEAD_SIZE = 768, 12, 64
@@ -100,10 +97,6 @@ def main():
             row["microseconds_per_token"] / base["microseconds_per_token"]
         )
     result = {
-        "backend": BACKEND,
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-        "versions": versions(),
         "layer": f"hidden {HIDDEN}, {HEADS} heads of {HEAD_SIZE}, float32, batch 1",
         # glibc's allocator settings change the torch rows (see the README).
         "environment": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
@@ -111,12 +104,7 @@ def main():
         "repeats": arguments.repeats,
         "rows": rows,
     }
-    output = arguments.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    os.makedirs(output, exist_ok=True)
-    path = os.path.join(output, f"banded_attention_{BACKEND}.json")
-    with open(path, "w") as file:
-        json.dump(result, file, indent=2)
-    print(f"wrote {path}")
+    write_result(result, arguments.output, f"banded_attention_{BACKEND}.json")
 
 
 if __name__ == "__main__":

@@ -178,6 +178,24 @@ def versions():
     return {name: version(name) for name in names} | {"keras_attn": keras_attn.__version__}
 
 
+def write_result(result, output, filename):
+    """Writes `result`, headed by the backend, date, machine and versions, as
+    JSON to `output` (default `benchmarks/results/`)."""
+    result = {
+        "backend": BACKEND,
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "versions": versions(),
+        **result,
+    }
+    output = output or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(output, exist_ok=True)
+    path = os.path.join(output, filename)
+    with open(path, "w") as file:
+        json.dump(result, file, indent=2)
+    print(f"wrote {path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -216,21 +234,8 @@ def main():
             r for r in rows if r["model"] == "keras-hub" and r["measurement"] == row["measurement"]
         )
         row["speed_vs_keras_hub"] = peer["seconds"] / row["seconds"]
-    result = {
-        "backend": BACKEND,
-        "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-        "versions": versions(),
-        "matmul_gflops": peak / 1e9,
-        "repeats": repeats,
-        "rows": rows,
-    }
-    output = arguments.output or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    os.makedirs(output, exist_ok=True)
-    path = os.path.join(output, f"{BACKEND}.json")
-    with open(path, "w") as file:
-        json.dump(result, file, indent=2)
-    print(f"wrote {path}")
+    result = {"matmul_gflops": peak / 1e9, "repeats": repeats, "rows": rows}
+    write_result(result, arguments.output, f"{BACKEND}.json")
 
 
 if __name__ == "__main__":
