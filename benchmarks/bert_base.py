@@ -10,8 +10,9 @@ In one process, on the backend KERAS_BACKEND selects, this measures:
 - inference at batch 8 x 128 and 2 x 512, and one training step (forward,
   backward, AdamW) at 8 x 128.
 
-Each number is the median of `--repeats` timed runs after a warm-up run;
-the warm-up (compile) time is reported separately. Results are written as
+Each number is the median of `--repeats` timed runs after a warm-up run,
+the contenders taking turns within each repetition; the warm-up (compile)
+time is reported separately. Results are written as
 JSON to `benchmarks/results/<backend>.json` and printed as a table with
 ratios to the peers and fractions of the measured matmul rate.
 
@@ -42,17 +43,30 @@ CONFIG = dict(
 SHAPES = {"inference 8x128": (8, 128), "inference 2x512": (2, 512), "train step 8x128": (8, 128)}
 
 
-def timed(function, repeats):
-    """(warm-up seconds, median seconds of `repeats` runs)."""
-    start = time.perf_counter()
-    function()
-    warm_up = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
+def timed_side_by_side(functions, repeats):
+    """`{key: (warm-up seconds, median seconds of `repeats` runs)}`.
+
+    Every function is warmed up first; then each repetition runs all of them
+    in turn, so a machine that drifts (clock, other load) drifts for every
+    contender alike instead of favouring whichever ran first.
+    """
+    warm_up = {}
+    for key, function in functions.items():
         start = time.perf_counter()
         function()
-        times.append(time.perf_counter() - start)
-    return warm_up, statistics.median(times)
+        warm_up[key] = time.perf_counter() - start
+    times = {key: [] for key in functions}
+    for _ in range(repeats):
+        for key, function in functions.items():
+            start = time.perf_counter()
+            function()
+            times[key].append(time.perf_counter() - start)
+    return {key: (warm_up[key], statistics.median(times[key])) for key in functions}
+
+
+def timed(function, repeats):
+    """(warm-up seconds, median seconds of `repeats` runs) of one function."""
+    return timed_side_by_side({None: function}, repeats)[None]
 
 
 def matmul_flops_per_second(repeats):
@@ -210,25 +224,28 @@ def main():
     contenders = {"keras_attn": ours, "keras-hub": keras_hub}
     if BACKEND == "torch":
         contenders["transformers (eager)"] = transformers_eager
-    rows = []
+    functions = {}
     for name, factory in contenders.items():
         make = factory()
         for label, (batch, length) in shapes.items():
-            training = label.startswith("train")
-            warm_up, seconds = timed(make(batch, length, training), repeats)
-            flops = forward_flops(batch, length, training)
-            rows.append(
-                {
-                    "model": name, "measurement": label, "seconds": seconds,
-                    "warm_up_seconds": warm_up, "tokens_per_second": batch * length / seconds,
-                    "fraction_of_matmul_peak": flops / seconds / peak,
-                }
-            )
-            print(
-                f"{name:<22} {label:<17} {seconds * 1000:>8.0f} ms  "
-                f"{batch * length / seconds:>8.0f} tokens/s  {flops / seconds / peak:>5.1%} of peak  "
-                f"(warm-up {warm_up:.1f} s)"
-            )
+            functions[name, label] = make(batch, length, label.startswith("train"))
+    timings = timed_side_by_side(functions, repeats)
+    rows = []
+    for (name, label), (warm_up, seconds) in timings.items():
+        batch, length = shapes[label]
+        flops = forward_flops(batch, length, label.startswith("train"))
+        rows.append(
+            {
+                "model": name, "measurement": label, "seconds": seconds,
+                "warm_up_seconds": warm_up, "tokens_per_second": batch * length / seconds,
+                "fraction_of_matmul_peak": flops / seconds / peak,
+            }
+        )
+        print(
+            f"{name:<22} {label:<17} {seconds * 1000:>8.0f} ms  "
+            f"{batch * length / seconds:>8.0f} tokens/s  {flops / seconds / peak:>5.1%} of peak  "
+            f"(warm-up {warm_up:.1f} s)"
+        )
     for row in rows:
         peer = next(
             r for r in rows if r["model"] == "keras-hub" and r["measurement"] == row["measurement"]
