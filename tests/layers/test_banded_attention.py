@@ -228,3 +228,23 @@ def test_band_layout_covers_the_band(window, causal, blockwise):
             j = (block + offset) * size + position % size
             if 0 <= j < length and neighbourhood[i % size, position]:
                 assert full[i, j], (i, j)
+
+
+@pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="TensorFlow graphs only")
+def test_banded_in_a_graph_of_unknown_length():
+    """In a TensorFlow graph traced for any length the blocks are counted at
+    run time; the band must come out the same."""
+    import tensorflow as tf
+
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=4)
+    layer(RNG.normal(size=(1, 3, 8)).astype("float32"))
+    graph = tf.function(
+        lambda x: layer(x, use_causal_mask=True),
+        input_signature=[tf.TensorSpec((None, None, 8), tf.float32)],
+    )
+    for length in (9, 23):
+        query = RNG.normal(size=(2, length, 8)).astype("float32")
+        expected, _ = reference.attention(
+            layer, query, attention_mask=band(length, length, 4, True)[None], use_causal_mask=True
+        )
+        np.testing.assert_allclose(to_numpy(graph(query)), expected, atol=1e-5)
