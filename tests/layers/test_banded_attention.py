@@ -20,8 +20,7 @@ BANDS = [(4, True, False), (4, False, False), (5, False, False), (3, True, True)
 
 def dense_twin(layer):
     """The same layer without a window (so it never bands), same weights."""
-    twin = layer.__class__.from_config(dict(layer.get_config(), attention_window=None))
-    return twin
+    return layer.__class__.from_config(dict(layer.get_config(), attention_window=None))
 
 
 def padding(batch, length):
