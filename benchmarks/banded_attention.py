@@ -12,7 +12,7 @@ KERAS_BACKEND selects, jit-compiled on TensorFlow and JAX:
   fits in `--dense-memory-gib`.
 
 For each length it reports the median forward time over `--repeats` runs
-after a warm-up, the time per token, and the time per token relative to the
+after a warm-up (banded and dense taking turns), the time per token, and the time per token relative to the
 banded path at the shortest length (the issue's target: at most 1.25 at
 16,384 tokens against 2,048). Results go to
 `benchmarks/results/banded_attention_<backend>.json`.
@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 import keras_attn
-from bert_base import timed, write_result
+from bert_base import timed_side_by_side, write_result
 
 BACKEND = keras.config.backend()
 HIDDEN, HEADS, HEAD_SIZE = 768, 12, 64
@@ -63,20 +63,19 @@ def main():
 
     rows = []
     for causal in (True, False):
-        band = {"window": arguments.window, "causal": causal}
-        for path in ("banded", "dense"):
-            for length in arguments.lengths:
+        for length in arguments.lengths:
+            # Banded and dense take turns at each length (one window, same seed).
+            functions = {}
+            for path in ("banded", "dense"):
                 if path == "dense" and dense_gib(length) > arguments.dense_memory_gib:
                     print(f"dense  causal={causal} {length:>6}: skipped (~{dense_gib(length):.0f} GiB)")
                     continue
                 keras.utils.set_random_seed(0)
-                if path == "banded":
-                    layer = keras_attn.MultiHeadAttention(HEADS, HEAD_SIZE, attention_window=arguments.window)
-                    run = forward(layer, length, causal, None)
-                else:
-                    layer = keras_attn.MultiHeadAttention(HEADS, HEAD_SIZE)
-                    run = forward(layer, length, causal, band)
-                warm_up, seconds = timed(run, arguments.repeats)
+                window = arguments.window if path == "banded" else None
+                layer = keras_attn.MultiHeadAttention(HEADS, HEAD_SIZE, attention_window=window)
+                explicit_mask = None if window else {"window": arguments.window, "causal": causal}
+                functions[path] = forward(layer, length, causal, explicit_mask)
+            for path, (warm_up, seconds) in timed_side_by_side(functions, arguments.repeats).items():
                 rows.append(
                     {
                         "path": path, "causal": causal, "length": length, "seconds": seconds,
