@@ -32,8 +32,9 @@ class PositionEmbedding(keras.layers.Layer):
         padding_mask: boolean `(batch, length)`, used with
             `count_from_padding`.
 
-    Returns `(1, length, dim)`, or `(batch, length, dim)` when counting from
-    padding.
+    Returns `(batch, length, dim)` (the table rows broadcast over the batch,
+    so that shape inference downstream keeps the batch dimension unknown
+    rather than 1).
     """
 
     def __init__(
@@ -61,9 +62,9 @@ class PositionEmbedding(keras.layers.Layer):
 
     def call(self, inputs, padding_mask=None):
         length = ops.shape(inputs)[1]
-        if isinstance(length, int) and length + self.offset > self.max_position:
+        if isinstance(length, int) and length > self.max_length:
             raise ValueError(
-                f"Sequence length {length} exceeds the {self.max_position - self.offset} "
+                f"Sequence length {length} exceeds the {self.max_length} "
                 f"positions the model was built with (max_position="
                 f"{self.max_position}, offset={self.offset}); truncate the inputs."
             )
@@ -72,12 +73,16 @@ class PositionEmbedding(keras.layers.Layer):
             positions = (ops.cumsum(keep, axis=1) - 1) * keep + self.offset - 1 + keep
             return ops.take(self.embeddings, positions, axis=0)
         positions = ops.arange(length, dtype="int32") + self.offset
-        return ops.take(self.embeddings, positions, axis=0)[None, ...]
+        rows = ops.take(self.embeddings, positions, axis=0)[None, ...]
+        return ops.broadcast_to(rows, (ops.shape(inputs)[0], length, self.dim))
+
+    @property
+    def max_length(self):
+        """The longest sequence the table can number."""
+        return self.max_position - self.offset
 
     def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
-        if self.count_from_padding and padding_mask_shape is not None:
-            return (inputs_shape[0], inputs_shape[1], self.dim)
-        return (1, inputs_shape[1], self.dim)
+        return (inputs_shape[0], inputs_shape[1], self.dim)
 
     def get_config(self):
         config = super().get_config()

@@ -24,7 +24,7 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         padding_mask: accepted for interchangeability with
             `PositionEmbedding`, and ignored.
 
-    Returns `(1, length, dim)`.
+    Returns `(batch, length, dim)`, the same rows for every sequence.
     """
 
     def __init__(self, dim, max_wavelength=10000, **kwargs):
@@ -45,7 +45,11 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
             ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1),
             (ops.shape(inputs)[1], self.dim),
         )
-        return ops.cast(table, self.compute_dtype)[None]
+        table = ops.cast(table, self.compute_dtype)[None]
+        return ops.broadcast_to(table, (ops.shape(inputs)[0], ops.shape(inputs)[1], self.dim))
+
+    def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
+        return (inputs_shape[0], inputs_shape[1], self.dim)
 
     def get_config(self):
         config = super().get_config()
