@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_attn import layers
 from keras_attn.layers.feed_forward import resolve_activation
+from keras_attn.models.input_contract import InputContract
+from keras_attn.models.transformer_model import TransformerModel
 
 APPLICATIONS = {
     # application: (attention mask mode, causal, has the masked-LM head)
@@ -39,7 +41,9 @@ class Transformer:
         application: `"encoder"` (sequence output), `"mlm"` (tied-embedding
             masked-LM logits), `"lm"` (the same head under a causal mask) or
             `"unilm"` (the same head under the seq2seq mask of segment ids).
-        with_pool: add BERT's pooler (`tanh` dense on the first token).
+        with_pool: add BERT's pooler, a dense layer on the first token:
+            `True` for BERT's `tanh`, or the name of another Keras
+            activation (`"linear"`, as bert4keras allows).
         with_nsp: add the next-sentence head (implies `with_pool`).
         padding_mask_input: take an explicit `padding_mask` input instead of
             deriving padding from `config.pad_token_id`.
@@ -64,9 +68,17 @@ class Transformer:
                 f"`application` must be one of {sorted(APPLICATIONS)}; "
                 f"received {application!r}."
             )
+        for field in ("pad_token_id", "mask_token_id"):
+            value = getattr(config, field)
+            if value is not None and not 0 <= value < config.vocab_size:
+                raise ValueError(
+                    f"`{field}={value}` is not a vocabulary id: vocab_size is "
+                    f"{config.vocab_size}."
+                )
         self.config = config
         self.application = application
-        self.with_pool = with_pool or with_nsp
+        self.pool_activation = _pool_activation(with_pool or with_nsp)
+        self.with_pool = self.pool_activation is not None
         self.with_nsp = with_nsp
         self.padding_mask_input = padding_mask_input
         self.mask_mode, self.causal, self.with_mlm = APPLICATIONS[application]
@@ -123,8 +135,34 @@ class Transformer:
     # The template ------------------------------------------------------------
 
     def build(self, name=None):
+        """The model, a `TransformerModel` that checks its inputs."""
         inputs, outputs = self.build_graph()
-        return keras.Model(inputs, outputs, name=name)
+        return TransformerModel(
+            inputs, outputs, input_contract=self.make_input_contract(), name=name
+        )
+
+    def make_input_contract(self):
+        """What the built model accepts (see `InputContract`); call after
+        `build_graph`."""
+        config = self.config
+        limits = {"token_ids": config.vocab_size}
+        descriptions = {"token_ids": "vocab_size"}
+        droppable = ()
+        if self.uses_segments:
+            # The unilm mask tells two segments apart even with one token type.
+            limits["segment_ids"] = max(config.segment_vocab_size, 2 if self.mask_mode == "unilm" else 1)
+            descriptions["segment_ids"] = "type_vocab_size"
+        else:
+            droppable = ("segment_ids",)
+        if self.padding_mask_input:
+            limits["padding_mask"] = 2
+        position = self.embedding_layers["position"]
+        return InputContract(
+            limits,
+            max_length=getattr(position, "max_length", None),
+            droppable=droppable,
+            descriptions=descriptions,
+        )
 
     def build_graph(self):
         """The model's `(inputs, outputs)`, for `keras.Model` or a subclass."""
@@ -251,7 +289,7 @@ class Transformer:
         if self.with_pool:
             pooled = keras.layers.Dense(
                 config.hidden_size,
-                activation="tanh",
+                activation=self.pool_activation,
                 kernel_initializer=self.initializer(),
                 name="Pooler-Dense",
             )(hidden[:, 0])
@@ -274,3 +312,22 @@ class Transformer:
         if len(outputs) == 1:
             return next(iter(outputs.values()))
         return outputs
+
+
+def _pool_activation(with_pool):
+    """The pooler's activation for a `with_pool` argument, or None."""
+    if with_pool is False or with_pool is None:
+        return None
+    if with_pool is True:
+        return "tanh"
+    if isinstance(with_pool, str):
+        try:
+            keras.activations.get(with_pool)
+        except ValueError as error:
+            raise ValueError(
+                f"`with_pool={with_pool!r}` is neither a boolean nor a Keras activation."
+            ) from error
+        return with_pool
+    raise ValueError(
+        f"`with_pool` must be a boolean or an activation name; received {with_pool!r}."
+    )

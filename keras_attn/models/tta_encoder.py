@@ -3,6 +3,7 @@
 import keras
 
 from keras_attn.models.transformer_config import TransformerConfig
+from keras_attn.models.transformer_model import TransformerModel
 from keras_attn.models.tta import Tta
 
 
@@ -16,7 +17,7 @@ _CONFIG_FIELDS = {"diagonal_mask": "tta_diagonal_mask", "naive_key_value": "tta_
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
-class TTAEncoder(keras.Model):
+class TTAEncoder(TransformerModel):
     """A T-TA language model (see `keras_attn.models.Tta`) as a `keras.Model`.
 
     Takes `{"token_ids": (batch, length)}` and returns tied-embedding logits
@@ -68,8 +69,11 @@ class TTAEncoder(keras.Model):
         config = TransformerConfig(
             **{_CONFIG_FIELDS.get(name, name): value for name, value in self._arguments.items()}
         )
-        inputs, outputs = Tta(config, application="mlm").build_graph()
-        super().__init__(inputs, outputs, **kwargs)
+        template = Tta(config, application="mlm")
+        inputs, outputs = template.build_graph()
+        super().__init__(
+            inputs, outputs, input_contract=template.make_input_contract(), **kwargs
+        )
 
     def get_config(self):
         return dict(self._arguments, name=self.name)

@@ -1,0 +1,210 @@
+"""What a builder model accepts, checked where the user's data meets it."""
+
+import numpy as np
+
+# Names users bring from other libraries, and what to pass instead.
+FOREIGN_NAMES = {
+    "input_ids": "pass the ids as 'token_ids'",
+    "token_type_ids": "pass them as 'segment_ids'",
+    "attention_mask": (
+        "padding is derived from pad_token_id; to pass it explicitly, build the "
+        "model with padding_mask_input=True and give it as 'padding_mask'"
+    ),
+    "position_ids": "positions are counted by the model",
+}
+
+
+class InputError(ValueError):
+    """Inputs a model cannot compute a right answer for."""
+
+
+class InputContract:
+    """The inputs of a builder model: names, integer dtypes and value ranges.
+
+    Every input is a `(batch, length)` tensor of integers in `[0, limit)`
+    (`limit` 2 for a padding mask, which may also be boolean). Floats are
+    accepted only when every value is integral. All inputs share one shape,
+    with no empty axis, and `length` is at most `max_length` when the model
+    has a learned position table.
+
+    `droppable` names inputs a model accepts and ignores when every value is
+    0: `segment_ids` for a model without token types (a RoBERTa with
+    `type_vocab_size=1`, T-TA), so that a tokenizer's `(token_ids,
+    segment_ids)` pair works for every model, while a non-zero segment id,
+    which that model cannot represent, is an error.
+
+    Names, dtypes and shapes are known when a graph is traced and are checked
+    on every call; values are checked wherever they are concrete: eager calls,
+    and the data given to `fit`, `evaluate` and `predict` before any compiled
+    step runs (see `keras_attn.models.TransformerModel`).
+
+    Args:
+        limits: dict of input name -> number of allowed values, in the order
+            of the model's inputs.
+        max_length: the longest sequence the model can represent, or None.
+        droppable: names of all-zero inputs the model accepts and ignores.
+        descriptions: dict of input name -> what its limit is, for messages
+            (e.g. `"vocab_size"`).
+    """
+
+    def __init__(self, limits, max_length=None, droppable=(), descriptions=None):
+        self.limits = dict(limits)
+        self.max_length = max_length
+        self.droppable = tuple(droppable)
+        self.descriptions = dict(descriptions or {})
+
+    @property
+    def names(self):
+        return tuple(self.limits)
+
+    # Structure: names, dtypes, ranks, shapes -------------------------------
+
+    def select(self, inputs):
+        """The model's inputs from `inputs` (a dict, or a single tensor when
+        the model takes only `token_ids`), with droppable all-zero inputs
+        left out; raises `InputError` for anything else."""
+        if not isinstance(inputs, dict):
+            if len(self.names) == 1 and _is_array_like(inputs):
+                inputs = {self.names[0]: inputs}
+            else:
+                raise InputError(
+                    f"The model takes a dict with the keys {self._expected()}; "
+                    f"received {type(inputs).__name__}."
+                )
+        unknown = [key for key in inputs if key not in self.limits and key not in self.droppable]
+        if unknown:
+            raise InputError(self._unknown_message(unknown))
+        missing = [name for name in self.names if name not in inputs]
+        if missing:
+            raise InputError(
+                f"Missing input(s) {missing}: the model takes the keys {self._expected()}; "
+                f"received {sorted(inputs)}."
+            )
+        for name, value in inputs.items():
+            self._check_dtype(name, value)
+        shapes = {name: tuple(value.shape) for name, value in inputs.items()}
+        for name, shape in shapes.items():
+            if len(shape) != 2:
+                raise InputError(
+                    f"Input '{name}' must be (batch, length); received shape {shape}."
+                )
+            if 0 in shape:
+                raise InputError(
+                    f"Input '{name}' is empty (shape {shape}); every batch needs at "
+                    "least one sequence of at least one token."
+                )
+        known = {name: shape for name, shape in shapes.items() if None not in shape}
+        if len(set(known.values())) > 1:
+            raise InputError(f"The inputs must share one shape; received {known}.")
+        length = next((shape[1] for shape in shapes.values() if shape[1] is not None), None)
+        self._check_length(length)
+        return {name: inputs[name] for name in self.names}
+
+    def check_values(self, inputs):
+        """Checks the values of concrete inputs (numpy arrays or eager
+        tensors): integral, in range, all-zero where droppable. Returns
+        `inputs`."""
+        for name, value in inputs.items():
+            array = _to_numpy(value)
+            if array.dtype.kind == "f" and not np.all(np.isfinite(array) & (array == np.round(array))):
+                bad = array[~(np.isfinite(array) & (array == np.round(array)))].ravel()[0]
+                raise InputError(
+                    f"Input '{name}' holds the non-integer value {float(bad)}; ids must be integers."
+                )
+            if array.size == 0:
+                continue
+            if name in self.droppable and name not in self.limits:
+                if np.any(array != 0):
+                    raise InputError(
+                        f"Input '{name}' is not all zero, but this model has no "
+                        f"'{name}' (it takes {self._expected()}); it ignores "
+                        f"'{name}' only when every value is 0."
+                    )
+                continue
+            low, high = array.min(), array.max()
+            limit = self.limits[name]
+            if low < 0 or high >= limit:
+                bad = low if low < 0 else high
+                where = tuple(int(i) for i in np.argwhere(array == bad)[0])
+                described = self.descriptions.get(name, "limit")
+                raise InputError(
+                    f"Input '{name}' holds {int(bad)} at {where}; it must be in "
+                    f"[0, {limit}) ({described}={limit})."
+                )
+        return inputs
+
+    def _check_dtype(self, name, value):
+        dtype = getattr(value, "dtype", None)
+        if dtype is None:
+            raise InputError(
+                f"Input '{name}' must be an array or tensor of integers; received "
+                f"{type(value).__name__}."
+            )
+        kind = _dtype_kind(dtype)
+        allowed = "iuf" + ("b" if self.limits.get(name) == 2 else "")
+        if kind not in allowed:
+            what = "integers or booleans" if "b" in allowed else "integers"
+            raise InputError(f"Input '{name}' must hold {what}; received dtype {dtype}.")
+
+    def _check_length(self, length):
+        if self.max_length is not None and length is not None and length > self.max_length:
+            raise InputError(
+                f"Sequence length {length} exceeds the {self.max_length} positions "
+                "this model has (its learned position table); truncate the inputs, "
+                "e.g. with the tokenizer's maxlen."
+            )
+
+    def _expected(self):
+        return list(self.names)
+
+    def _unknown_message(self, unknown):
+        hints = "".join(
+            f" '{key}': {FOREIGN_NAMES[key]}." for key in unknown if key in FOREIGN_NAMES
+        )
+        return (
+            f"Unknown input key(s) {unknown}: the model takes the keys "
+            f"{self._expected()}.{hints}"
+        )
+
+    def get_config(self):
+        return {
+            "limits": self.limits,
+            "max_length": self.max_length,
+            "droppable": list(self.droppable),
+            "descriptions": self.descriptions,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def _is_array_like(value):
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _dtype_kind(dtype):
+    from keras import backend
+
+    try:
+        name = backend.standardize_dtype(dtype)
+    except ValueError:
+        return "?"
+    if name == "bool":
+        return "b"
+    if name.startswith(("int", "uint")):
+        return "i"
+    if name.startswith(("float", "bfloat", "half", "double")):
+        return "f"
+    try:
+        return np.dtype(name).kind
+    except TypeError:
+        return "?"
+
+
+def _to_numpy(value):
+    if isinstance(value, np.ndarray):
+        return value
+    from keras import ops
+
+    return np.asarray(ops.convert_to_numpy(value))

@@ -1,0 +1,283 @@
+"""`TransformerModel`: the functional model the builder returns, with its
+input contract enforced at the boundary."""
+
+import contextlib
+
+import keras
+import numpy as np
+
+from keras_attn.models.input_contract import InputContract
+from keras_attn.models.input_contract import InputError
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class TransformerModel(keras.Model):
+    """A functional `keras.Model` that checks its inputs before computing.
+
+    Inputs are taken by name, never by position: a dict key the model does
+    not take is an error naming it and the expected keys (Keras itself only
+    warns and feeds the tensors in sorted order). Dtypes, ranks and shapes
+    are checked on every call, traced or eager; values (ids within the
+    vocabulary, segment ids within the token types, lengths within the
+    position table, integral floats) are checked wherever they are concrete:
+
+    - in eager calls, `model(inputs)`;
+    - in `fit`, `evaluate`, `predict` and the `*_on_batch` methods, on the
+      whole of array data before the first step, on each element of a
+      `tf.data.Dataset` (in the input pipeline) and on each batch of a
+      generator or `keras.utils.PyDataset`, so no out-of-range id reaches a
+      compiled step, where XLA's gather would clamp it silently and JAX
+      would return NaN.
+
+    If anything raises inside `fit`, `evaluate` or `predict`, the model keeps
+    its weights (on JAX, Keras detaches them while a compiled loop runs; they
+    are re-attached, with the progress of the completed steps).
+
+    Args:
+        inputs, outputs, name: those of a functional `keras.Model`.
+        input_contract: a `keras_attn.models.InputContract`, or its config.
+        **kwargs: other `keras.Model` arguments.
+    """
+
+    def __init__(self, *args, input_contract=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if isinstance(input_contract, dict):
+            input_contract = InputContract.from_config(input_contract)
+        if input_contract is None:
+            raise ValueError("TransformerModel needs an `input_contract`.")
+        self.input_contract = input_contract
+
+    # Every way in -------------------------------------------------------------
+
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(self._checked(inputs), *args, **kwargs)
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        with self._keeping_weights():
+            return super().fit(self._checked_data(x), y, *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        with self._keeping_weights():
+            return super().evaluate(self._checked_data(x), y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        with self._keeping_weights():
+            return super().predict(self._checked_data(x), *args, **kwargs)
+
+    def train_on_batch(self, x, *args, **kwargs):
+        with self._keeping_weights():
+            return super().train_on_batch(self._checked(x), *args, **kwargs)
+
+    def test_on_batch(self, x, *args, **kwargs):
+        with self._keeping_weights():
+            return super().test_on_batch(self._checked(x), *args, **kwargs)
+
+    def predict_on_batch(self, x, *args, **kwargs):
+        with self._keeping_weights():
+            return super().predict_on_batch(self._checked(x), *args, **kwargs)
+
+    # Checks -----------------------------------------------------------------
+
+    def _checked(self, inputs):
+        """The model's own inputs from `inputs`, structure always checked,
+        values wherever they are concrete."""
+        if isinstance(inputs, dict) or _is_tensor_like(inputs):
+            selected = self.input_contract.select(inputs)
+            concrete = {
+                name: value
+                for name, value in _as_dict(inputs, self.input_contract).items()
+                if _is_concrete(value)
+            }
+            self.input_contract.check_values(concrete)
+            return selected
+        return inputs
+
+    def _checked_data(self, x):
+        """`x` as `fit`/`predict` take it, with every batch checked before
+        it reaches a compiled step."""
+        if x is None or isinstance(x, dict) or _is_tensor_like(x):
+            return x if x is None else self._checked(x)
+        if _is_tf_dataset(x):
+            return _checked_dataset(x, self.input_contract)
+        if isinstance(x, keras.utils.PyDataset):
+            return _CheckedPyDataset(x, self._checked)
+        if hasattr(x, "__next__"):
+            return _checked_batches(x, self._checked)
+        return x
+
+    @contextlib.contextmanager
+    def _keeping_weights(self):
+        """On JAX, re-attaches the variables Keras detached for a compiled
+        loop when that loop raises."""
+        if keras.config.backend() != "jax":
+            yield
+            return
+        variables = list(self.variables) + list(self.metrics_variables)
+        if getattr(self, "optimizer", None) is not None:
+            variables += list(self.optimizer.variables)
+        saved = [variable.value for variable in variables]
+        try:
+            yield
+        except BaseException:
+            if getattr(self, "_jax_state", None) and not self._jax_state_synced:
+                try:
+                    self.jax_state_sync()  # progress of the completed steps
+                except Exception:  # noqa: BLE001 - restore the saved values below
+                    pass
+            self._jax_state = None
+            self._jax_state_synced = True
+            for variable, value in zip(variables, saved):
+                if variable._value is None:
+                    variable._value = value
+            raise
+
+    def get_config(self):
+        config = super().get_config()
+        config["input_contract"] = self.input_contract.get_config()
+        return config
+
+
+def _is_tensor_like(value):
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not _is_tf_dataset(value)
+
+
+def _is_tf_dataset(value):
+    return type(value).__module__.startswith("tensorflow") and hasattr(value, "element_spec")
+
+
+def _as_dict(inputs, contract):
+    return inputs if isinstance(inputs, dict) else {contract.names[0]: inputs}
+
+
+def _is_concrete(value):
+    """Whether `value` holds numbers now (not a symbolic or traced tensor)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return True
+    if isinstance(value, keras.KerasTensor):
+        return False
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax
+
+        return not isinstance(value, jax.core.Tracer)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return not tf.is_symbolic_tensor(value) if tf.is_tensor(value) else True
+    if backend == "torch":
+        import torch
+
+        return not torch.compiler.is_compiling()
+    return True
+
+
+def _checked_dataset(dataset, contract):
+    """`dataset` whose elements' model inputs are checked in the pipeline."""
+    import tensorflow as tf
+
+    def check(*element):
+        features = element[0]
+        structure = features if isinstance(features, dict) else {contract.names[0]: features}
+        contract.select(_SpecView.of(structure))
+        assertions = []
+        for name, value in structure.items():
+            if not value.dtype.is_integer and not value.dtype.is_bool:
+                assertions.append(
+                    tf.debugging.assert_equal(
+                        value, tf.round(value),
+                        message=f"Input '{name}' holds non-integer values; ids must be integers.",
+                    )
+                )
+            value = tf.cast(value, "int64")
+            if name in contract.limits:
+                limit = contract.limits[name]
+                described = contract.descriptions.get(name, "limit")
+                assertions.append(
+                    tf.debugging.assert_non_negative(
+                        value, message=f"Input '{name}' holds a negative value; it must be in [0, {limit})."
+                    )
+                )
+                assertions.append(
+                    tf.debugging.assert_less(
+                        value, tf.constant(limit, "int64"),
+                        message=f"Input '{name}' holds a value >= {limit} ({described}={limit}).",
+                    )
+                )
+            else:
+                assertions.append(
+                    tf.debugging.assert_equal(
+                        value, tf.zeros_like(value),
+                        message=f"Input '{name}' is not all zero, but this model has no '{name}'.",
+                    )
+                )
+            if contract.max_length is not None:
+                assertions.append(
+                    tf.debugging.assert_less_equal(
+                        tf.shape(value)[-1], contract.max_length,
+                        message=(
+                            f"Sequence length exceeds the {contract.max_length} positions "
+                            "this model has; truncate the inputs."
+                        ),
+                    )
+                )
+        with tf.control_dependencies(assertions):
+            return tf.nest.map_structure(tf.identity, element if len(element) > 1 else element[0])
+
+    contract.select(_SpecView.of(_features_spec(dataset.element_spec, contract)))
+    return dataset.map(check)
+
+
+def _features_spec(element_spec, contract):
+    features = element_spec[0] if isinstance(element_spec, tuple) else element_spec
+    return features if isinstance(features, dict) else {contract.names[0]: features}
+
+
+class _SpecView:
+    """Shape and dtype of a `tf.TensorSpec` or tensor, as `select` reads them."""
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    @classmethod
+    def of(cls, structure):
+        return {
+            name: cls(value.shape, value.dtype.name) for name, value in structure.items()
+        }
+
+
+def _checked_batches(iterator, check):
+    for batch in iterator:
+        if isinstance(batch, tuple):
+            yield (check(batch[0]),) + batch[1:]
+        else:
+            yield check(batch)
+
+
+class _CheckedPyDataset(keras.utils.PyDataset):
+    """A `PyDataset` whose batches are checked as they are read."""
+
+    def __init__(self, dataset, check):
+        super().__init__(
+            workers=dataset.workers,
+            use_multiprocessing=dataset.use_multiprocessing,
+            max_queue_size=dataset.max_queue_size,
+        )
+        self._dataset = dataset
+        self._check = check
+
+    def __len__(self):
+        return len(self._dataset)
+
+    @property
+    def num_batches(self):
+        return self._dataset.num_batches
+
+    def __getitem__(self, index):
+        batch = self._dataset[index]
+        if isinstance(batch, tuple):
+            return (self._check(batch[0]),) + tuple(batch[1:])
+        return self._check(batch)
+
+    def on_epoch_end(self):
+        self._dataset.on_epoch_end()
