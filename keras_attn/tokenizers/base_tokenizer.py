@@ -1,7 +1,7 @@
 """What the WordPiece and SentencePiece tokenizers share: input checks,
 special tokens, sentence pairs, truncation and the id helpers."""
 
-import numbers
+import operator
 import os
 import unicodedata
 
@@ -34,6 +34,20 @@ def check_text(text, argument):
             "Decode bytes first (`data.decode('utf-8')`) and pass texts one "
             "at a time."
         )
+
+
+def check_integer(value, description):
+    """`value` as an int: Python and NumPy integers and integer scalar
+    tensors of every backend; a TypeError naming `description` otherwise
+    (floats and bools included)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{description} must be an integer, got {type(value).__name__}: {value!r}."
+        ) from None
 
 
 def truncate_pair(first, second, budget):
@@ -137,16 +151,13 @@ class BaseTokenizer:
     def id_to_token(self, token_id):
         """The token of `token_id`; a ValueError names an id outside
         `[0, vocab_size)`, a TypeError an id that is not an integer."""
-        if isinstance(token_id, bool) or not isinstance(token_id, numbers.Integral):
-            raise TypeError(
-                f"Token ids must be integers, got {type(token_id).__name__}: {token_id!r}."
-            )
+        token_id = check_integer(token_id, "A token id")
         if not 0 <= token_id < self.vocab_size:
             raise ValueError(
-                f"Token id {int(token_id)} is out of range: the vocabulary has "
+                f"Token id {token_id} is out of range: the vocabulary has "
                 f"{self.vocab_size} ids, 0 to {self.vocab_size - 1}."
             )
-        return self._inverse[int(token_id)]
+        return self._inverse[token_id]
 
     def tokens_to_ids(self, tokens):
         return [self.token_to_id(token) for token in tokens]
@@ -174,8 +185,7 @@ class BaseTokenizer:
         if maxlen is None:
             return None
         specials = bool(self._cls) + bool(self._sep) * (2 if pair else 1)
-        if isinstance(maxlen, bool) or not isinstance(maxlen, numbers.Integral):
-            raise TypeError(f"maxlen must be an int or None, got {type(maxlen).__name__}: {maxlen!r}.")
+        maxlen = check_integer(maxlen, "maxlen (or None)")
         minimum = max(specials, 1)
         if maxlen < minimum:
             raise ValueError(
@@ -183,7 +193,7 @@ class BaseTokenizer:
                 f"for the {specials} special tokens of "
                 f"{'a text pair' if pair else 'one text'}."
             )
-        return int(maxlen) - specials
+        return maxlen - specials
 
     def tokenize(self, text, maxlen=None):
         """Tokens of `text` with the start and end specials; at most

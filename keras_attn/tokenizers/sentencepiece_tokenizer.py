@@ -2,6 +2,7 @@
 
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
+from keras_attn.tokenizers.base_tokenizer import check_integer
 
 
 def _first_present(vocabulary, *tokens):
@@ -87,5 +88,9 @@ class SpTokenizer(BaseTokenizer):
     def decode(self, ids):
         """Text of `ids`, without specials; a ValueError names an id
         outside `[0, vocab_size)`."""
-        kept = [int(i) for i in ids if self.id_to_token(i) not in self.special_tokens]
+        kept = [
+            check_integer(i, "A token id")
+            for i in ids
+            if self.id_to_token(i) not in self.special_tokens
+        ]
         return self._processor.decode(kept)

@@ -1,6 +1,7 @@
 """Hostile-but-fair inputs get errors that name the argument, the type or
 value received and what is accepted, for both tokenizers alike."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -51,7 +52,7 @@ def test_maxlen_without_specials(sentencepiece_model):
 
 @pytest.mark.parametrize("maxlen", [2.5, "8", True])
 def test_maxlen_of_the_wrong_type(tokenizer, maxlen):
-    with pytest.raises(TypeError, match=rf"maxlen must be an int or None, got {type(maxlen).__name__}"):
+    with pytest.raises(TypeError, match=rf"maxlen \(or None\) must be an integer, got {type(maxlen).__name__}"):
         tokenizer.encode("the parser", maxlen=maxlen)
     assert len(tokenizer.encode(LONG_TEXT, maxlen=np.int64(5))[0]) == 5
 
@@ -80,15 +81,19 @@ def test_decode_of_ids_out_of_range(tokenizer, offset):
         tokenizer.decode(good + [bad])
     with pytest.raises(ValueError, match=rf"Token id {bad} "):
         tokenizer.id_to_token(bad)
-    # The last id in range and numpy integers are accepted.
+    # The last id in range, NumPy integers and backend tensors are accepted.
     tokenizer.id_to_token(tokenizer.vocab_size - 1)
     assert tokenizer.decode(np.array(good)) == tokenizer.decode(good)
+    as_tensor = keras.ops.convert_to_tensor(np.array(good, dtype="int32"))
+    assert tokenizer.decode(as_tensor) == tokenizer.decode(good)
+    with pytest.raises(ValueError, match=rf"Token id {bad} "):
+        tokenizer.decode(keras.ops.convert_to_tensor(np.array(good + [bad], dtype="int32")))
 
 
 def test_decode_of_ids_that_are_not_integers(tokenizer):
-    with pytest.raises(TypeError, match=r"must be integers, got float: 1.5"):
+    with pytest.raises(TypeError, match=r"A token id must be an integer, got float: 1.5"):
         tokenizer.decode([tokenizer.cls_id, 1.5])
-    with pytest.raises(TypeError, match=r"must be integers, got str"):
+    with pytest.raises(TypeError, match=r"A token id must be an integer, got str"):
         tokenizer.id_to_token("3")
 
 
