@@ -1,10 +1,58 @@
-"""What the WordPiece and SentencePiece tokenizers share: special tokens,
-sentence pairs, truncation and the id helpers."""
+"""What the WordPiece and SentencePiece tokenizers share: input checks,
+special tokens, sentence pairs, truncation and the id helpers."""
+
+import operator
+import os
+import unicodedata
+
+
+def check_file(path, description):
+    """Returns `path` as a str after checking that it names a non-empty
+    file; errors name `description` (e.g. "Vocabulary file") and the path."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"{description} path must be a str or os.PathLike, got "
+            f"{type(path).__name__}: {path!r}."
+        )
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{description} {path!r} does not exist.")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{description} {path!r} is not a file.")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{description} {path!r} is empty (0 bytes).")
+    return path
+
+
+def check_text(text, argument):
+    """Raises a TypeError naming `argument` unless `text` is a str."""
+    if not isinstance(text, str):
+        shown = repr(text)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(
+            f"`{argument}` must be a str, got {type(text).__name__}: {shown}. "
+            "Decode bytes first (`data.decode('utf-8')`) and pass texts one "
+            "at a time."
+        )
+
+
+def check_integer(value, description):
+    """`value` as an int: Python and NumPy integers and integer scalar
+    tensors of every backend; a TypeError naming `description` otherwise
+    (floats and bools included)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{description} must be an integer, got {type(value).__name__}: {value!r}."
+        ) from None
 
 
 def truncate_pair(first, second, budget):
     """Pops tokens off the end of the longer sequence (the first on ties)
-    until both fit in `budget`, as bert4keras does."""
+    until both fit in `budget` (>= 0), as bert4keras does."""
     first, second = list(first), list(second)
     while len(first) + len(second) > budget:
         longer = first if len(first) >= len(second) else second
@@ -12,18 +60,48 @@ def truncate_pair(first, second, budget):
     return first, second
 
 
+def attach_combining_marks(text, mapping):
+    """Adds to `mapping` (token position -> character indices) each combining
+    mark of `text` (Unicode category M*) that no token covers, giving it to
+    the token that holds the character it combines with. Normalisers that
+    strip accents drop such marks from the token offsets."""
+    owner = {}
+    for position, indices in enumerate(mapping):
+        for index in indices:
+            owner.setdefault(index, position)
+    previous_owner = None
+    for index, character in enumerate(text):
+        if index in owner:
+            previous_owner = owner[index]
+        elif previous_owner is not None and unicodedata.category(character).startswith("M"):
+            mapping[previous_owner].append(index)
+        else:
+            previous_owner = None
+    return mapping
+
+
 class BaseTokenizer:
     """Sentence-pair encoding on top of a subclass's `_pieces(text)`, which
     returns `(tokens, character_spans)` for plain text, specials never
     produced from text.
 
-    Subclasses set `_vocab` (token -> id), `_inverse` (id -> token) and the
-    special token strings `_cls`, `_sep`, `_pad`, `_unk`, `_mask` (`None`
-    where the vocabulary has no such token).
+    Subclasses set `_vocab` (token -> id), `_inverse` (id -> token, one
+    entry for every id from 0 to `vocab_size - 1`) and the special token
+    strings `_cls`, `_sep`, `_pad`, `_unk`, `_mask` (`None` where the
+    vocabulary has no such token).
+
+    Every public method checks its inputs: texts must be `str` (TypeError),
+    ids must be integers in `[0, vocab_size)` (ValueError), and `maxlen`
+    must be an integer at least the number of special tokens, and at least 1
+    (ValueError).
     """
 
     def _pieces(self, text):
         raise NotImplementedError
+
+    def _text_pieces(self, text, argument):
+        check_text(text, argument)
+        return self._pieces(text)
 
     # Special tokens --------------------------------------------------------
 
@@ -35,7 +113,8 @@ class BaseTokenizer:
 
     @property
     def vocab_size(self):
-        return len(self._vocab)
+        """The number of ids (embedding rows): one more than the largest id."""
+        return len(self._inverse)
 
     @property
     def pad_id(self):
@@ -66,10 +145,19 @@ class BaseTokenizer:
     # Ids ---------------------------------------------------------------------
 
     def token_to_id(self, token):
+        check_text(token, "token")
         return self._vocab.get(token, self._vocab[self._unk] if self._unk else None)
 
     def id_to_token(self, token_id):
-        return self._inverse[int(token_id)]
+        """The token of `token_id`; a ValueError names an id outside
+        `[0, vocab_size)`, a TypeError an id that is not an integer."""
+        token_id = check_integer(token_id, "A token id")
+        if not 0 <= token_id < self.vocab_size:
+            raise ValueError(
+                f"Token id {token_id} is out of range: the vocabulary has "
+                f"{self.vocab_size} ids, 0 to {self.vocab_size - 1}."
+            )
+        return self._inverse[token_id]
 
     def tokens_to_ids(self, tokens):
         return [self.token_to_id(token) for token in tokens]
@@ -91,34 +179,51 @@ class BaseTokenizer:
             segments += [1] * (len(second) + len(end))
         return tokens, segments
 
-    def tokenize(self, text, maxlen=None):
-        """Tokens of `text` with the start and end specials."""
-        tokens, _ = self._pieces(text)
-        if maxlen is not None:
-            tokens, _ = truncate_pair(tokens, [], maxlen - self._special_count(False))
-        return self._wrap(tokens, None)[0]
+    def _text_budget(self, maxlen, pair):
+        """How many text tokens fit in `maxlen` beside the special tokens
+        (`None` for no limit); errors name maxlen and its minimum."""
+        if maxlen is None:
+            return None
+        specials = bool(self._cls) + bool(self._sep) * (2 if pair else 1)
+        maxlen = check_integer(maxlen, "maxlen (or None)")
+        minimum = max(specials, 1)
+        if maxlen < minimum:
+            raise ValueError(
+                f"maxlen={maxlen} is too small: the minimum is {minimum}, room "
+                f"for the {specials} special tokens of "
+                f"{'a text pair' if pair else 'one text'}."
+            )
+        return maxlen - specials
 
-    def _special_count(self, pair):
-        return bool(self._cls) + bool(self._sep) * (2 if pair else 1)
+    def tokenize(self, text, maxlen=None):
+        """Tokens of `text` with the start and end specials; at most
+        `maxlen` tokens in all, text tokens dropped from the end."""
+        budget = self._text_budget(maxlen, pair=False)
+        tokens, _ = self._text_pieces(text, "text")
+        if budget is not None:
+            tokens, _ = truncate_pair(tokens, [], budget)
+        return self._wrap(tokens, None)[0]
 
     def encode(self, first, second=None, maxlen=None):
         """Token ids and segment ids of a text or a text pair.
 
         Args:
-            first: the first text.
-            second: optional second text (segment 1).
+            first: the first text, a str.
+            second: optional second text (segment 1), a str.
             maxlen: total length including specials; the longer text loses
-                tokens from its end until the pair fits.
+                tokens from its end until the pair fits. At least the number
+                of special tokens (and at least 1).
 
         Returns:
-            `(token_ids, segment_ids)`, two lists of ints.
+            `(token_ids, segment_ids)`, two lists of ints, at most `maxlen`
+            long.
         """
-        first_tokens, _ = self._pieces(first)
-        second_tokens = self._pieces(second)[0] if second is not None else None
-        if maxlen is not None:
-            budget = maxlen - self._special_count(second is not None)
-            if budget < 0:
-                raise ValueError(f"maxlen={maxlen} leaves no room for the special tokens.")
+        budget = self._text_budget(maxlen, pair=second is not None)
+        first_tokens, _ = self._text_pieces(first, "first")
+        second_tokens = None
+        if second is not None:
+            second_tokens, _ = self._text_pieces(second, "second")
+        if budget is not None:
             first_tokens, truncated = truncate_pair(first_tokens, second_tokens or [], budget)
             if second_tokens is not None:
                 second_tokens = truncated
@@ -126,21 +231,26 @@ class BaseTokenizer:
         return self.tokens_to_ids(tokens), segments
 
     def rematch(self, text, tokens=None):
-        """For every token of `tokenize(text)`, the list of indices of the
-        characters of the original `text` it came from (`[]` for specials).
+        """For every token of `tokenize(text)`, the sorted list of indices of
+        the characters of the original `text` it came from (`[]` for
+        specials). Combining marks (accents of decomposed text) belong to
+        the token of the character they combine with, also where the
+        tokenizer strips them.
 
         Args:
             text: the original text.
             tokens: optional, the tokens to map; must equal `tokenize(text)`.
         """
-        pieces, spans = self._pieces(text)
+        pieces, spans = self._text_pieces(text, "text")
         expected, _ = self._wrap(pieces, None)
         if tokens is not None and list(tokens) != expected:
             raise ValueError(
                 "`tokens` are not the tokenization of `text`; rematch maps "
                 "tokenize(text) back onto text."
             )
-        mapping = [list(range(start, end)) for start, end in spans]
+        mapping = attach_combining_marks(
+            text, [list(range(start, end)) for start, end in spans]
+        )
         if self._cls:
             mapping.insert(0, [])
         if self._sep:

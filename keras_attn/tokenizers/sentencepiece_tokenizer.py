@@ -1,8 +1,8 @@
 """SentencePiece tokenizer with the same interface as the WordPiece one."""
 
-import os
-
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
+from keras_attn.tokenizers.base_tokenizer import check_file
+from keras_attn.tokenizers.base_tokenizer import check_integer
 
 
 def _first_present(vocabulary, *tokens):
@@ -20,7 +20,8 @@ class SpTokenizer(BaseTokenizer):
     defines `[MASK]` as a symbol turns a typed `[MASK]` into the mask id.
 
     Args:
-        model_path: path to a SentencePiece `.model` file.
+        model_path: path to a SentencePiece `.model` file; a missing, empty
+            or unparsable file raises an error naming it.
         cls_token, sep_token, mask_token: override the special tokens.
 
     Example:
@@ -32,10 +33,15 @@ class SpTokenizer(BaseTokenizer):
     def __init__(self, model_path, cls_token=None, sep_token=None, mask_token=None):
         import sentencepiece
 
-        if not os.path.isfile(model_path):
-            raise FileNotFoundError(f"SentencePiece model {model_path!r} does not exist.")
+        model_path = check_file(model_path, "SentencePiece model")
         self.model_path = model_path
-        self._processor = sentencepiece.SentencePieceProcessor(model_file=model_path)
+        try:
+            self._processor = sentencepiece.SentencePieceProcessor(model_file=model_path)
+        except (RuntimeError, OSError) as error:
+            raise ValueError(
+                f"SentencePiece model {model_path!r} could not be read as a "
+                f"SentencePiece `.model` file: {error}"
+            ) from error
         processor = self._processor
         self._inverse = {i: processor.id_to_piece(i) for i in range(processor.get_piece_size())}
         self._vocab = {piece: i for i, piece in self._inverse.items()}
@@ -80,6 +86,11 @@ class SpTokenizer(BaseTokenizer):
         return tokens, spans
 
     def decode(self, ids):
-        """Text of `ids`, without specials."""
-        kept = [int(i) for i in ids if self.id_to_token(i) not in self.special_tokens]
+        """Text of `ids`, without specials; a ValueError names an id
+        outside `[0, vocab_size)`."""
+        kept = [
+            check_integer(i, "A token id")
+            for i in ids
+            if self.id_to_token(i) not in self.special_tokens
+        ]
         return self._processor.decode(kept)

@@ -1,24 +1,86 @@
 """BERT's WordPiece tokenizer on the `tokenizers` package's fast implementation."""
 
-import os
+import codecs
 import unicodedata
+import warnings
 
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
+from keras_attn.tokenizers.base_tokenizer import check_file
 
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 
 
+def _listed(items, limit=10):
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
 def load_vocabulary(path):
-    """Reads a BERT `vocab.txt`: one token a line, ids in line order."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Vocabulary file {path!r} does not exist.")
-    vocabulary = {}
-    with open(path, encoding="utf-8") as file:
-        for line in file:
-            token = line.rstrip("\n").rstrip("\r")
-            if token and token not in vocabulary:
-                vocabulary[token] = len(vocabulary)
-    return vocabulary
+    """Reads a BERT `vocab.txt` (UTF-8, one token a line) into the list of
+    its tokens by id: the token on line `i + 1` has id `i`, always, as in
+    BERT, `BertTokenizerFast` and the embedding rows.
+
+    Trailing whitespace (a carriage return included) is dropped, as
+    `BertTokenizerFast` does; a leading UTF-8 byte-order mark is ignored.
+    A blank line keeps its id as the empty token `""`, which no text
+    produces. A token on several lines keeps every line's id for
+    `id_to_token`; text maps to its last line's id, as in BERT and
+    `BertTokenizerFast` (see `vocabulary_ids`). Both cases warn, naming the
+    file and the lines. Bytes that are not UTF-8 raise a ValueError naming
+    the file, the line and the byte offset.
+    """
+    path = check_file(path, "Vocabulary file")
+    with open(path, "rb") as file:
+        data = file.read()
+    offset = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    lines = data[offset:].split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the final newline ends the last line
+    tokens = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            tokens.append(line.decode("utf-8").rstrip())
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"Vocabulary file {path!r} is not UTF-8: line {number} has the "
+                f"byte {line[error.start]:#04x} at byte offset "
+                f"{offset + error.start} of the file ({error.reason}). BERT "
+                "vocabularies are UTF-8; convert the file, e.g. with "
+                "`iconv -f latin1 -t utf-8`."
+            ) from None
+        offset += len(line) + 1
+
+    blank = [f"line {i + 1} (id {i})" for i, token in enumerate(tokens) if not token]
+    if blank:
+        warnings.warn(
+            f"Vocabulary file {path!r} has blank lines: {_listed(blank)}. Each "
+            "keeps its id as an empty placeholder token that no text produces, "
+            "so the ids of later lines still equal their line numbers.",
+            stacklevel=3,
+        )
+    lines_of = {}
+    for i, token in enumerate(tokens):
+        if token:
+            lines_of.setdefault(token, []).append(i)
+    repeated = [
+        f"{token!r} on lines {', '.join(str(i + 1) for i in ids)} (maps to id {ids[-1]})"
+        for token, ids in lines_of.items()
+        if len(ids) > 1
+    ]
+    if repeated:
+        warnings.warn(
+            f"Vocabulary file {path!r} repeats tokens: {_listed(repeated)}. Text "
+            "maps to the last line's id, as BERT and BertTokenizerFast do; "
+            "every line keeps its own id.",
+            stacklevel=3,
+        )
+    return tokens
+
+
+def vocabulary_ids(tokens):
+    """Token -> id for a list of tokens by id: a repeated token maps to its
+    last id, blank placeholders to none."""
+    return {token: i for i, token in enumerate(tokens) if token}
 
 
 def _is_cjk(character):
@@ -46,8 +108,12 @@ class Tokenizer(BaseTokenizer):
     text: a user typing `[SEP]` gets the tokens `[`, `sep`, `]`, as with
     bert4keras, not the separator id.
 
+    The id of a token is its line number in `vocab.txt` counting from 0,
+    even past blank or repeated lines (see `load_vocabulary`), so
+    `vocab_size` is the number of lines: the number of embedding rows.
+
     Args:
-        vocab_path: path to a BERT `vocab.txt`.
+        vocab_path: path to a BERT `vocab.txt` (UTF-8).
         do_lower_case: lowercase and strip accents, as uncased models expect.
         max_input_chars_per_word: longer words become `[UNK]`.
 
@@ -66,11 +132,12 @@ class Tokenizer(BaseTokenizer):
 
         self.vocab_path = vocab_path
         self.do_lower_case = do_lower_case
-        self._vocab = load_vocabulary(vocab_path)
+        tokens = load_vocabulary(vocab_path)
+        self._vocab = vocabulary_ids(tokens)
         missing = [token for token in REQUIRED_TOKENS if token not in self._vocab]
         if missing:
             raise ValueError(f"Vocabulary {vocab_path!r} lacks the tokens {missing}.")
-        self._inverse = {i: token for token, i in self._vocab.items()}
+        self._inverse = dict(enumerate(tokens))
         self._cls, self._sep, self._unk = "[CLS]", "[SEP]", "[UNK]"
         self._pad = "[PAD]" if "[PAD]" in self._vocab else None
         self._mask = "[MASK]" if "[MASK]" in self._vocab else None
@@ -98,7 +165,7 @@ class Tokenizer(BaseTokenizer):
         around CJK characters or before punctuation."""
         text = ""
         for token in self.ids_to_tokens(ids):
-            if token in self.special_tokens:
+            if not token or token in self.special_tokens:
                 continue
             if token.startswith("##"):
                 text += token[2:]

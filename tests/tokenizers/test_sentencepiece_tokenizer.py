@@ -1,3 +1,5 @@
+import unicodedata
+
 import pytest
 
 import keras_attn
@@ -54,3 +56,24 @@ def test_special_tokens(sentencepiece_model):
 def test_missing_model_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.model"):
         keras_attn.SpTokenizer(str(tmp_path / "missing.model"))
+
+
+@pytest.mark.parametrize(
+    "text", ["cafe\u0301", "cafe\u0301s naı\u0308ve", "e\u0301\u0301te\u0301", "x cafe\u0301\u0301"]
+)
+def test_rematch_keeps_combining_accents_with_their_letter(sentencepiece_model, text):
+    tokenizer = keras_attn.SpTokenizer(sentencepiece_model)
+    mapping = tokenizer.rematch(text)
+    owner = {i: position for position, indices in enumerate(mapping) for i in indices}
+    for index, character in enumerate(text):
+        assert character.isspace() or index in owner, (text, index)
+        token_characters = [text[i] for i in mapping[owner.get(index, 0)]]
+        # A mark SentencePiece keeps as a piece of its own is its own token;
+        # any other mark shares the token of the letter it combines with.
+        if unicodedata.category(character) == "Mn" and not all(
+            unicodedata.category(c) == "Mn" for c in token_characters
+        ):
+            base = index - 1
+            while unicodedata.category(text[base]) == "Mn":
+                base -= 1
+            assert owner[index] == owner[base], (text, index)

@@ -119,3 +119,118 @@ def test_bad_vocabularies_are_named(tmp_path):
     vocab.write_text("[PAD]\n[UNK]\nhello\n")
     with pytest.raises(ValueError, match=r"\[CLS\]"):
         keras_attn.Tokenizer(str(vocab))
+
+
+def bert_tokenizer_fast(vocab_path, do_lower_case):
+    transformers = pytest.importorskip("transformers")
+    parameters = inspect.signature(transformers.BertTokenizerFast.__init__).parameters
+    argument = "vocab" if "vocab" in parameters else "vocab_file"
+    return transformers.BertTokenizerFast(**{argument: vocab_path}, do_lower_case=do_lower_case)
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_blank_and_repeated_lines_keep_ids_equal_to_line_numbers(
+    tmp_path, vocab_file, corpus, do_lower_case
+):
+    lines = open(vocab_file, encoding="utf-8").read().splitlines()
+    the, json = lines.index("the"), lines.index("json")
+    assert 10 < the and 10 < json
+    # A blank line early, a whitespace-only line, a CRLF line end, and two
+    # repeated tokens (one repeated before its first line is reached by the
+    # later ids), so that every later id would shift if lines were skipped.
+    lines.insert(10, "")
+    lines.insert(40, "   ")
+    lines[60] += "\r"
+    lines.insert(120, "the")
+    lines.append("json")
+    lines.append("zzlastword")
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+
+    with pytest.warns(UserWarning) as record:
+        ours = keras_attn.Tokenizer(str(path), do_lower_case=do_lower_case)
+    messages = [str(warning.message) for warning in record]
+    blank = next(m for m in messages if "blank" in m)
+    assert str(path) in blank and "line 11 (id 10)" in blank and "line 41 (id 40)" in blank
+    repeated = next(m for m in messages if "repeats" in m)
+    stripped = [line.rstrip() for line in lines]
+    for token in ("the", "json"):
+        numbers = ", ".join(str(i + 1) for i, other in enumerate(stripped) if other == token)
+        assert f"{token!r} on lines {numbers}" in repeated
+    assert str(path) in repeated
+
+    # Against the line numbers directly.
+    assert ours.vocab_size == len(lines)
+    for line_number, token in enumerate(stripped):
+        assert ours.id_to_token(line_number) == token
+        if token:
+            last_line = max(i for i, other in enumerate(stripped) if other == token)
+            assert ours.token_to_id(token) == last_line
+    assert ours.encode("zzlastword")[0][1] == len(lines) - 1
+    assert ours.token_to_id("json") == len(lines) - 2
+
+    # Against BertTokenizerFast built from the same file.
+    reference = bert_tokenizer_fast(str(path), do_lower_case)
+    for text in PARITY_TEXTS + corpus[:200] + ["zzlastword the json"]:
+        assert ours.encode(text)[0] == reference(text)["input_ids"], text
+    ids = ours.encode("the json module")[0]
+    assert ours.decode(ids) == "the json module"
+    assert ours.decode([10, 40] + ids) == "the json module"  # placeholders decode to nothing
+
+
+def test_latin1_vocabulary_names_file_line_and_byte_offset(tmp_path):
+    data = "[PAD]\n[UNK]\n[CLS]\n[SEP]\ncafé\n".encode("latin-1")
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(data)
+    offset = data.index(b"\xe9")
+    with pytest.raises(ValueError, match="UTF-8") as error:
+        keras_attn.Tokenizer(str(path))
+    message = str(error.value)
+    assert str(path) in message and "line 5" in message and f"byte offset {offset}" in message
+    # A byte-order mark shifts nothing and is not part of the first token.
+    path.write_bytes(b"\xef\xbb\xbf" + "[PAD]\n[UNK]\n[CLS]\n[SEP]\ncafé\n".encode("utf-8"))
+    tokenizer = keras_attn.Tokenizer(str(path), do_lower_case=False)
+    assert tokenizer.pad_id == 0 and tokenizer.token_to_id("café") == 4
+
+
+@pytest.fixture
+def accent_vocab(tmp_path):
+    path = tmp_path / "vocab.txt"
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "cafe", "Cafe", "e", "##t", "##e", "##s", "##\u0301", "x"]
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return str(path)
+
+
+# text, do_lower_case, expected tokens between the specials, expected indices.
+DECOMPOSED = [
+    ("cafe\u0301", True, ["cafe"], [[0, 1, 2, 3, 4]]),
+    ("cafe\u0301", False, ["cafe", "##\u0301"], [[0, 1, 2, 3], [4]]),
+    ("Cafe\u0301s x", True, ["cafe", "##s", "x"], [[0, 1, 2, 3, 4], [5], [7]]),
+    ("Cafe\u0301s x", False, ["Cafe", "##\u0301", "##s", "x"], [[0, 1, 2, 3], [4], [5], [7]]),
+    ("e\u0301\u0301te\u0301", True, ["e", "##t", "##e"], [[0, 1, 2], [3], [4, 5]]),
+    ("x cafe\u0301\u0301", True, ["x", "cafe"], [[0], [2, 3, 4, 5, 6, 7]]),
+]
+
+
+@pytest.mark.parametrize("text, do_lower_case, tokens, indices", DECOMPOSED)
+def test_rematch_keeps_combining_accents_of_decomposed_text(
+    accent_vocab, text, do_lower_case, tokens, indices
+):
+    tokenizer = keras_attn.Tokenizer(accent_vocab, do_lower_case=do_lower_case)
+    assert tokenizer.tokenize(text) == ["[CLS]"] + tokens + ["[SEP]"]
+    assert tokenizer.rematch(text) == [[]] + indices + [[]]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_rematch_covers_every_character_of_nfd_text(vocab_file, corpus, do_lower_case):
+    tokenizer = keras_attn.Tokenizer(vocab_file, do_lower_case=do_lower_case)
+    texts = [unicodedata.normalize("NFD", text) for text in EXTRA_LINES[:2] + corpus[:50]]
+    texts += ["Café", "naïve résumé", "über"]
+    texts = [unicodedata.normalize("NFD", text) for text in texts]
+    for text in texts:
+        mapping = tokenizer.rematch(text)
+        covered = sorted(i for indices in mapping for i in indices)
+        assert len(covered) == len(set(covered)), text
+        # Every character but whitespace belongs to a token.
+        expected = [i for i, c in enumerate(text) if not c.isspace()]
+        assert covered == expected, text
