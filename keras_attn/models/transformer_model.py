@@ -29,6 +29,11 @@ class TransformerModel(keras.Model):
       compiled step, where XLA's gather would clamp it silently and JAX
       would return NaN.
 
+    `predict` on batches of different lengths (a `tf.data` `padded_batch`
+    without `padded_shapes`) returns a `tf.RaggedTensor` on TensorFlow; on
+    JAX and torch Keras cannot concatenate such outputs, and the error says
+    to pad every batch to one length or to call `predict_on_batch` per batch.
+
     If anything raises inside `fit`, `evaluate` or `predict`, the model keeps
     its weights (on JAX, Keras detaches them while a compiled loop runs; they
     are re-attached, with the progress of the completed steps).
@@ -62,7 +67,18 @@ class TransformerModel(keras.Model):
 
     def predict(self, x, *args, **kwargs):
         with self._keeping_weights():
-            return super().predict(self._checked_data(x), *args, **kwargs)
+            try:
+                return super().predict(self._checked_data(x), *args, **kwargs)
+            except ValueError as error:
+                # numpy's message when Keras concatenates batch outputs.
+                if "concatenation axis" not in str(error):
+                    raise
+                raise InputError(
+                    "predict() received batches of different lengths, whose outputs "
+                    "Keras cannot concatenate on this backend: pad every batch to one "
+                    "length, e.g. dataset.padded_batch(batch_size, padded_shapes="
+                    "{'token_ids': [maxlen]}), or call predict_on_batch() per batch."
+                ) from error
 
     def train_on_batch(self, x, *args, **kwargs):
         with self._keeping_weights():
