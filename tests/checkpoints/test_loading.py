@@ -4,7 +4,6 @@ unused weights, untied decoders, all-or-nothing loading, clear errors."""
 import json
 import os
 import shutil
-import sys
 import warnings
 
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 import keras_attn
 from keras_attn.checkpoints import CheckpointError
 from keras_attn.checkpoints import UnusedWeightsWarning
-from keras_attn.checkpoints import open_checkpoint
 from keras_attn.models.builder import select_variant
 from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.transformer_config import load_config
@@ -295,22 +293,6 @@ def test_failed_checkpoint_load_changes_nothing(tf_bert_checkpoint, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "state, named",
-    [
-        (lambda torch: {"a": torch.zeros(2), "meta": "x"}, "'meta' (str)"),
-        (lambda torch: {"model": {"a": torch.zeros(2)}}, "'model' (dict)"),
-    ],
-)
-def test_torch_file_with_non_tensor_entries_is_named(tmp_path, state, named):
-    torch = pytest.importorskip("torch")
-    path = str(tmp_path / "pytorch_model.bin")
-    torch.save(state(torch), path)
-    with pytest.raises(CheckpointError) as raised:
-        open_checkpoint(path)
-    assert named in str(raised.value) and "pytorch_model.bin" in str(raised.value)
-
-
-@pytest.mark.parametrize(
     "field, value, named",
     [
         ("num_hidden_layers", "2", "num_layers"),
@@ -340,34 +322,6 @@ def test_field_checks_apply_to_overrides_and_direct_construction():
     with pytest.raises(ValueError, match="num_layers.*-1"):
         TransformerConfig(vocab_size=5, hidden_size=4, num_layers=-1, num_heads=1, intermediate_size=4)
     assert load_config(SMALL, dropout_rate=0).dropout_rate == 0
-
-
-TF_ARRAYS = {"bert/embeddings/word_embeddings": np.ones((3, 2), "float32")}
-
-
-def test_tensorflow_directory_without_tensorflow_gives_the_install_hint(tmp_path, monkeypatch):
-    write_tf_checkpoint(str(tmp_path / "model.ckpt-5"), TF_ARRAYS)
-    (tmp_path / "checkpoint").write_text(
-        'model_checkpoint_path: "model.ckpt-5"\nall_model_checkpoint_paths: "model.ckpt-5"\n'
-    )
-    monkeypatch.setitem(sys.modules, "tensorflow", None)
-    with pytest.raises(ImportError, match=r'pip install "keras_attn\[tensorflow\]"') as raised:
-        open_checkpoint(str(tmp_path))
-    assert "model.ckpt-5" in str(raised.value)
-
-
-def test_directory_with_several_tensorflow_checkpoints(tmp_path):
-    write_tf_checkpoint(str(tmp_path / "model.ckpt-5"), TF_ARRAYS)
-    write_tf_checkpoint(str(tmp_path / "model.ckpt-9"), TF_ARRAYS)
-    with pytest.raises(CheckpointError, match="Several") as raised:
-        open_checkpoint(str(tmp_path))
-    assert "model.ckpt-5" in str(raised.value) and "model.ckpt-9" in str(raised.value)
-    # A state file chooses one, as TensorFlow's latest_checkpoint does.
-    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-5"\n')
-    assert open_checkpoint(str(tmp_path)).path == str(tmp_path / "model.ckpt-5")
-    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-7"\n')
-    with pytest.raises(FileNotFoundError, match="model.ckpt-7"):
-        open_checkpoint(str(tmp_path))
 
 
 def test_directory_without_weights_and_missing_shard(hf_bert_dir, tmp_path):
