@@ -6,6 +6,9 @@ are the checkpoint names, or `None` for variables a BERT checkpoint does not
 have and that keep their initial value (talking-heads mixing starts as the
 identity, so the model computes exactly BERT). Kernels are stored as
 `(in, out)`, as Keras keeps them, except the next-sentence weights.
+Google's release always ties the masked-LM decoder to the token embedding,
+so an untied `MLM-Decoder` has no name here: a model built with
+`tie_word_embeddings=False` is refused rather than left random.
 """
 
 from keras_attn.checkpoints.porting import Source

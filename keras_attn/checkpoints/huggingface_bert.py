@@ -47,7 +47,13 @@ TABLE = {
     "MLM-Dense/bias": Source("cls.predictions.transform.dense.bias", "lm_head.dense.bias"),
     "MLM-Norm/gamma": Source("cls.predictions.transform.LayerNorm.weight", "lm_head.layer_norm.weight"),
     "MLM-Norm/beta": Source("cls.predictions.transform.LayerNorm.bias", "lm_head.layer_norm.bias"),
-    "MLM-Bias/bias": Source("cls.predictions.bias", "lm_head.bias"),
+    # The decoder's bias is the one the logits use; `tie_word_embeddings: false`
+    # unties it from `*.bias` too, and safetensors stores only one of a tied pair.
+    "MLM-Bias/bias": Source(
+        "cls.predictions.decoder.bias", "cls.predictions.bias", "lm_head.decoder.bias", "lm_head.bias"
+    ),
+    # Only in models with `tie_word_embeddings: false`.
+    "MLM-Decoder/kernel": Source("cls.predictions.decoder.weight", "lm_head.decoder.weight", transpose=True),
 }
 
 PREFIXES = ("", "bert.", "roberta.")
@@ -55,16 +61,16 @@ PREFIXES = ("", "bert.", "roberta.")
 # Older checkpoints spell LayerNorm parameters as TensorFlow does.
 SPELLINGS = ((".weight", ".gamma"), (".bias", ".beta"))
 
-# Stored by the task models but never separate variables here: the decoder
-# weight is the tied token embedding and its bias duplicates `*.bias`;
-# position ids are a buffer.
-IGNORED = (
-    "cls.predictions.decoder.weight",
-    "cls.predictions.decoder.bias",
-    "lm_head.decoder.weight",
-    "lm_head.decoder.bias",
-    "embeddings.position_ids",
-)
+# Position ids are a buffer, never a variable.
+IGNORED = ("embeddings.position_ids",)
+
+# Stored by the task models as copies: a tied decoder is the token embedding.
+# An unused copy is reported only when it differs from what it copies (an
+# untied decoder loaded into a tied model).
+DUPLICATES = {
+    "cls.predictions.decoder.weight": "embeddings.word_embeddings.weight",
+    "lm_head.decoder.weight": "embeddings.word_embeddings.weight",
+}
 
 
 def candidates(name):

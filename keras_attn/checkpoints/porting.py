@@ -1,13 +1,25 @@
 """The one weight-porting helper: applies a name table to a model."""
 
 import re
+import warnings
 
 import numpy as np
 
 from keras_attn.checkpoints.readers import CheckpointError
+from keras_attn.checkpoints.readers import UnusedWeightsWarning
 
-# Variables whose rows are vocabulary entries: `keep_tokens` selects rows.
-VOCABULARY_VARIABLES = ("Embedding-Token/embeddings", "MLM-Bias/bias")
+# Variables with a vocabulary axis (its index in the Keras variable):
+# `keep_tokens` selects entries along it.
+VOCABULARY_VARIABLES = {
+    "Embedding-Token/embeddings": 0,
+    "MLM-Bias/bias": 0,
+    "MLM-Decoder/kernel": 1,
+}
+
+# Heads a model is built with or without (`with_pool`, `with_nsp`,
+# `application`): their checkpoint weights are left out by choice, not
+# reported as unused.
+OPTIONAL_HEADS = ("Pooler-Dense/", "NSP/", "MLM-")
 
 
 class Source:
@@ -45,6 +57,7 @@ def port_weights(
     table,
     candidates=lambda name: (name,),
     ignored=(),
+    duplicates=None,
     keep_tokens=None,
 ):
     """Loads every variable of `model` from `reader` through `table`, or
@@ -60,19 +73,34 @@ def port_weights(
             `None` for variables that keep their initial value.
         candidates: function giving every stored spelling of a name.
         ignored: substrings of checkpoint names that are never model
-            variables (optimizer slots, tied duplicates); left out of the
-            list of unused names.
-        keep_tokens: optional list of vocabulary ids; the token embedding and
-            the masked-LM bias keep these rows, in this order.
+            variables (optimizer slots, buffers); left out of the list of
+            unused names.
+        duplicates: dict of checkpoint name -> the name it may be a copy of
+            (a tied decoder and the token embedding). An unused name is left
+            out of the list only when its partner is stored with equal values;
+            a decoder that differs is reported.
+        keep_tokens: optional list of vocabulary ids; the token embedding,
+            the masked-LM bias and an untied decoder keep these entries, in
+            this order.
 
     Raises:
         CheckpointError: listing every variable not found, every shape that
             disagrees (name, expected, found), every model variable the table
             does not cover, and the checkpoint's unused names.
+
+    Warns:
+        UnusedWeightsWarning: after a complete load, listing the checkpoint
+            names no variable took (layers beyond the config's, a position
+            table the variant has no use for, a decoder differing from the
+            embedding), except `ignored` ones, equal `duplicates` and the
+            weights of heads the model was built without.
     """
     compiled = _compile(table)
     stored = set(reader.names())
     plan, missing, mismatched, unmapped, used = [], [], [], [], set()
+    # The other accepted names of loaded variables (a stale `cls.predictions.bias`
+    # beside the decoder bias the logits use): never reported as unused.
+    alternatives = set()
     for variable in model.weights:
         path = variable.path
         known, source, layer = _lookup(compiled, path)
@@ -89,29 +117,31 @@ def port_weights(
             missing.append(f"{path} (looked for {' or '.join(names)})")
             continue
         used.add(found)
+        alternatives.update(c for name in names for c in candidates(name))
         shape = tuple(reader.shape(found))
         if source.transpose:
             shape = shape[::-1]
         if keep_tokens is not None and path in VOCABULARY_VARIABLES:
-            bad = [i for i in keep_tokens if not 0 <= i < shape[0]]
+            axis = VOCABULARY_VARIABLES[path]
+            bad = [i for i in keep_tokens if not 0 <= i < shape[axis]]
             if bad:
                 raise CheckpointError(
-                    f"keep_tokens has ids outside the {shape[0]} rows of "
-                    f"{found!r} in {reader.path!r}: {bad[:10]}"
+                    f"keep_tokens has ids outside the {shape[axis]} vocabulary "
+                    f"entries of {found!r} in {reader.path!r}: {bad[:10]}"
                 )
-            shape = (len(keep_tokens),) + shape[1:]
+            shape = shape[:axis] + (len(keep_tokens),) + shape[axis + 1 :]
         expected = tuple(variable.shape)
         if shape != expected:
             mismatched.append(f"{path} <- {found}: model expects {expected}, checkpoint has {shape}")
             continue
         plan.append((variable, found, source.transpose, path))
 
+    unused = sorted(
+        name
+        for name in stored - used - alternatives
+        if not any(pattern in name for pattern in ignored)
+    )
     if missing or mismatched or unmapped:
-        unused = sorted(
-            name
-            for name in stored - used
-            if not any(pattern in name for pattern in ignored)
-        )
         sections = [
             ("variables not found in the checkpoint", missing),
             ("shapes that disagree (config and weights differ?)", mismatched),
@@ -134,7 +164,51 @@ def port_weights(
         if transpose:
             array = array.T
         if keep_tokens is not None and path in VOCABULARY_VARIABLES:
-            array = array[np.asarray(keep_tokens)]
+            array = np.take(array, np.asarray(keep_tokens), axis=VOCABULARY_VARIABLES[path])
         arrays.append(array)
     for (variable, *_), array in zip(plan, arrays):
         variable.assign(array.astype(variable.dtype))
+
+    unused = _reportable(
+        unused, reader, table, candidates, duplicates or {}, [v.path for v in model.weights]
+    )
+    if unused:
+        warnings.warn(
+            UnusedWeightsWarning(
+                f"{len(unused)} weights of {reader.path!r} ({reader.format} format) "
+                f"were not used by model {model.name!r} (fewer layers than the "
+                f"checkpoint? a variant without these weights?):\n"
+                + "\n".join(f"    {name}" for name in unused)
+            ),
+            stacklevel=4,
+        )
+
+
+def _reportable(unused, reader, table, candidates, duplicates, model_paths):
+    """The unused names worth a warning: not the weights of a head the model
+    was built without, not an equal copy of a stored partner."""
+    absent = tuple(
+        head for head in OPTIONAL_HEADS if not any(p.startswith(head) for p in model_paths)
+    )
+    heads = {
+        candidate
+        for path, source in table.items()
+        if source is not None and path.startswith(absent)
+        for name in source.names
+        for candidate in candidates(name)
+    }
+    stored = set(reader.names())
+    copies = {}
+    for name, partner in duplicates.items():
+        original = next((c for c in candidates(partner) if c in stored), None)
+        for copy in candidates(name):
+            copies[copy] = original
+    reportable = []
+    for name in unused:
+        if name in heads:
+            continue
+        original = copies.get(name)
+        if original is not None and np.array_equal(reader.read(name), reader.read(original)):
+            continue
+        reportable.append(name)
+    return reportable

@@ -8,12 +8,21 @@ Hugging Face directories holding any of these.
 
 import json
 import os
+import re
 
 import numpy as np
 
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not fit the model."""
+
+
+class UnusedWeightsWarning(UserWarning):
+    """A checkpoint holds weights the model did not load (listed in the message).
+
+    Silence it deliberately with
+    `warnings.filterwarnings("ignore", category=UnusedWeightsWarning)`.
+    """
 
 
 def _as_numpy(array):
@@ -191,7 +200,21 @@ class TorchReader(_ShardedReader):
                 f"corrupt, or holds more than tensors: {error}"
             ) from error
         if not isinstance(state, dict):
-            raise CheckpointError(f"PyTorch file {file!r} does not hold a state dict.")
+            raise CheckpointError(
+                f"PyTorch file {file!r} does not hold a state dict (name -> tensor); "
+                f"it holds a {type(state).__name__}."
+            )
+        others = [
+            f"{name!r} ({type(value).__name__})"
+            for name, value in state.items()
+            if not (isinstance(name, str) and isinstance(value, torch.Tensor))
+        ]
+        if others:
+            raise CheckpointError(
+                f"PyTorch file {file!r} is not a flat state dict of tensors: "
+                f"entries {', '.join(others)} are not tensors. Save "
+                "`model.state_dict()` itself, not a dict around it."
+            )
         for name, tensor in state.items():
             self._arrays[name] = tensor.detach().to(torch.float32) if tensor.is_floating_point() else tensor
         return list(state)
@@ -238,16 +261,34 @@ DIRECTORY_FILES = (
 
 
 def _tf_prefix_in(directory):
+    """The TensorFlow checkpoint in `directory`: the one its `checkpoint`
+    state file names (TensorFlow's "latest"), else the only `*.index`."""
     state = os.path.join(directory, "checkpoint")
     if os.path.isfile(state):
-        import tensorflow as tf
-
-        prefix = tf.train.latest_checkpoint(directory)
-        if prefix:
-            return prefix
-    indexes = [name for name in os.listdir(directory) if name.endswith(".index")]
-    if len(indexes) == 1:
-        return os.path.join(directory, indexes[0][: -len(".index")])
+        # Read as TensorFlow writes it, without importing TensorFlow, so that
+        # a missing install is reported by the reader with its hint.
+        with open(state, encoding="utf-8") as file:
+            match = re.search(r'^model_checkpoint_path:\s*"(.*)"\s*$', file.read(), re.M)
+        if match is None:
+            raise CheckpointError(
+                f"TensorFlow state file {state!r} names no `model_checkpoint_path`."
+            )
+        prefix = os.path.join(directory, match.group(1))
+        if not _is_tf_prefix(prefix):
+            raise FileNotFoundError(
+                f"TensorFlow state file {state!r} names checkpoint {prefix!r}, "
+                f"whose {prefix + '.index'!r} does not exist."
+            )
+        return prefix
+    prefixes = sorted(name[: -len(".index")] for name in os.listdir(directory) if name.endswith(".index"))
+    if len(prefixes) > 1:
+        raise CheckpointError(
+            f"Several TensorFlow checkpoints found in directory {directory!r}: "
+            f"{prefixes}; pass the prefix of one, e.g. "
+            f"{os.path.join(directory, prefixes[-1])!r}."
+        )
+    if prefixes:
+        return os.path.join(directory, prefixes[0])
     return None
 
 
@@ -264,8 +305,11 @@ def open_checkpoint(path):
         A `CheckpointReader`.
 
     Raises:
-        FileNotFoundError: nothing readable at `path`.
-        CheckpointError: a file that is truncated or corrupt.
+        FileNotFoundError: nothing readable at `path`, or a shard or
+            checkpoint that an index or state file names is missing.
+        CheckpointError: a file that is truncated or corrupt, a `.bin`
+            holding more than tensors, a directory with several TensorFlow
+            checkpoints and no state file choosing one.
         ImportError: the format needs TensorFlow or torch and it is missing.
     """
     path = os.fspath(path)

@@ -306,7 +306,16 @@ class Transformer:
                 name="MLM-Dense",
             )(hidden)
             transformed = self.layer_norm("MLM-Norm")(transformed)
-            logits = self.embedding_layers["token"](transformed, reverse=True)
+            if config.tie_word_embeddings:
+                logits = self.embedding_layers["token"](transformed, reverse=True)
+            else:
+                # `tie_word_embeddings: false`: the checkpoint's own decoder.
+                logits = keras.layers.Dense(
+                    config.vocab_size,
+                    use_bias=False,
+                    kernel_initializer=self.initializer(),
+                    name="MLM-Decoder",
+                )(transformed)
             outputs["mlm_logits"] = layers.BiasAdd(name="MLM-Bias")(logits)
             del outputs["sequence_output"]
         if len(outputs) == 1:

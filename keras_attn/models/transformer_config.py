@@ -3,6 +3,7 @@
 
 import dataclasses
 import json
+import numbers
 import os
 import warnings
 
@@ -15,12 +16,21 @@ ALIASES = {
     "max_position_embeddings": "max_position",
     "type_vocab_size": "segment_vocab_size",
     "layer_norm_eps": "layer_norm_epsilon",
+    "model_type": "checkpoint_family",
+}
+
+# Hugging Face `model_type` -> the checkpoint family it is stored as: the
+# names and the position layout of its weights.
+MODEL_TYPES = {
+    "bert": "bert",
+    "roberta": "roberta",
+    "xlm-roberta": "roberta",
+    "camembert": "roberta",
 }
 
 # Metadata that configuration files carry and that does not change the model.
 IGNORED_KEYS = {
     "architectures",
-    "model_type",
     "torch_dtype",
     "dtype",
     "transformers_version",
@@ -45,7 +55,6 @@ IGNORED_KEYS = {
     "output_attentions",
     "output_hidden_states",
     "chunk_size_feed_forward",
-    "tie_word_embeddings",
 }
 
 # Keys whose non-default value means an architecture this library does not build.
@@ -76,8 +85,11 @@ class TransformerConfig:
     """The fields the builder reads, under one set of names.
 
     Google and Hugging Face spellings (`num_hidden_layers`,
-    `hidden_dropout_prob`, `type_vocab_size`, ...) are accepted wherever a
-    field is given.
+    `hidden_dropout_prob`, `type_vocab_size`, `model_type`, ...) are accepted
+    wherever a field is given. Every field's type and range is checked on
+    construction, by `FIELD_RULES`: sizes are positive integers (booleans and
+    floats such as `31.5` or `"2"` are refused), rates lie in `[0, 1)`, flags
+    are booleans.
     """
 
     vocab_size: int
@@ -110,6 +122,20 @@ class TransformerConfig:
     # previous layer instead of the embeddings (the leaking ablation).
     tta_diagonal_mask: bool = True
     tta_naive_key_value: bool = False
+    # Whether the masked-LM logits come from the token embedding (BERT's
+    # tied decoder) or from an own `MLM-Decoder` kernel.
+    tie_word_embeddings: bool = True
+    # How the checkpoint stores its weights: "bert" or "roberta" (from a
+    # Hugging Face `model_type`; a Google `bert_config.json` is "bert");
+    # None when the source does not say. The builder picks and checks the
+    # variant with it.
+    checkpoint_family: str | None = None
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            error = field_error(field.name, getattr(self, field.name))
+            if error:
+                raise ValueError(f"TransformerConfig: {error}")
 
     @property
     def head_size(self):
@@ -128,6 +154,80 @@ class TransformerConfig:
 
 
 FIELDS = {field.name for field in dataclasses.fields(TransformerConfig)}
+
+
+def _integer(minimum):
+    def check(value):
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return None if value >= minimum else f"an integer >= {minimum}"
+        return f"an integer >= {minimum}"
+
+    return check
+
+
+def _real(low, high=None, low_open=False):
+    interval = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'})"
+
+    def check(value):
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            return f"a number in {interval}"
+        above = value > low if low_open else value >= low
+        below = high is None or value < high
+        return None if above and below else f"a number in {interval}"
+
+    return check
+
+
+def _boolean(value):
+    return None if isinstance(value, bool) else "true or false"
+
+
+def _one_of(choices):
+    def check(value):
+        return None if isinstance(value, str) and value in choices else f"one of {sorted(choices)}"
+
+    return check
+
+
+def _optional(check):
+    return lambda value: None if value is None else check(value)
+
+
+# What each field accepts: a check returning None, or what was expected.
+FIELD_RULES = {
+    "vocab_size": _integer(1),
+    "hidden_size": _integer(1),
+    "num_layers": _integer(1),
+    "num_heads": _integer(1),
+    "intermediate_size": _integer(1),
+    "hidden_act": _one_of(ACTIVATIONS),
+    "dropout_rate": _real(0, 1),
+    "attention_dropout_rate": _real(0, 1),
+    "max_position": _integer(1),
+    "segment_vocab_size": _integer(0),
+    "initializer_range": _real(0, low_open=True),
+    "layer_norm_epsilon": _real(0, low_open=True),
+    "pad_token_id": _integer(0),
+    "embedding_size": _optional(_integer(1)),
+    "attention_key_size": _optional(_integer(1)),
+    "mask_token_id": _optional(_integer(0)),
+    "attention_window": _optional(_integer(1)),
+    "log_n_train_length": _optional(_integer(1)),
+    "blockwise_attention": _boolean,
+    "tta_diagonal_mask": _boolean,
+    "tta_naive_key_value": _boolean,
+    "tie_word_embeddings": _boolean,
+    "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()))),
+}
+assert set(FIELD_RULES) == FIELDS, "every TransformerConfig field needs a rule"
+
+
+def field_error(name, value):
+    """Why `value` is not valid for field `name` (a sentence), or None."""
+    expected = FIELD_RULES[name](value)
+    if expected is None:
+        return None
+    return f"`{name}` must be {expected}; received {value!r} ({type(value).__name__})."
 
 
 def find_config_file(directory):
@@ -169,7 +269,19 @@ def _normalise(values, origin, strict):
     fields = {}
     for key, value in values.items():
         name = ALIASES.get(key, key)
+        if key == "model_type":
+            if value not in MODEL_TYPES:
+                raise ValueError(
+                    f"{origin} sets `model_type={value!r}`; this builder reads "
+                    f"{sorted(MODEL_TYPES)} checkpoints."
+                )
+            value = MODEL_TYPES[value]
         if name in FIELDS:
+            if name == "hidden_act" and isinstance(value, str) and value in ACTIVATIONS:
+                value = ACTIVATIONS[value]
+            error = field_error(name, value)
+            if error:
+                raise ValueError(f"{origin}: {error}")
             if name in fields and fields[name] != value:
                 raise ValueError(
                     f"{origin} gives `{name}` twice with different values "
@@ -208,10 +320,16 @@ def load_config(source, **overrides):
     Raises:
         FileNotFoundError: no configuration file where one was expected.
         ValueError: invalid JSON, an unknown override, a missing required
-            field, or an unsupported architecture option.
+            field, a field of the wrong type or out of range (the message
+            names the field, the value and where it came from; see
+            `FIELD_RULES`), an unknown `model_type`, or an unsupported
+            architecture option.
     """
     values, origin = _read_source(source)
     fields = _normalise(values, origin, strict=False)
+    if origin.startswith("configuration file") and "checkpoint_family" not in fields:
+        # Google's bert_config.json names no model type: BERT's layout.
+        fields["checkpoint_family"] = "bert"
     fields.update(_normalise(overrides, "overrides", strict=True))
     required = [
         field.name
@@ -220,17 +338,17 @@ def load_config(source, **overrides):
     ]
     if required:
         raise ValueError(f"{origin} lacks required fields {required}.")
-    activation = fields.get("hidden_act", "gelu")
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"{origin}: unsupported `hidden_act={activation!r}`; supported: "
-            f"{sorted(ACTIVATIONS)}."
-        )
-    fields["hidden_act"] = ACTIVATIONS[activation]
     config = TransformerConfig(**fields)
     if config.hidden_size % config.num_heads:
         raise ValueError(
             f"{origin}: hidden_size={config.hidden_size} is not divisible by "
             f"num_heads={config.num_heads}."
         )
+    for name in ("pad_token_id", "mask_token_id"):
+        value = getattr(config, name)
+        if value is not None and value >= config.vocab_size:
+            raise ValueError(
+                f"{origin}: `{name}={value}` is not a token id of a vocabulary "
+                f"of vocab_size={config.vocab_size}."
+            )
     return config

@@ -1,5 +1,6 @@
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -122,3 +123,47 @@ def test_missing_and_unreadable_paths(tmp_path):
         open_checkpoint(str(tmp_path))
     with pytest.raises(CheckpointError, match="notes.txt"):
         open_checkpoint(str(tmp_path / "notes.txt"))
+
+
+@pytest.mark.parametrize(
+    "state, named",
+    [
+        (lambda torch: {"a": torch.zeros(2), "meta": "x"}, "'meta' (str)"),
+        (lambda torch: {"model": {"a": torch.zeros(2)}}, "'model' (dict)"),
+    ],
+)
+def test_torch_file_with_non_tensor_entries_is_named(tmp_path, state, named):
+    torch = pytest.importorskip("torch")
+    path = str(tmp_path / "pytorch_model.bin")
+    torch.save(state(torch), path)
+    with pytest.raises(CheckpointError) as raised:
+        open_checkpoint(path)
+    assert named in str(raised.value) and "pytorch_model.bin" in str(raised.value)
+
+
+TF_ARRAYS = {"bert/embeddings/word_embeddings": np.ones((3, 2), "float32")}
+
+
+def test_tensorflow_directory_without_tensorflow_gives_the_install_hint(tmp_path, monkeypatch):
+    write_tf(str(tmp_path / "model.ckpt-5"), TF_ARRAYS)
+    (tmp_path / "checkpoint").write_text(
+        'model_checkpoint_path: "model.ckpt-5"\nall_model_checkpoint_paths: "model.ckpt-5"\n'
+    )
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    with pytest.raises(ImportError, match=r'pip install "keras_attn\[tensorflow\]"') as raised:
+        open_checkpoint(str(tmp_path))
+    assert "model.ckpt-5" in str(raised.value)
+
+
+def test_directory_with_several_tensorflow_checkpoints(tmp_path):
+    write_tf(str(tmp_path / "model.ckpt-5"), TF_ARRAYS)
+    write_tf(str(tmp_path / "model.ckpt-9"), TF_ARRAYS)
+    with pytest.raises(CheckpointError, match="Several") as raised:
+        open_checkpoint(str(tmp_path))
+    assert "model.ckpt-5" in str(raised.value) and "model.ckpt-9" in str(raised.value)
+    # A state file chooses one, as TensorFlow's latest_checkpoint does.
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-5"\n')
+    assert open_checkpoint(str(tmp_path)).path == str(tmp_path / "model.ckpt-5")
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-7"\n')
+    with pytest.raises(FileNotFoundError, match="model.ckpt-7"):
+        open_checkpoint(str(tmp_path))
