@@ -68,13 +68,6 @@ class Transformer:
                 f"`application` must be one of {sorted(APPLICATIONS)}; "
                 f"received {application!r}."
             )
-        for field in ("pad_token_id", "mask_token_id"):
-            value = getattr(config, field)
-            if value is not None and not 0 <= value < config.vocab_size:
-                raise ValueError(
-                    f"`{field}={value}` is not a vocabulary id: vocab_size is "
-                    f"{config.vocab_size}."
-                )
         self.config = config
         self.application = application
         self.pool_activation = _pool_activation(with_pool or with_nsp)

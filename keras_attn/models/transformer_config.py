@@ -132,8 +132,9 @@ class TransformerConfig:
     checkpoint_family: str | None = None
 
     def __post_init__(self):
-        for field in dataclasses.fields(self):
-            error = field_error(field.name, getattr(self, field.name))
+        errors = [field_error(field.name, getattr(self, field.name)) for field in dataclasses.fields(self)]
+        errors.append(token_id_error(self.vocab_size, self.pad_token_id, self.mask_token_id))
+        for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
 
@@ -338,17 +339,28 @@ def load_config(source, **overrides):
     ]
     if required:
         raise ValueError(f"{origin} lacks required fields {required}.")
+    error = token_id_error(
+        fields["vocab_size"],
+        pad_token_id=fields.get("pad_token_id", TransformerConfig.pad_token_id),
+        mask_token_id=fields.get("mask_token_id"),
+    )
+    if error:
+        raise ValueError(f"{origin}: {error}")
     config = TransformerConfig(**fields)
     if config.hidden_size % config.num_heads:
         raise ValueError(
             f"{origin}: hidden_size={config.hidden_size} is not divisible by "
             f"num_heads={config.num_heads}."
         )
-    for name in ("pad_token_id", "mask_token_id"):
-        value = getattr(config, name)
-        if value is not None and value >= config.vocab_size:
-            raise ValueError(
-                f"{origin}: `{name}={value}` is not a token id of a vocabulary "
-                f"of vocab_size={config.vocab_size}."
-            )
     return config
+
+
+def token_id_error(vocab_size, pad_token_id, mask_token_id):
+    """Why `pad_token_id` or `mask_token_id` is not a vocabulary id, or None."""
+    for name, value in (("pad_token_id", pad_token_id), ("mask_token_id", mask_token_id)):
+        if value is not None and value >= vocab_size:
+            return (
+                f"`{name}={value}` is not a token id of a vocabulary of "
+                f"vocab_size={vocab_size}."
+            )
+    return None

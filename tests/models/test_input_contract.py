@@ -174,8 +174,13 @@ def test_integral_float_ids_equal_integer_ids(bert):
 
 
 def test_tta_mask_token_id_must_be_a_vocabulary_id():
-    with pytest.raises(ValueError, match="mask_token_id=30.*vocab_size is 30"):
+    with pytest.raises(ValueError, match="mask_token_id=30.*vocab_size=30"):
         build("tta", dict(mask_token_id=30), application="mlm")
+    with pytest.raises(ValueError, match="mask_token_id=30.*vocab_size=30"):
+        keras_attn.TTAEncoder(
+            vocab_size=30, hidden_size=8, num_layers=1, num_heads=2,
+            intermediate_size=8, mask_token_id=30,
+        )
 
 
 def test_padding_mask_values_are_checked():
