@@ -69,13 +69,15 @@ def build_classifier(encoder, classes):
     probabilities = keras.layers.Dense(classes, activation="softmax", name="Classifier")(
         first_token
     )
-    return keras.Model(encoder.input, probabilities, name="classifier")
+    return encoder.with_outputs(probabilities, name="classifier")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", help="pretrained checkpoint directory (with vocab.txt)")
-    parser.add_argument("--variant", default="bert")
+    parser.add_argument(
+        "--variant", default=None, help="default: from the checkpoint's config, else bert"
+    )
     parser.add_argument("--cased", action="store_true", help="do not lowercase")
     parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
     parser.add_argument("--epochs", type=int, default=4)

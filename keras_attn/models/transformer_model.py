@@ -52,6 +52,26 @@ class TransformerModel(keras.Model):
             raise ValueError("TransformerModel needs an `input_contract`.")
         self.input_contract = input_contract
 
+    def with_outputs(self, outputs, name=None):
+        """A model from this model's inputs to `outputs`, checking its
+        inputs as this one does.
+
+        Use it for a head on top of a builder model; a plain
+        `keras.Model(encoder.input, outputs)` takes inputs by Keras' rules,
+        without these checks.
+
+        Example:
+
+        ```python
+        encoder = keras_attn.build_transformer_model(config, checkpoint)
+        probabilities = keras.layers.Dense(2, activation="softmax")(encoder.output[:, 0])
+        classifier = encoder.with_outputs(probabilities, name="classifier")
+        ```
+        """
+        return TransformerModel(
+            self.input, outputs, input_contract=self.input_contract, name=name
+        )
+
     # Every way in -------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):

@@ -372,3 +372,20 @@ def test_random_inputs_are_accepted_exactly_when_valid(bert):
                 bert(inputs)
             rejected += 1
     assert accepted >= 5 and rejected >= 5
+
+
+def test_a_head_built_with_with_outputs_keeps_the_contract(bert, tmp_path):
+    head = keras.layers.Dense(2, name="head")(bert.output[:, 0])
+    classifier = bert.with_outputs(head, name="classifier")
+    inputs = bert_inputs()
+    expected = outputs(bert, inputs)[:, 0] @ to_numpy(classifier.get_layer("head").kernel)
+    np.testing.assert_allclose(outputs(classifier, inputs), expected, atol=1e-5)
+    classifier.compile(optimizer="sgd", loss="mse")
+    classifier.fit(inputs, np.zeros((2, 2), "float32"), verbose=0)
+    path = str(tmp_path / "classifier.keras")
+    classifier.save(path)
+    for model in (classifier, keras.models.load_model(path)):
+        with pytest.raises(InputError, match="attention_mask"):
+            model(dict(inputs, attention_mask=np.ones((2, 5), "int32")))
+        with pytest.raises(InputError, match="vocab_size=30"):
+            model.predict(bad_inputs(dict(token_ids=np.array([[2, 30, 3]]))), verbose=0)
