@@ -7,8 +7,12 @@ from keras_attn import layers
 from keras_attn.layers import LocalMaskBaseline
 from keras_attn.layers import MultiHeadAttention
 from keras_attn.layers import TalkingHeadsAttention
+from keras_attn.checkpoints import CheckpointError
+from keras_attn.checkpoints import UnusedWeightsWarning
 from keras_attn.losses import TokenCrossEntropy
+from keras_attn.models import InputError
 from keras_attn.models import TTAEncoder
+from keras_attn.models import TransformerModel
 from keras_attn.models import build_transformer_model
 from keras_attn.models import get_layout_map
 from keras_attn.models import load_checkpoint
@@ -18,6 +22,8 @@ from keras_attn.tokenizers import Tokenizer
 from keras_attn.version import __version__
 
 __all__ = [
+    "CheckpointError",
+    "InputError",
     "LocalMaskBaseline",
     "MultiHeadAttention",
     "SpTokenizer",
@@ -25,6 +31,8 @@ __all__ = [
     "TalkingHeadsAttention",
     "TokenCrossEntropy",
     "Tokenizer",
+    "TransformerModel",
+    "UnusedWeightsWarning",
     "build_transformer_model",
     "get_layout_map",
     "layers",

@@ -2,6 +2,8 @@
 
 from keras_attn.models.bert import Bert
 from keras_attn.models.builder import build_transformer_model
+from keras_attn.models.input_contract import InputContract
+from keras_attn.models.input_contract import InputError
 from keras_attn.models.builder import load_checkpoint
 from keras_attn.models.builder import register_variant
 from keras_attn.models.layout_map import get_layout_map
@@ -11,5 +13,6 @@ from keras_attn.models.talking_heads import TalkingHeadsBert
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.transformer_config import load_config
+from keras_attn.models.transformer_model import TransformerModel
 from keras_attn.models.tta import Tta
 from keras_attn.models.tta_encoder import TTAEncoder

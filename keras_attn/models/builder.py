@@ -136,7 +136,8 @@ def build_transformer_model(
         application: `"encoder"` (sequence output), `"mlm"`, `"lm"` or
             `"unilm"` (masked-LM logits under a bidirectional, causal or
             seq2seq mask).
-        with_pool: add the pooler (`pooled_output`).
+        with_pool: add the pooler (`pooled_output`): `True` for BERT's `tanh`
+            dense layer, or a Keras activation name for another.
         with_nsp: add the next-sentence head (`nsp_logits`; implies the pooler).
         keep_tokens: vocabulary ids to keep, in order: the token embedding and
             the masked-LM bias keep only these rows, and `vocab_size` becomes
@@ -150,11 +151,13 @@ def build_transformer_model(
             and `log_n_train_length=512` (log-n scaling).
 
     Returns:
-        A `keras.Model` taking a dict with `"token_ids"`, `"segment_ids"`
-        (when the config has token types, or for `"unilm"`) and, with
-        `padding_mask_input`, `"padding_mask"`. It returns one tensor when it
-        has one output, else a dict with the keys `"sequence_output"`,
-        `"pooled_output"`, `"nsp_logits"`, `"mlm_logits"` it has.
+        A `keras_attn.models.TransformerModel` (a functional `keras.Model`
+        that checks its inputs) taking a dict with `"token_ids"`,
+        `"segment_ids"` (when the config has token types, or for `"unilm"`)
+        and, with `padding_mask_input`, `"padding_mask"`. It returns one
+        tensor when it has one output, else a dict with the keys
+        `"sequence_output"`, `"pooled_output"`, `"nsp_logits"`,
+        `"mlm_logits"` it has.
 
     Example:
 
