@@ -84,12 +84,14 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_window: attend only within a local window of this size
             (the `LocalMaskBaseline` band: `i - window < j <= i` under a
             causal mask, `|i - j| <= window // 2` otherwise).
-        blockwise_attention: with `attention_window` and a causal mask, use
-            XPOS's blockwise causal attention instead of a sliding window:
-            blocks of `attention_window` positions, each query seeing its own
-            block and the previous one.
+        blockwise_attention: use XPOS's blockwise causal attention instead of
+            a sliding window: blocks of `attention_window` positions, each
+            query seeing its own block and the previous one. Requires
+            `attention_window` (a ValueError otherwise) and a call with
+            `use_causal_mask=True` (a ValueError at call time otherwise).
         position_encoding: `None`, `"rotary"` (RoPE on queries and keys) or
-            `"xpos"` (RoPE with XPOS's decay; causal models); see
+            `"xpos"` (RoPE with XPOS's decay; causal only: a call without
+            `use_causal_mask=True` raises a ValueError); see
             `keras_attn.layers.RotaryEmbedding`.
         rotary_max_wavelength: RoPE's base.
         xpos_scale_base: XPOS's scale base.
@@ -126,6 +128,13 @@ class MultiHeadAttention(keras.layers.Layer):
         mask: the implicit Keras mask of `query`, filled in by Keras when the
             layer is called on `query` alone; treated as both `query_mask`
             and `value_mask`.
+
+    Every call, eager or symbolic, checks the statically known shapes and
+    raises a ValueError naming the inputs and their shapes when: an input is
+    not rank 3; batch sizes differ; `key` and `value` lengths differ; a
+    feature width differs from the one the layer was built for; or
+    `attention_mask` does not broadcast to the scores. (Size-1 dimensions
+    are not broadcast.) Lengths unknown while tracing are not checked.
 
     Masking: all masks are merged; a query row whose keys are all masked gets
     a zero attention result (so with `use_bias=False` its output row is
