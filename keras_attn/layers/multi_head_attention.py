@@ -25,6 +25,15 @@ def check_positive_integer(argument, value, optional=False):
         raise ValueError(f"`{argument}` must be {allowed}; received {value!r}.")
 
 
+def jax_runs_on_cpu():
+    """Whether the backend is JAX and its default device is a CPU."""
+    if keras.config.backend() != "jax":
+        return False
+    import jax
+
+    return jax.default_backend() == "cpu"
+
+
 @keras.saving.register_keras_serializable(package="keras_attn")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head scaled dot-product attention with a decoupled `key_size`.
@@ -52,8 +61,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Where possible the layer calls `keras.ops.dot_product_attention`, so JAX
     and torch use their fused kernels: when `fused_attention` is on, attention
-    dropout is inactive, no scores are requested, and the widths agree or the
-    backend accepts differing widths (JAX's fused kernel does not). Otherwise
+    dropout is inactive, no scores are requested, the widths agree or the
+    backend accepts differing widths (JAX's fused kernel does not), and the
+    computation is not float16 on JAX's CPU backend (XLA's CPU backend lacks
+    the mixed-precision product that kernel asks for under jit). Otherwise
     it takes an einsum path with the softmax in float32. Both paths give the
     same numbers, including for fully masked rows.
 
@@ -73,12 +84,14 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_window: attend only within a local window of this size
             (the `LocalMaskBaseline` band: `i - window < j <= i` under a
             causal mask, `|i - j| <= window // 2` otherwise).
-        blockwise_attention: with `attention_window` and a causal mask, use
-            XPOS's blockwise causal attention instead of a sliding window:
-            blocks of `attention_window` positions, each query seeing its own
-            block and the previous one.
+        blockwise_attention: use XPOS's blockwise causal attention instead of
+            a sliding window: blocks of `attention_window` positions, each
+            query seeing its own block and the previous one. Requires
+            `attention_window` (a ValueError otherwise) and a call with
+            `use_causal_mask=True` (a ValueError at call time otherwise).
         position_encoding: `None`, `"rotary"` (RoPE on queries and keys) or
-            `"xpos"` (RoPE with XPOS's decay; causal models); see
+            `"xpos"` (RoPE with XPOS's decay; causal only: a call without
+            `use_causal_mask=True` raises a ValueError); see
             `keras_attn.layers.RotaryEmbedding`.
         rotary_max_wavelength: RoPE's base.
         xpos_scale_base: XPOS's scale base.
@@ -115,6 +128,13 @@ class MultiHeadAttention(keras.layers.Layer):
         mask: the implicit Keras mask of `query`, filled in by Keras when the
             layer is called on `query` alone; treated as both `query_mask`
             and `value_mask`.
+
+    Every call, eager or symbolic, checks the statically known shapes and
+    raises a ValueError naming the inputs and their shapes when: an input is
+    not rank 3; batch sizes differ; `key` and `value` lengths differ; a
+    feature width differs from the one the layer was built for; or
+    `attention_mask` does not broadcast to the scores. (Size-1 dimensions
+    are not broadcast.) Lengths unknown while tracing are not checked.
 
     Masking: all masks are merged; a query row whose keys are all masked gets
     a zero attention result (so with `use_bias=False` its output row is
@@ -158,6 +178,11 @@ class MultiHeadAttention(keras.layers.Layer):
         check_positive_integer("head_size", head_size)
         check_positive_integer("key_size", key_size, optional=True)
         check_positive_integer("attention_window", attention_window, optional=True)
+        if blockwise_attention and attention_window is None:
+            raise ValueError(
+                "`blockwise_attention=True` needs `attention_window` (the block "
+                "size); received attention_window=None."
+            )
         if log_n_train_length is not None and log_n_train_length < 2:
             raise ValueError(
                 f"`log_n_train_length` must be at least 2; received {log_n_train_length!r}."
@@ -208,11 +233,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
-        if tuple(value_shape[1:-1]) != tuple(key_shape[1:-1]):
-            raise ValueError(
-                "`key` and `value` must have the same length; received "
-                f"key shape {key_shape} and value shape {value_shape}."
-            )
+        self._check_input_shapes(query_shape, value_shape, key_shape)
         out_dim = self.out_dim or query_shape[-1]
         self.query_dense = make_dense(self, self.key_heads * self.key_size, "query_dense")
         self.query_dense.build(query_shape)
@@ -225,6 +246,62 @@ class MultiHeadAttention(keras.layers.Layer):
             tuple(query_shape[:-1]) + (self.value_heads * self.head_size,)
         )
         self.build_heads_mixing()
+
+    def _check_input_shapes(self, query_shape, value_shape, key_shape, mask_shape=None):
+        """Raises a ValueError naming the inputs whose statically known
+        dimensions disagree: ranks other than 3, batch sizes, key and value
+        lengths, feature widths other than those the built kernels take, and
+        an `attention_mask` not broadcastable to the scores. Runs at every
+        call, not only in `build`: a built layer is reused on new shapes, and
+        size-1 dimensions would otherwise broadcast silently."""
+        shapes = {"query": tuple(query_shape), "value": tuple(value_shape), "key": tuple(key_shape)}
+        for name, shape in shapes.items():
+            if len(shape) != 3:
+                raise ValueError(
+                    f"{self.name}: `{name}` must have rank 3, (batch, length, "
+                    f"features); received {name} shape {shape}."
+                )
+
+        def differ(a, b):
+            return a is not None and b is not None and a != b
+
+        if differ(shapes["key"][1], shapes["value"][1]):
+            raise ValueError(
+                f"{self.name}: `key` and `value` must have the same length; received "
+                f"key shape {shapes['key']} and value shape {shapes['value']}."
+            )
+        for name in ("value", "key"):
+            if differ(shapes[name][0], shapes["query"][0]):
+                raise ValueError(
+                    f"{self.name}: `{name}` and `query` must have the same batch size; "
+                    f"received {name} shape {shapes[name]} and query shape {shapes['query']}."
+                )
+        if self.built:
+            for name, dense in (
+                ("query", self.query_dense), ("value", self.value_dense), ("key", self.key_dense)
+            ):
+                width = dense.kernel.shape[0]
+                if differ(shapes[name][-1], width):
+                    raise ValueError(
+                        f"{self.name} was built for `{name}` with {width} features; "
+                        f"received {name} shape {shapes[name]}."
+                    )
+        if mask_shape is not None:
+            mask_shape = tuple(mask_shape)
+            batch, query_length, key_length = shapes["query"][0], shapes["query"][1], shapes["key"][1]
+            target = {
+                2: (query_length, key_length),
+                3: (batch, query_length, key_length),
+                4: (batch, self.heads, query_length, key_length),
+            }.get(len(mask_shape))
+            if target is not None and any(
+                differ(m, t) and m != 1 for m, t in zip(mask_shape, target)
+            ):
+                raise ValueError(
+                    f"{self.name}: `attention_mask` of shape {mask_shape} does not "
+                    f"broadcast to {target} (query length {shapes['query'][1]}, key "
+                    f"length {shapes['key'][1]}, {self.heads} heads)."
+                )
 
     def build_heads_mixing(self):
         """Hook for subclasses that add weights between the projections."""
@@ -258,6 +335,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key = value
             if key_mask is None:
                 key_mask = value_mask
+        self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
         query_shape = ops.shape(query)
         query_heads = self._split_heads(self.query_dense(query), self.key_heads)
         key_heads = self._split_heads(self.key_dense(key), self.key_heads)
@@ -296,6 +374,28 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
+        """The checks of every call, eager or symbolic (see
+        `_check_input_shapes`), and of the options that need a causal call."""
+        self._check_input_shapes(
+            query.shape,
+            value.shape,
+            key.shape,
+            None if attention_mask is None else attention_mask.shape,
+        )
+        if self.blockwise_attention and not use_causal_mask:
+            raise ValueError(
+                f"{self.name}: blockwise attention (`blockwise_attention=True`) is "
+                "causal; call the layer with `use_causal_mask=True`."
+            )
+        if self.position_encoding == "xpos" and not use_causal_mask:
+            raise ValueError(
+                f"{self.name}: `position_encoding='xpos'` is for causal attention "
+                "(its decay grows without bound towards later keys); call the layer "
+                "with `use_causal_mask=True`, or use `position_encoding='rotary'` "
+                "for bidirectional attention."
+            )
 
     def _attend_heads(self, query, key, value, mask, bias, training, return_attention_scores):
         """Log-n scaling, then the fused or the einsum kernel, on
@@ -389,6 +489,11 @@ class MultiHeadAttention(keras.layers.Layer):
         # JAX's fused kernel requires the value width to equal the key width.
         if self.key_size != self.head_size and keras.config.backend() == "jax":
             return False
+        # Under jit, Keras' JAX kernel asks XLA for a float16 x float16 ->
+        # float32 dot product, which XLA's CPU backend does not implement
+        # ("F16_F16_F32 is not supported by dot_general on CPU").
+        if self.compute_dtype == "float16" and jax_runs_on_cpu():
+            return False
         return True
 
     def _fused_attend(self, query, key, value, mask, bias):
@@ -432,6 +537,29 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         return tuple(query_shape[:-1]) + (self.out_dim or query_shape[-1],)
+
+    def compute_output_spec(
+        self,
+        query,
+        value=None,
+        key=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        **kwargs,
+    ):
+        # Symbolic calls (functional models, the builder) get the same checks
+        # as eager ones, and the scores' spec when they are requested.
+        value = query if value is None else value
+        key = value if key is None else key
+        self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
+        output = keras.KerasTensor(
+            self.compute_output_shape(query.shape), dtype=self.compute_dtype
+        )
+        if not return_attention_scores:
+            return output
+        scores_shape = (query.shape[0], self.value_heads, query.shape[1], key.shape[1])
+        return output, keras.KerasTensor(scores_shape, dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -1,7 +1,31 @@
 """Cross-entropy averaged over the tokens that count."""
 
 import keras
+import numpy as np
 from keras import ops
+
+
+def concrete_values(x):
+    """`x` as a numpy array when its values are known now (eager execution),
+    or None inside a traced step (a TensorFlow graph, a JAX trace,
+    `torch.compile`), where only the computation itself can react to them."""
+    backend = keras.config.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            return None
+    elif backend == "jax":
+        import jax
+
+        if isinstance(x, jax.core.Tracer):
+            return None
+    elif backend == "torch":
+        import torch
+
+        if torch.compiler.is_compiling():
+            return None
+    return np.asarray(ops.convert_to_numpy(x))
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -17,8 +41,23 @@ class TokenCrossEntropy(keras.losses.Loss):
     Averaging over real tokens (not over all positions, not per sequence)
     keeps the loss of a batch independent of how much padding it has.
 
+    Label contract: every label is `ignore_id` or a whole-number vocabulary
+    id in `[0, vocab_size)`, where `vocab_size` is the last dimension of
+    `y_pred`; `y_true` has the shape of `y_pred` without that dimension.
+    A label outside the contract (such as Hugging Face's `-100` with the
+    default `ignore_id=0`; pass `ignore_id=-100` for that convention) is
+    never silently counted or dropped:
+
+    - with concrete values (an eager call, a `fit` step on torch without
+      `jit_compile`) it raises a `ValueError` naming the label, its position
+      and the vocabulary size;
+    - inside a traced step (`fit` with a TensorFlow graph or JAX jit,
+      `torch.compile`), where values are unknown while tracing, the loss of
+      the batch is NaN on every backend.
+
     Args:
-        ignore_id: target id that contributes nothing (the padding id).
+        ignore_id: the one target id that contributes nothing (the padding
+            id); an integer, possibly negative.
         from_logits: whether predictions are logits (the builder's heads
             return logits).
         **kwargs: `keras.losses.Loss` arguments (`name`, `dtype`).
@@ -30,21 +69,82 @@ class TokenCrossEntropy(keras.losses.Loss):
     """
 
     def __init__(self, ignore_id=0, from_logits=True, name="token_cross_entropy", **kwargs):
+        if not isinstance(ignore_id, (int, np.integer)) or isinstance(ignore_id, bool):
+            raise ValueError(
+                f"`ignore_id` must be an integer label id; received {ignore_id!r}."
+            )
         # "sum": `call` already divides by the number of counted tokens.
         super().__init__(name=name, reduction="sum", **kwargs)
-        self.ignore_id = ignore_id
+        self.ignore_id = int(ignore_id)
         self.from_logits = from_logits
 
     def call(self, y_true, y_pred):
-        y_true = ops.cast(y_true, "int32")
-        losses = keras.losses.sparse_categorical_crossentropy(
-            y_true, y_pred, from_logits=self.from_logits
+        vocab_size = y_pred.shape[-1]
+        if vocab_size is None:
+            vocab_size = ops.shape(y_pred)[-1]
+        y_true = self._check_shapes(y_true, y_pred)
+        self._check_labels(y_true, vocab_size)
+        # Compared before the cast to int32, which could wrap a huge label.
+        ignored = ops.equal(y_true, ops.cast(self.ignore_id, y_true.dtype))
+        in_vocabulary = ops.logical_and(
+            ops.greater_equal(y_true, ops.cast(0, y_true.dtype)),
+            ops.less(y_true, ops.cast(vocab_size, y_true.dtype)),
         )
-        counted = ops.cast(ops.not_equal(y_true, self.ignore_id), losses.dtype)
-        return losses * counted / ops.maximum(ops.sum(counted), 1.0)
+        if _is_float(y_true):
+            in_vocabulary = ops.logical_and(in_vocabulary, ops.equal(y_true, ops.floor(y_true)))
+        counted = ops.logical_and(in_vocabulary, ops.logical_not(ignored))
+        # Out-of-contract labels are replaced by 0 for the cross-entropy so
+        # that no backend errors or reads out of bounds, then poison the loss.
+        losses = keras.losses.sparse_categorical_crossentropy(
+            ops.where(counted, ops.cast(y_true, "int32"), 0), y_pred, from_logits=self.from_logits
+        )
+        counted = ops.cast(counted, losses.dtype)
+        losses = losses * counted / ops.maximum(ops.sum(counted), 1.0)
+        respected = ops.all(ops.logical_or(ignored, in_vocabulary))
+        return ops.where(respected, losses, ops.cast(float("nan"), losses.dtype))
+
+    def _check_shapes(self, y_true, y_pred):
+        """`y_true` with the shape of `y_pred` less its vocabulary axis (a
+        trailing axis of 1, as Keras' sparse losses accept, is squeezed)."""
+        expected = tuple(y_pred.shape[:-1])
+        if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
+            y_true = ops.squeeze(y_true, axis=-1)
+        found = tuple(y_true.shape)
+        if len(found) != len(expected) or any(
+            a is not None and b is not None and a != b for a, b in zip(found, expected)
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: `y_true` must have the shape of `y_pred` "
+                f"without its vocabulary axis, {expected}; received y_true shape "
+                f"{found} for y_pred shape {tuple(y_pred.shape)}."
+            )
+        return y_true
+
+    def _check_labels(self, y_true, vocab_size):
+        values = concrete_values(y_true)
+        if values is None:
+            return
+        vocab_size = int(vocab_size)
+        bad = (values != self.ignore_id) & (
+            (values < 0) | (values >= vocab_size) | (values != np.floor(values))
+        )
+        if bad.any():
+            position = tuple(int(i) for i in np.argwhere(bad)[0])
+            label = values[position]
+            label = int(label) if label == np.floor(label) else float(label)
+            raise ValueError(
+                f"{type(self).__name__}: label {label} at position {position} of "
+                f"`y_true` is neither `ignore_id={self.ignore_id}` nor a vocabulary "
+                f"id in [0, {vocab_size}) ({int(bad.sum())} such labels in all). "
+                "For Hugging Face's -100 convention pass `ignore_id=-100`."
+            )
 
     def get_config(self):
         config = super().get_config()
         config.pop("reduction", None)
         config.update({"ignore_id": self.ignore_id, "from_logits": self.from_logits})
         return config
+
+
+def _is_float(x):
+    return "float" in keras.backend.standardize_dtype(x.dtype)

@@ -75,6 +75,11 @@ class Transformer:
         self.with_nsp = with_nsp
         self.padding_mask_input = padding_mask_input
         self.mask_mode, self.causal, self.with_mlm = APPLICATIONS[application]
+        if config.blockwise_attention and not self.causal:
+            raise ValueError(
+                "Config field `blockwise_attention=True` is blockwise causal attention "
+                f"(XPOS) and needs application='lm'; received application={application!r}."
+            )
 
     # Hooks a variant may override -------------------------------------------
 

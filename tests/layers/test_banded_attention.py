@@ -19,8 +19,11 @@ BANDS = [(4, True, False), (4, False, False), (5, False, False), (3, True, True)
 
 
 def dense_twin(layer):
-    """The same layer without a window (so it never bands), same weights."""
-    return layer.__class__.from_config(dict(layer.get_config(), attention_window=None))
+    """The same layer without a window (so it never bands, and is not
+    blockwise: the caller passes the band as a mask), same weights."""
+    return layer.__class__.from_config(
+        dict(layer.get_config(), attention_window=None, blockwise_attention=False)
+    )
 
 
 def padding(batch, length):

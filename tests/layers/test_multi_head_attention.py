@@ -4,7 +4,7 @@ import pytest
 
 import keras_attn
 from tests import reference
-from tests.harness import BACKEND, run_layer_test, to_numpy
+from tests.harness import BACKEND, run_layer_test, supports_jit, to_numpy
 
 RNG = np.random.default_rng(1234)
 
@@ -238,3 +238,120 @@ def test_dropout_is_active_only_in_training():
     assert np.abs(trained - inference).max() > 1e-4
     # Inference with dropout configured equals the reference without dropout.
     np.testing.assert_allclose(inference, reference.attention(layer, query)[0], atol=1e-5)
+
+
+ATTENTION_LAYERS = [
+    (keras_attn.MultiHeadAttention, {"fused_attention": True}),
+    (keras_attn.MultiHeadAttention, {"fused_attention": False}),
+    (keras_attn.TalkingHeadsAttention, {}),
+]
+
+
+@pytest.mark.parametrize("layer_cls, options", ATTENTION_LAYERS)
+@pytest.mark.parametrize(
+    "value_length, key_length", [(3, 5), (1, 5), (5, 1)], ids=["3-5", "1-5", "5-1"]
+)
+def test_built_layer_checks_key_and_value_lengths_at_every_call(
+    layer_cls, options, value_length, key_length
+):
+    """Built on self-attention, then reused: a length of 1 would broadcast
+    silently in the einsum and in the fused kernels."""
+    query = random(2, 5, 8)
+    layer = layer_cls(2, 4, **options)
+    layer(query)
+    value, key = random(2, value_length, 8), random(2, key_length, 8)
+    expected = (
+        f"`key` and `value` must have the same length; received key shape "
+        f"\\(2, {key_length}, 8\\) and value shape \\(2, {value_length}, 8\\)"
+    )
+    with pytest.raises(ValueError, match=expected):
+        layer(query, value, key)
+
+
+@pytest.mark.parametrize("layer_cls, options", ATTENTION_LAYERS)
+def test_built_layer_checks_widths_batches_ranks_and_masks(layer_cls, options):
+    query = random(2, 5, 8)
+    layer = layer_cls(2, 4, **options)
+    layer(query)
+    with pytest.raises(ValueError, match=r"built for `key` with 8 features; received key shape \(2, 5, 6\)"):
+        layer(query, random(2, 5, 8), random(2, 5, 6))
+    with pytest.raises(ValueError, match=r"built for `query` with 8 features; received query shape \(2, 5, 6\)"):
+        layer(random(2, 5, 6), query)
+    with pytest.raises(ValueError, match=r"same batch size; received value shape \(1, 5, 8\)"):
+        layer(query, random(1, 5, 8))
+    with pytest.raises(ValueError, match=r"`query` must have rank 3.*\(5, 8\)"):
+        layer(query[0])
+    with pytest.raises(ValueError, match=r"`attention_mask` of shape \(2, 5, 4\) does not broadcast to \(2, 5, 7\)"):
+        layer(query, random(2, 7, 8), attention_mask=np.ones((2, 5, 4), bool))
+    # Shapes that agree (or broadcast as documented) still work.
+    output = layer(query, random(2, 7, 8), attention_mask=np.ones((2, 1, 7), bool))
+    assert tuple(output.shape) == (2, 5, 8)
+
+
+def test_lengths_unknown_while_tracing_are_accepted():
+    query = keras.Input((None, 8))
+    value = keras.Input((None, 8))
+    model = keras.Model([query, value], keras_attn.MultiHeadAttention(2, 4)(query, value))
+    assert to_numpy(model([random(1, 3, 8), random(1, 6, 8)])).shape == (1, 3, 8)
+
+
+def test_blockwise_attention_needs_a_window():
+    with pytest.raises(ValueError, match="`blockwise_attention=True` needs `attention_window`"):
+        keras_attn.MultiHeadAttention(2, 4, blockwise_attention=True)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"attention_window": 3, "blockwise_attention": True}, "blockwise attention .* is causal"),
+        ({"position_encoding": "xpos"}, "`position_encoding='xpos'` is for causal attention"),
+    ],
+    ids=["blockwise", "xpos"],
+)
+def test_causal_only_options_reject_bidirectional_calls(options, message):
+    query = random(1, 10, 8)
+    layer = keras_attn.MultiHeadAttention(2, 4, **options)
+    with pytest.raises(ValueError, match=message):
+        layer(query)
+    with pytest.raises(ValueError, match=message):
+        keras_attn.MultiHeadAttention(2, 4, **options)(keras.Input((None, 8)))
+    assert np.all(np.isfinite(to_numpy(layer(query, use_causal_mask=True))))
+    # Rotary encodings are fine bidirectionally.
+    keras_attn.MultiHeadAttention(2, 4, position_encoding="rotary")(query)
+
+
+@pytest.fixture
+def global_policy():
+    """Sets the global dtype policy for one test, restoring float32 after."""
+    yield keras.mixed_precision.set_global_policy
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def attention_model(fused_attention):
+    query = keras.Input((6, 8))
+    attended = keras_attn.MultiHeadAttention(
+        2, 4, key_size=4, fused_attention=fused_attention, name="attention"
+    )(query, use_causal_mask=True)
+    output = keras.layers.Activation("linear", dtype="float32")(attended)
+    return keras.Model(query, output)
+
+
+@pytest.mark.parametrize("fused_attention", [True, False])
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_fit_step(policy, fused_attention, global_policy):
+    """Fine-tuning under a mixed policy: one compiled fit step (jit on TF and
+    JAX, where float16 on XLA's CPU backend once broke the fused kernel), a
+    finite loss, and the compiled forward pass close to float32's."""
+    reference_model = attention_model(fused_attention)
+    global_policy(policy)
+    model = attention_model(fused_attention)
+    assert model.get_layer("attention").compute_dtype == policy.split("_")[1]
+    model.set_weights(reference_model.get_weights())
+    model.compile(optimizer="sgd", loss="mse", jit_compile=supports_jit())
+    query = random(4, 6, 8)
+    np.testing.assert_allclose(
+        model.predict(query, verbose=0), to_numpy(reference_model(query)), atol=0.05, rtol=0
+    )
+    history = model.fit(query, random(4, 6, 8), batch_size=4, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    assert all(np.all(np.isfinite(to_numpy(w))) for w in model.trainable_weights)

@@ -134,6 +134,21 @@ def test_xpos_blockwise_attention_option():
     np.testing.assert_array_equal(moved, [False, False] + [True] * 10)
 
 
+@pytest.mark.parametrize("application", ["encoder", "mlm", "unilm"])
+def test_blockwise_attention_needs_a_causal_application(application):
+    with pytest.raises(ValueError, match="`blockwise_attention=True`.*application='lm'"):
+        keras_attn.build_transformer_model(
+            CONFIG, application=application, attention_window=4, blockwise_attention=True
+        )
+
+
+def test_blockwise_attention_needs_a_window():
+    with pytest.raises(ValueError, match="`blockwise_attention=True` needs `attention_window`"):
+        keras_attn.build_transformer_model(
+            CONFIG, variant="xpos", application="lm", blockwise_attention=True
+        )
+
+
 @pytest.mark.parametrize(
     "variant, application, options",
     [
