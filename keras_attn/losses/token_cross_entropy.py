@@ -4,28 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
-
-def concrete_values(x):
-    """`x` as a numpy array when its values are known now (eager execution),
-    or None inside a traced step (a TensorFlow graph, a JAX trace,
-    `torch.compile`), where only the computation itself can react to them."""
-    backend = keras.config.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        if not tf.executing_eagerly():
-            return None
-    elif backend == "jax":
-        import jax
-
-        if isinstance(x, jax.core.Tracer):
-            return None
-    elif backend == "torch":
-        import torch
-
-        if torch.compiler.is_compiling():
-            return None
-    return np.asarray(ops.convert_to_numpy(x))
+from keras_attn.concrete import concrete_values
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -83,7 +62,7 @@ class TokenCrossEntropy(keras.losses.Loss):
         if vocab_size is None:
             vocab_size = ops.shape(y_pred)[-1]
         y_true = self._check_shapes(y_true, y_pred)
-        self._check_labels(y_true, vocab_size)
+        self.check_labels(y_true, vocab_size)
         # Compared before the cast to int32, which could wrap a huge label.
         ignored = ops.equal(y_true, ops.cast(self.ignore_id, y_true.dtype))
         in_vocabulary = ops.logical_and(
@@ -120,7 +99,10 @@ class TokenCrossEntropy(keras.losses.Loss):
             )
         return y_true
 
-    def _check_labels(self, y_true, vocab_size):
+    def check_labels(self, y_true, vocab_size):
+        """Raises a `ValueError` naming the first label of concrete `y_true`
+        that is neither `ignore_id` nor an id in `[0, vocab_size)`; does
+        nothing for traced tensors."""
         values = concrete_values(y_true)
         if values is None:
             return

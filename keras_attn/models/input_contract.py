@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_attn.concrete import concrete_values
+
 # Names users bring from other libraries, and what to pass instead.
 FOREIGN_NAMES = {
     "input_ids": "pass the ids as 'token_ids'",
@@ -105,7 +107,9 @@ class InputContract:
         tensors): integral, in range, all-zero where droppable. Returns
         `inputs`."""
         for name, value in inputs.items():
-            array = _to_numpy(value)
+            array = concrete_values(value)
+            if array is None:
+                continue
             if array.dtype.kind == "f" and not np.all(np.isfinite(array) & (array == np.round(array))):
                 bad = array[~(np.isfinite(array) & (array == np.round(array)))].ravel()[0]
                 raise InputError(
@@ -200,11 +204,3 @@ def _dtype_kind(dtype):
         return np.dtype(name).kind
     except TypeError:
         return "?"
-
-
-def _to_numpy(value):
-    if isinstance(value, np.ndarray):
-        return value
-    from keras import ops
-
-    return np.asarray(ops.convert_to_numpy(value))

@@ -4,8 +4,8 @@ input contract enforced at the boundary."""
 import contextlib
 
 import keras
-import numpy as np
 
+from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
 
@@ -33,6 +33,11 @@ class TransformerModel(keras.Model):
     without `padded_shapes`) returns a `tf.RaggedTensor` on TensorFlow; on
     JAX and torch Keras cannot concatenate such outputs, and the error says
     to pad every batch to one length or to call `predict_on_batch` per batch.
+
+    Targets given as arrays to a model compiled with
+    `keras_attn.TokenCrossEntropy` are checked against its label contract
+    before the first step too (in a compiled step a bad label could only make
+    the loss NaN).
 
     If anything raises inside `fit`, `evaluate` or `predict`, the model keeps
     its weights (on JAX, Keras detaches them while a compiled loop runs; they
@@ -79,11 +84,13 @@ class TransformerModel(keras.Model):
 
     def fit(self, x=None, y=None, *args, **kwargs):
         with self._keeping_weights():
-            return super().fit(self._checked_data(x), y, *args, **kwargs)
+            return super().fit(self._checked_data(x), self._checked_targets(y), *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         with self._keeping_weights():
-            return super().evaluate(self._checked_data(x), y, *args, **kwargs)
+            return super().evaluate(
+                self._checked_data(x), self._checked_targets(y), *args, **kwargs
+            )
 
     def predict(self, x, *args, **kwargs):
         with self._keeping_weights():
@@ -100,13 +107,17 @@ class TransformerModel(keras.Model):
                     "{'token_ids': [maxlen]}), or call predict_on_batch() per batch."
                 ) from error
 
-    def train_on_batch(self, x, *args, **kwargs):
+    def train_on_batch(self, x, y=None, *args, **kwargs):
         with self._keeping_weights():
-            return super().train_on_batch(self._checked(x), *args, **kwargs)
+            return super().train_on_batch(
+                self._checked(x), self._checked_targets(y), *args, **kwargs
+            )
 
-    def test_on_batch(self, x, *args, **kwargs):
+    def test_on_batch(self, x, y=None, *args, **kwargs):
         with self._keeping_weights():
-            return super().test_on_batch(self._checked(x), *args, **kwargs)
+            return super().test_on_batch(
+                self._checked(x), self._checked_targets(y), *args, **kwargs
+            )
 
     def predict_on_batch(self, x, *args, **kwargs):
         with self._keeping_weights():
@@ -119,14 +130,18 @@ class TransformerModel(keras.Model):
         values wherever they are concrete."""
         if isinstance(inputs, dict) or _is_tensor_like(inputs):
             selected = self.input_contract.select(inputs)
-            concrete = {
-                name: value
-                for name, value in _as_dict(inputs, self.input_contract).items()
-                if _is_concrete(value)
-            }
-            self.input_contract.check_values(concrete)
+            self.input_contract.check_values(_as_dict(inputs, self.input_contract))
             return selected
         return inputs
+
+    def _checked_targets(self, y):
+        """`y`, its labels checked against a `TokenCrossEntropy` loss before a
+        compiled step, where a bad label could only make the loss (and then
+        the weights) NaN."""
+        loss = getattr(self, "loss", None)
+        if isinstance(loss, TokenCrossEntropy) and _is_tensor_like(y) and len(self.outputs) == 1:
+            loss.check_labels(y, self.outputs[0].shape[-1])
+        return y
 
     def _checked_data(self, x):
         """`x` as `fit`/`predict` take it, with every batch checked before
@@ -183,28 +198,6 @@ def _is_tf_dataset(value):
 
 def _as_dict(inputs, contract):
     return inputs if isinstance(inputs, dict) else {contract.names[0]: inputs}
-
-
-def _is_concrete(value):
-    """Whether `value` holds numbers now (not a symbolic or traced tensor)."""
-    if isinstance(value, (np.ndarray, np.generic)):
-        return True
-    if isinstance(value, keras.KerasTensor):
-        return False
-    backend = keras.config.backend()
-    if backend == "jax":
-        import jax
-
-        return not isinstance(value, jax.core.Tracer)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return not tf.is_symbolic_tensor(value) if tf.is_tensor(value) else True
-    if backend == "torch":
-        import torch
-
-        return not torch.compiler.is_compiling()
-    return True
 
 
 def _checked_dataset(dataset, contract):

@@ -389,3 +389,21 @@ def test_a_head_built_with_with_outputs_keeps_the_contract(bert, tmp_path):
             model(dict(inputs, attention_mask=np.ones((2, 5), "int32")))
         with pytest.raises(InputError, match="vocab_size=30"):
             model.predict(bad_inputs(dict(token_ids=np.array([[2, 30, 3]]))), verbose=0)
+
+
+def test_token_labels_are_checked_before_the_first_step():
+    """In a compiled step a -100 label could only make the loss, then every
+    weight, NaN; the model checks array targets first."""
+    model = build("tta", dict(mask_token_id=3), application="mlm")
+    model.compile(optimizer="sgd", loss=keras_attn.TokenCrossEntropy(ignore_id=0))
+    token_ids = ids(low=4)
+    labels = token_ids.copy()
+    labels[1, 2] = -100
+    before = [to_numpy(v) for v in model.weights]
+    for entry in (model.fit, model.train_on_batch, model.evaluate):
+        with pytest.raises(ValueError, match=r"label -100 at position \(1, 2\)"):
+            entry({"token_ids": token_ids}, labels)
+    for old, variable in zip(before, model.weights):
+        np.testing.assert_array_equal(old, to_numpy(variable))
+    model.fit({"token_ids": token_ids}, token_ids, verbose=0)
+    assert all(np.isfinite(to_numpy(v)).all() for v in model.weights)

@@ -1,0 +1,32 @@
+"""Telling concrete tensors (values known now) from traced ones."""
+
+import keras
+import numpy as np
+
+
+def concrete_values(x):
+    """`x` as a numpy array when its values are known now (numpy data, an
+    eager tensor), or None for a symbolic or traced tensor (a `KerasTensor`,
+    a TensorFlow graph, a JAX trace, `torch.compile`), whose values only the
+    computation itself can react to."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x)
+    if isinstance(x, keras.KerasTensor):
+        return None
+    backend = keras.config.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if tf.is_tensor(x) and tf.is_symbolic_tensor(x):
+            return None
+    elif backend == "jax":
+        import jax
+
+        if isinstance(x, jax.core.Tracer):
+            return None
+    elif backend == "torch":
+        import torch
+
+        if torch.compiler.is_compiling():
+            return None
+    return np.asarray(keras.ops.convert_to_numpy(x))
