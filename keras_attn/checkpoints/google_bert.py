@@ -56,3 +56,11 @@ TABLE = {
 
 # Stored alongside the weights by training, never model variables.
 IGNORED = ("global_step", "/adam_m", "/adam_v", "good_steps", "loss_scale")
+
+# Google's release ties the masked-LM decoder and stores no copies.
+DUPLICATES = {}
+
+
+def candidates(name):
+    """Google's checkpoints spell every name one way."""
+    return (name,)

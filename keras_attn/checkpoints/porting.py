@@ -51,16 +51,8 @@ def _lookup(compiled, path):
     return False, None, None
 
 
-def port_weights(
-    model,
-    reader,
-    table,
-    candidates=lambda name: (name,),
-    ignored=(),
-    duplicates=None,
-    keep_tokens=None,
-):
-    """Loads every variable of `model` from `reader` through `table`, or
+def port_weights(model, reader, name_table, keep_tokens=None):
+    """Loads every variable of `model` from `reader` through a name table, or
     nothing at all.
 
     All names and shapes are checked, and all arrays read, before the first
@@ -69,16 +61,18 @@ def port_weights(
     Args:
         model: a built `keras.Model`.
         reader: a `keras_attn.checkpoints.CheckpointReader`.
-        table: dict of Keras variable path (with `{layer}`) -> `Source`, or
-            `None` for variables that keep their initial value.
-        candidates: function giving every stored spelling of a name.
-        ignored: substrings of checkpoint names that are never model
-            variables (optimizer slots, buffers); left out of the list of
-            unused names.
-        duplicates: dict of checkpoint name -> the name it may be a copy of
-            (a tied decoder and the token embedding). An unused name is left
-            out of the list only when its partner is stored with equal values;
-            a decoder that differs is reported.
+        name_table: a format's name-table module (`google_bert`,
+            `huggingface_bert`), which defines
+            - `TABLE`: dict of Keras variable path (with `{layer}`) ->
+              `Source`, or `None` for variables that keep their initial value;
+            - `candidates(name)`: every stored spelling of a name;
+            - `IGNORED`: substrings of checkpoint names that are never model
+              variables (optimizer slots, buffers), left out of the list of
+              unused names;
+            - `DUPLICATES`: dict of checkpoint name -> the name it may be a
+              copy of (a tied decoder and the token embedding); an unused
+              name is left out of the list only when its partner is stored
+              with equal values, so a decoder that differs is reported.
         keep_tokens: optional list of vocabulary ids; the token embedding,
             the masked-LM bias and an untied decoder keep these entries, in
             this order.
@@ -95,6 +89,8 @@ def port_weights(
             embedding), except `ignored` ones, equal `duplicates` and the
             weights of heads the model was built without.
     """
+    table, candidates = name_table.TABLE, name_table.candidates
+    ignored, duplicates = name_table.IGNORED, name_table.DUPLICATES
     compiled = _compile(table)
     stored = set(reader.names())
     plan, missing, mismatched, unmapped, used = [], [], [], [], set()
@@ -142,20 +138,15 @@ def port_weights(
         if not any(pattern in name for pattern in ignored)
     )
     if missing or mismatched or unmapped:
-        sections = [
-            ("variables not found in the checkpoint", missing),
-            ("shapes that disagree (config and weights differ?)", mismatched),
-            ("model variables this checkpoint format has no name for", unmapped),
-            ("unused checkpoint names", unused),
-        ]
-        details = "\n".join(
-            f"  {title} ({len(items)}):\n" + "\n".join(f"    {item}" for item in items)
-            for title, items in sections
-            if items
-        )
-        raise CheckpointError(
-            f"Cannot load {reader.path!r} ({reader.format} format) into model "
-            f"{model.name!r}; nothing was loaded.\n{details}"
+        raise refusal(
+            f"{reader.path!r} ({reader.format} format)",
+            model,
+            [
+                ("variables not found in the checkpoint", missing),
+                ("shapes that disagree (config and weights differ?)", mismatched),
+                ("model variables this checkpoint format has no name for", unmapped),
+                ("unused checkpoint names", unused),
+            ],
         )
 
     arrays = []
@@ -170,15 +161,36 @@ def port_weights(
         variable.assign(array.astype(variable.dtype))
 
     unused = _reportable(
-        unused, reader, table, candidates, duplicates or {}, [v.path for v in model.weights]
+        unused, reader, table, candidates, duplicates, [v.path for v in model.weights]
     )
+    warn_unused(
+        unused,
+        f"{reader.path!r} ({reader.format} format)",
+        model,
+        "fewer layers than the checkpoint? a variant without these weights?",
+    )
+
+
+def refusal(source, model, sections):
+    """The `CheckpointError` of a load refused before anything was assigned:
+    `sections` are `(title, items)` pairs, listed where non-empty."""
+    details = "\n".join(
+        f"  {title} ({len(items)}):\n" + "\n".join(f"    {item}" for item in items)
+        for title, items in sections
+        if items
+    )
+    return CheckpointError(
+        f"Cannot load {source} into model {model.name!r}; nothing was loaded.\n{details}"
+    )
+
+
+def warn_unused(unused, source, model, guess):
+    """An `UnusedWeightsWarning` listing the `unused` names of `source`."""
     if unused:
         warnings.warn(
             UnusedWeightsWarning(
-                f"{len(unused)} weights of {reader.path!r} ({reader.format} format) "
-                f"were not used by model {model.name!r} (fewer layers than the "
-                f"checkpoint? a variant without these weights?):\n"
-                + "\n".join(f"    {name}" for name in unused)
+                f"{len(unused)} weights of {source} were not used by model "
+                f"{model.name!r} ({guess}):\n" + "\n".join(f"    {name}" for name in unused)
             ),
             stacklevel=4,
         )

@@ -4,7 +4,7 @@ from keras_attn.models.bert import Bert
 from keras_attn.models.builder import build_transformer_model
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
-from keras_attn.models.builder import load_checkpoint
+from keras_attn.checkpoints.loading import load_checkpoint
 from keras_attn.models.builder import register_variant
 from keras_attn.models.layout_map import get_layout_map
 from keras_attn.models.roberta import Roberta

@@ -148,7 +148,8 @@ class Transformer:
         droppable = ()
         if self.uses_segments:
             # The unilm mask tells two segments apart even with one token type.
-            limits["segment_ids"] = max(config.segment_vocab_size, 2 if self.mask_mode == "unilm" else 1)
+            segments = 2 if self.mask_mode == "unilm" else 1
+            limits["segment_ids"] = max(config.segment_vocab_size, segments)
             descriptions["segment_ids"] = "type_vocab_size"
         else:
             droppable = ("segment_ids",)

@@ -148,7 +148,7 @@ def test_larger_weights_file_warns_and_loads_the_rest(hf_bert_dir, tmp_path):
     with pytest.warns(UnusedWeightsWarning) as record:
         keras_attn.load_checkpoint(smaller, path)
     message = unused_warning(record)
-    assert "16 arrays" in message and "larger.weights.h5" in message
+    assert "16 weights" in message and "larger.weights.h5" in message
     token_table = larger.get_layer("Embedding-Token").embeddings
     np.testing.assert_array_equal(
         to_numpy(smaller.get_layer("Embedding-Token").embeddings), to_numpy(token_table)

@@ -1,0 +1,49 @@
+"""Loading any supported checkpoint into a built model: the format decides
+the name table."""
+
+import os
+
+from keras_attn.checkpoints import google_bert
+from keras_attn.checkpoints import huggingface_bert
+from keras_attn.checkpoints.keras_weights import load_weights_file
+from keras_attn.checkpoints.porting import port_weights
+from keras_attn.checkpoints.readers import CheckpointError
+from keras_attn.checkpoints.readers import open_checkpoint
+
+# Reader format -> the module holding its name table.
+NAME_TABLES = {
+    "tensorflow": google_bert,
+    "safetensors": huggingface_bert,
+    "torch": huggingface_bert,
+}
+
+
+def load_checkpoint(model, checkpoint, keep_tokens=None):
+    """Loads a checkpoint of any supported format into a built model (see
+    `build_transformer_model` for the formats).
+
+    All variables or none: every name and shape is checked before the first
+    assignment, and a failure at any point leaves every variable exactly as
+    it was. Checkpoint weights the model does not use are listed in an
+    `UnusedWeightsWarning` (optimizer slots, tied duplicates, buffers and the
+    heads the model was built without are not).
+
+    Raises:
+        CheckpointError: a name missing, a shape that disagrees, a file that
+            cannot be read; nothing was loaded.
+        FileNotFoundError: nothing readable at `checkpoint`.
+    """
+    path = os.fspath(checkpoint)
+    if path.endswith(".weights.h5"):
+        if keep_tokens is not None:
+            raise ValueError(
+                f"keep_tokens applies to pretrained checkpoints, not to {path!r}, "
+                "which already holds this model's own weights."
+            )
+        load_weights_file(model, path)
+        return model
+    reader = open_checkpoint(path)
+    if reader.format not in NAME_TABLES:
+        raise CheckpointError(f"No name table for {reader.format!r} checkpoints ({path!r}).")
+    port_weights(model, reader, NAME_TABLES[reader.format], keep_tokens=keep_tokens)
+    return model
