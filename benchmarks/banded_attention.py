@@ -48,6 +48,23 @@ def forward(layer, length, causal, explicit_mask):
     return lambda: model.predict_on_batch(data)
 
 
+def device_name():
+    """The accelerator the backend computes on, or "cpu"."""
+    if BACKEND == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        return getattr(device, "device_kind", device.platform)
+    if BACKEND == "torch":
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    return gpus[0].name if gpus else "cpu"
+
+
 def dense_gib(length):
     return 4 * HEADS * length * length * 4 / 2**30
 
@@ -58,8 +75,10 @@ def main():
     parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192, 16384])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dense-memory-gib", type=float, default=8.0)
+    parser.add_argument("--dtype", default="float32", help="layer dtype policy, e.g. bfloat16")
     parser.add_argument("--output", default=None)
     arguments = parser.parse_args()
+    keras.config.set_dtype_policy(arguments.dtype)
 
     rows = []
     for causal in (True, False):
@@ -96,14 +115,16 @@ def main():
             row["microseconds_per_token"] / base["microseconds_per_token"]
         )
     result = {
-        "layer": f"hidden {HIDDEN}, {HEADS} heads of {HEAD_SIZE}, float32, batch 1",
+        "layer": f"hidden {HIDDEN}, {HEADS} heads of {HEAD_SIZE}, {arguments.dtype}, batch 1",
+        "device": device_name(),
         # glibc's allocator settings change the torch rows (see the README).
         "environment": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
         "window": arguments.window,
         "repeats": arguments.repeats,
         "rows": rows,
     }
-    write_result(result, arguments.output, f"banded_attention_{BACKEND}.json")
+    suffix = "" if arguments.dtype == "float32" else f"_{arguments.dtype}"
+    write_result(result, arguments.output, f"banded_attention_{BACKEND}{suffix}.json")
 
 
 if __name__ == "__main__":

@@ -184,12 +184,20 @@ def transformers_eager():
 
 
 def versions():
+    from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version
+
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
 
     names = ["keras", "keras-hub", {"jax": "jax", "tensorflow": "tensorflow", "torch": "torch"}[BACKEND]]
     if BACKEND == "torch":
         names.append("transformers")
-    return {name: version(name) for name in names} | {"keras_attn": keras_attn.__version__}
+    found = {name: installed(name) for name in names}
+    return {name: v for name, v in found.items() if v} | {"keras_attn": keras_attn.__version__}
 
 
 def write_result(result, output, filename):
