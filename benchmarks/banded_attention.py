@@ -29,23 +29,23 @@ import keras
 import numpy as np
 
 import keras_attn
-from bert_base import timed_side_by_side, write_result
+from bert_base import device_forward, timed_side_by_side, write_result
 
 BACKEND = keras.config.backend()
 HIDDEN, HEADS, HEAD_SIZE = 768, 12, 64
 
 
 def forward(layer, length, causal, explicit_mask):
-    """A jit-compiled forward pass of `layer` on one random sequence."""
+    """A forward pass of `layer` on one random sequence already on the
+    device (see `bert_base.device_forward`)."""
     inputs = {"query": keras.Input((length, HIDDEN), name="query")}
     mask = None
     if explicit_mask is not None:
         mask = keras_attn.LocalMaskBaseline(**explicit_mask)(inputs["query"])
     outputs = layer(inputs["query"], attention_mask=mask, use_causal_mask=causal)
     model = keras.Model(inputs, outputs)
-    model.compile(jit_compile=BACKEND != "torch")
     data = {"query": np.random.default_rng(0).normal(size=(1, length, HIDDEN)).astype("float32")}
-    return lambda: model.predict_on_batch(data)
+    return device_forward(model, data)
 
 
 def device_name():
