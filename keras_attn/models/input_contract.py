@@ -61,18 +61,47 @@ class InputContract:
 
     # Structure: names, dtypes, ranks, shapes -------------------------------
 
-    def select(self, inputs):
-        """The model's inputs from `inputs` (a dict, or a single tensor when
-        the model takes only `token_ids`), with droppable all-zero inputs
-        left out; raises `InputError` for anything else."""
+    def check(self, inputs):
+        """Checks `inputs` (see the class docstring) and returns the model's
+        own inputs: the structure always, the values wherever they are
+        concrete. Raises `InputError`."""
+        inputs = self.as_dict(inputs)
+        selected = self.select(inputs)
+        self.check_values(inputs)
+        return selected
+
+    def as_dict(self, inputs):
+        """`inputs` as a dict of arrays or tensors: nested lists of numbers
+        become arrays, and a single tensor (or a list holding one) is
+        `token_ids` when the model takes nothing else. Positional tensors
+        for a model of several inputs are refused as ambiguous."""
+        if isinstance(inputs, (list, tuple)):
+            if inputs and all(_is_array_like(value) for value in inputs):
+                if len(inputs) != 1:
+                    raise InputError(
+                        f"The model takes a dict with the keys {self._expected()}; "
+                        f"received a {type(inputs).__name__} of {len(inputs)} tensors, "
+                        "whose order Keras would guess."
+                    )
+                inputs = inputs[0]
+            else:
+                inputs = np.asarray(inputs)
         if not isinstance(inputs, dict):
             if len(self.names) == 1 and _is_array_like(inputs):
-                inputs = {self.names[0]: inputs}
-            else:
-                raise InputError(
-                    f"The model takes a dict with the keys {self._expected()}; "
-                    f"received {type(inputs).__name__}."
-                )
+                return {self.names[0]: inputs}
+            raise InputError(
+                f"The model takes a dict with the keys {self._expected()}; "
+                f"received {type(inputs).__name__}."
+            )
+        return {
+            name: np.asarray(value) if isinstance(value, (list, tuple)) else value
+            for name, value in inputs.items()
+        }
+
+    def select(self, inputs):
+        """The model's inputs from the dict `inputs`, with droppable
+        all-zero inputs left out; checks names, dtypes and shapes (not
+        values) and raises `InputError`."""
         unknown = [key for key in inputs if key not in self.limits and key not in self.droppable]
         if unknown:
             raise InputError(self._unknown_message(unknown))

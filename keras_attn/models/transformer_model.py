@@ -126,13 +126,8 @@ class TransformerModel(keras.Model):
     # Checks -----------------------------------------------------------------
 
     def _checked(self, inputs):
-        """The model's own inputs from `inputs`, structure always checked,
-        values wherever they are concrete."""
-        if isinstance(inputs, dict) or _is_tensor_like(inputs):
-            selected = self.input_contract.select(inputs)
-            self.input_contract.check_values(_as_dict(inputs, self.input_contract))
-            return selected
-        return inputs
+        """The model's own inputs from `inputs` (see `InputContract.check`)."""
+        return self.input_contract.check(inputs)
 
     def _checked_targets(self, y):
         """`y`, its labels checked against a `TokenCrossEntropy` loss before a
@@ -146,8 +141,10 @@ class TransformerModel(keras.Model):
     def _checked_data(self, x):
         """`x` as `fit`/`predict` take it, with every batch checked before
         it reaches a compiled step."""
-        if x is None or isinstance(x, dict) or _is_tensor_like(x):
-            return x if x is None else self._checked(x)
+        if x is None:
+            return x
+        if isinstance(x, (dict, list, tuple)) or _is_tensor_like(x):
+            return self._checked(x)
         if _is_tf_dataset(x):
             return _checked_dataset(x, self.input_contract)
         if isinstance(x, keras.utils.PyDataset):
@@ -194,10 +191,6 @@ def _is_tensor_like(value):
 
 def _is_tf_dataset(value):
     return type(value).__module__.startswith("tensorflow") and hasattr(value, "element_spec")
-
-
-def _as_dict(inputs, contract):
-    return inputs if isinstance(inputs, dict) else {contract.names[0]: inputs}
 
 
 def _checked_dataset(dataset, contract):

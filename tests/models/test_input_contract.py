@@ -407,3 +407,14 @@ def test_token_labels_are_checked_before_the_first_step():
         np.testing.assert_array_equal(old, to_numpy(variable))
     model.fit({"token_ids": token_ids}, token_ids, verbose=0)
     assert all(np.isfinite(to_numpy(v)).all() for v in model.weights)
+
+
+def test_nested_lists_are_ids_and_positional_tensors_are_refused(bert, roberta):
+    inputs = bert_inputs()
+    as_lists = {name: value.tolist() for name, value in inputs.items()}
+    np.testing.assert_array_equal(outputs(bert, as_lists), outputs(bert, inputs))
+    with pytest.raises(InputError, match="tuple of 2 tensors"):
+        bert((inputs["token_ids"], inputs["segment_ids"]))
+    token_ids = ids(low=4)
+    np.testing.assert_array_equal(outputs(roberta, [token_ids]), outputs(roberta, {"token_ids": token_ids}))
+    np.testing.assert_array_equal(outputs(roberta, token_ids.tolist()), outputs(roberta, token_ids))
