@@ -53,6 +53,10 @@ class RelativePositionBias(keras.layers.Layer):
             "float32 bias of shape (heads,) + distance.shape."
         )
 
+    def build(self, query_shape=None, key_shape=None):
+        # The built-in biases' weights do not depend on the input shapes.
+        pass
+
     def call(self, query, key=None):
         key = query if key is None else key
         distance = masking.relative_positions(ops.shape(query)[1], ops.shape(key)[1])
