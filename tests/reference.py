@@ -101,3 +101,61 @@ def rope(x, base=10000.0, scale_base=None, sign=1.0, centre=0):
         out[..., 2 * m] = (even * cos[None, :, None] - odd * sin[None, :, None]) * factor
         out[..., 2 * m + 1] = (odd * cos[None, :, None] + even * sin[None, :, None]) * factor
     return out
+
+
+def band(query_length, key_length, window, causal, blockwise=False):
+    """The documented local-window band of `LocalMaskBaseline` /
+    `attention_window`, boolean `(query_length, key_length)`, by loops."""
+    mask = np.zeros((query_length, key_length), bool)
+    for i in range(query_length):
+        for j in range(key_length):
+            if blockwise:
+                mask[i, j] = j <= i and j // window >= i // window - 1
+            elif causal:
+                mask[i, j] = i - window < j <= i
+            else:
+                mask[i, j] = abs(i - j) <= window // 2
+    return mask
+
+
+def sinusoidal_positions(length, dim, base=10000.0):
+    """Vaswani et al.'s table, `(length, dim)`: `P(n, 2k) = sin(n / base^(2k/dim))`,
+    `P(n, 2k+1) = cos(...)`, by loops."""
+    table = np.zeros((length, dim))
+    for n in range(length):
+        for k in range(dim // 2):
+            angle = n / base ** (2.0 * k / dim)
+            table[n, 2 * k], table[n, 2 * k + 1] = np.sin(angle), np.cos(angle)
+    return table
+
+
+def alibi_bias(slopes, query_length, key_length, causal):
+    """ALiBi's `(1, heads, q, k)` bias: `m_h (j - i)` causal, `-m_h |i - j|`
+    symmetric."""
+    i, j = np.indices((query_length, key_length))
+    distance = (j - i) if causal else -np.abs(i - j)
+    return np.asarray(slopes, np.float64)[None, :, None, None] * distance[None, None]
+
+
+def kerple_bias(r1_variable, r2_variable, form, query_length, key_length):
+    """KERPLE's `(1, heads, q, k)` bias from the stored variables:
+    `r1 = softplus(a)`, `r2 = softplus(b)` (log) or `2 sigmoid(b)` (power)."""
+    a, b = (np.asarray(v, np.float64) for v in (r1_variable, r2_variable))
+    r1 = np.log1p(np.exp(a))[:, None, None]
+    if form == "log":
+        r2 = np.log1p(np.exp(b))[:, None, None]
+    else:
+        r2 = (2.0 / (1.0 + np.exp(-b)))[:, None, None]
+    i, j = np.indices((query_length, key_length))
+    distance = np.abs(i - j)[None].astype(np.float64)
+    if form == "log":
+        return (-r1 * np.log(1.0 + r2 * distance))[None]
+    return (-r1 * distance**r2)[None]
+
+
+def sandwich_bias(dim, scale, query_length, key_length):
+    """Sandwich's `(1, 1, q, k)` bias: `scale * p_i . p_j` with `p` the
+    sinusoidal positions, computed as the inner product itself."""
+    length = max(query_length, key_length)
+    table = sinusoidal_positions(length, dim)
+    return (scale * table[:query_length] @ table[:key_length].T)[None, None]

@@ -8,6 +8,7 @@ from keras_attn.layers.kerple_bias import KerpleBias
 from keras_attn.layers.local_mask_baseline import LocalMaskBaseline
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.position_embedding import PositionEmbedding
+from keras_attn.layers.relative_position_bias import RelativePositionBias
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 from keras_attn.layers.sandwich_bias import SandwichBias
 from keras_attn.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding

@@ -5,7 +5,8 @@ import math
 import keras
 from keras import ops
 
-from keras_attn.layers import masking
+from keras_attn.layers.relative_position_bias import RelativePositionBias
+from keras_attn.layers.relative_position_bias import per_head
 
 
 def alibi_slopes(heads):
@@ -25,7 +26,7 @@ def alibi_slopes(heads):
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
-class ALiBiBias(keras.layers.Layer):
+class ALiBiBias(RelativePositionBias):
     """Additive linear distance penalties, one slope per head.
 
     Press, Smith, Lewis (2022), "Train Short, Test Long: Attention with Linear
@@ -36,7 +37,9 @@ class ALiBiBias(keras.layers.Layer):
       `-m_h |i - j|` on every key a causal mask leaves visible;
     - bidirectional (encoders): the symmetric `bias_h(i, j) = -m_h |i - j|`.
 
-    The layer has no weights; used without absolute position embeddings.
+    The layer has no weights; used without absolute position embeddings. As
+    every `RelativePositionBias`, `bias(distance)` gives the bias of any
+    tensor of distances `i - j`, `(heads,) + distance.shape`.
 
     Args:
         heads: number of attention heads.
@@ -55,15 +58,12 @@ class ALiBiBias(keras.layers.Layer):
         self.heads = heads
         self.causal = causal
 
-    def call(self, query, key=None):
-        key = query if key is None else key
-        distance = ops.cast(
-            masking.relative_positions(ops.shape(query)[1], ops.shape(key)[1]), "float32"
-        )
-        slopes = ops.convert_to_tensor(alibi_slopes(self.heads), "float32")[:, None, None]
-        if self.causal:
-            return (-slopes * distance)[None]
-        return (-slopes * ops.abs(distance))[None]
+    def bias(self, distance):
+        distance = ops.cast(distance, "float32")
+        if not self.causal:
+            distance = ops.abs(distance)
+        slopes = per_head(ops.convert_to_tensor(alibi_slopes(self.heads), "float32"), distance)
+        return -slopes * distance
 
     def get_config(self):
         config = super().get_config()

@@ -5,13 +5,14 @@ import math
 import keras
 from keras import ops
 
-from keras_attn.layers import masking
+from keras_attn.layers.relative_position_bias import RelativePositionBias
+from keras_attn.layers.relative_position_bias import per_head
 
 KERPLE_FORMS = ("log", "power")
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
-class KerpleBias(keras.layers.Layer):
+class KerpleBias(RelativePositionBias):
     """Learned conditionally positive definite distance kernels as biases.
 
     Chi, Fan, Ramadge, Rudnicky (2022), "KERPLE: Kernelized Relative
@@ -23,7 +24,10 @@ class KerpleBias(keras.layers.Layer):
 
     Positivity is kept by construction: `r1 = softplus(a)`, and
     `r2 = softplus(b)` (log) or `2 sigmoid(b)` (power), with `a, b` the stored
-    variables; both start at `r1 = r2 = 1`.
+    variables; both start at `r1 = r2 = 1`. The variables have shape
+    `(heads,)` whatever the input, so `layer.build()` needs no shapes and
+    `bias(distance)` (see `RelativePositionBias`) works on a built layer that
+    was never called.
 
     Args:
         heads: number of attention heads.
@@ -44,7 +48,7 @@ class KerpleBias(keras.layers.Layer):
         self.heads = heads
         self.form = form
 
-    def build(self, query_shape, key_shape=None):
+    def build(self, query_shape=None, key_shape=None):
         softplus_inverse_of_one = math.log(math.e - 1.0)
         self.r1_variable = self.add_weight(
             name="r1",
@@ -68,21 +72,13 @@ class KerpleBias(keras.layers.Layer):
         raw = ops.cast(self.r2_variable, "float32")
         return ops.softplus(raw) if self.form == "log" else 2.0 * ops.sigmoid(raw)
 
-    def call(self, query, key=None):
-        key = query if key is None else key
-        distance = ops.abs(
-            ops.cast(
-                masking.relative_positions(ops.shape(query)[1], ops.shape(key)[1]),
-                "float32",
-            )
-        )
-        r1 = self.r1[:, None, None]
-        r2 = self.r2[:, None, None]
+    def bias(self, distance):
+        distance = ops.abs(ops.cast(distance, "float32"))
+        r1 = per_head(self.r1, distance)
+        r2 = per_head(self.r2, distance)
         if self.form == "log":
-            bias = -r1 * ops.log(1.0 + r2 * distance)
-        else:
-            bias = -r1 * ops.power(distance, r2)
-        return bias[None]
+            return -r1 * ops.log(1.0 + r2 * distance)
+        return -r1 * ops.power(distance, r2)
 
     def get_config(self):
         config = super().get_config()

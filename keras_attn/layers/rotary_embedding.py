@@ -3,6 +3,9 @@
 import keras
 from keras import ops
 
+from keras_attn.layers.sinusoids import check_even_width
+from keras_attn.layers.sinusoids import sinusoid_angles
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class RotaryEmbedding(keras.layers.Layer):
@@ -18,7 +21,8 @@ class RotaryEmbedding(keras.layers.Layer):
     so that `q'_i . k'_j` depends on positions only through `i - j`. Pairs are
     adjacent features, as in the paper. `d` is the query/key width
     (`key_size`), which must be even; values are not rotated, so `key_size`
-    and `head_size` are independent.
+    and `head_size` are independent. `theta_m` are the frequencies of
+    `SinusoidalPositionEmbedding` (one helper, `sinusoids.py`).
 
     XPOS (Sun et al., 2023, "A Length-Extrapolatable Transformer",
     https://arxiv.org/abs/2212.10554), with `scale_base` set: the pair `m` of
@@ -45,12 +49,8 @@ class RotaryEmbedding(keras.layers.Layer):
         self.scale_base = scale_base
 
     def _angles(self, length, size):
-        pairs = ops.arange(size // 2, dtype="float32")
-        inverse_frequency = ops.power(
-            ops.cast(self.max_wavelength, "float32"), -2.0 * pairs / size
-        )
         positions = ops.arange(length, dtype="float32")
-        return positions[:, None] * inverse_frequency[None, :]  # (length, size / 2)
+        return sinusoid_angles(positions, size, self.max_wavelength)  # (length, size / 2)
 
     def _xpos_scale(self, length, size, sign, centre):
         pairs = ops.arange(size // 2, dtype="float32")
@@ -75,8 +75,7 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def call(self, query, key):
         size = query.shape[-1]
-        if size % 2:
-            raise ValueError(f"Rotary embeddings need an even key_size; received {size}.")
+        check_even_width(self, "key_size (the last axis of query and key)", size)
         query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
         query_scale = key_scale = None
         if self.scale_base is not None:

@@ -3,23 +3,27 @@
 import keras
 from keras import ops
 
-from keras_attn.layers import masking
+from keras_attn.layers.relative_position_bias import RelativePositionBias
+from keras_attn.layers.sinusoids import check_even_width
+from keras_attn.layers.sinusoids import sinusoid_angles
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
-class SandwichBias(keras.layers.Layer):
+class SandwichBias(RelativePositionBias):
     """`bias(i, j) = scale * (p_i . p_j)` with sinusoidal positions `p`.
 
     Chi, Fan, Rudnicky, Ramadge (2023), "Dissecting Transformer Length
     Extrapolation via the Lens of Receptive Field Analysis",
     https://arxiv.org/abs/2212.10356. With `p_n` the `dim`-wide sinusoidal
-    encoding of Vaswani et al., frequencies `w_k = 10000^(-2k/dim)`,
+    encoding of Vaswani et al., frequencies `w_k = 10000^(-2k/dim)` (those of
+    `SinusoidalPositionEmbedding`, from the same helper),
 
         p_i . p_j = sum_{k < dim/2} cos((i - j) w_k),
 
     a function of `i - j` that decays, with oscillations, as the distance
-    grows; the layer computes it from the distance directly. The same bias
-    serves every head.
+    grows; `bias(distance)` (see `RelativePositionBias`) computes it from the
+    distance directly, `(1,) + distance.shape`. The same bias serves every
+    head.
 
     Args:
         dim: width of the sinusoidal encoding (even).
@@ -35,21 +39,13 @@ class SandwichBias(keras.layers.Layer):
 
     def __init__(self, dim=128, scale=1.0, **kwargs):
         super().__init__(**kwargs)
-        if dim % 2:
-            raise ValueError(f"`dim` must be even; received {dim}.")
+        check_even_width(self, "dim", dim)
         self.dim = dim
         self.scale = scale
 
-    def call(self, query, key=None):
-        key = query if key is None else key
-        distance = ops.cast(
-            masking.relative_positions(ops.shape(query)[1], ops.shape(key)[1]), "float32"
-        )
-        frequencies = ops.power(
-            10000.0, -2.0 * ops.arange(self.dim // 2, dtype="float32") / self.dim
-        )
-        inner = ops.sum(ops.cos(distance[..., None] * frequencies), axis=-1)
-        return (self.scale * inner)[None, None]
+    def bias(self, distance):
+        inner = ops.sum(ops.cos(sinusoid_angles(distance, self.dim)), axis=-1)
+        return (self.scale * inner)[None]
 
     def get_config(self):
         config = super().get_config()

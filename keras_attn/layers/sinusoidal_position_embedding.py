@@ -3,6 +3,9 @@
 import keras
 from keras import ops
 
+from keras_attn.layers.sinusoids import check_even_width
+from keras_attn.layers.sinusoids import sinusoid_angles
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SinusoidalPositionEmbedding(keras.layers.Layer):
@@ -12,7 +15,8 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         P(n, 2k) = sin(n / max_wavelength^(2k/dim))
         P(n, 2k+1) = cos(n / max_wavelength^(2k/dim))
 
-    No weights and no maximum length.
+    No weights and no maximum length. The frequencies are those of
+    `RotaryEmbedding` and `SandwichBias` (one helper, `sinusoids.py`).
 
     Args:
         dim: embedding width (even).
@@ -29,18 +33,13 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
 
     def __init__(self, dim, max_wavelength=10000, **kwargs):
         super().__init__(**kwargs)
-        if dim % 2:
-            raise ValueError(f"`dim` must be even; received {dim}.")
+        check_even_width(self, "dim", dim)
         self.dim = dim
         self.max_wavelength = max_wavelength
 
     def call(self, inputs, padding_mask=None):
-        positions = ops.arange(ops.shape(inputs)[1], dtype="float32")[:, None]
-        frequencies = ops.power(
-            ops.cast(self.max_wavelength, "float32"),
-            -2.0 * ops.arange(self.dim // 2, dtype="float32") / self.dim,
-        )
-        angles = positions * frequencies[None, :]
+        positions = ops.arange(ops.shape(inputs)[1], dtype="float32")
+        angles = sinusoid_angles(positions, self.dim, self.max_wavelength)
         table = ops.reshape(
             ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1),
             (ops.shape(inputs)[1], self.dim),

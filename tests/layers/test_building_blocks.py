@@ -1,5 +1,9 @@
 """The builder's building blocks, through the shared harness."""
 
+import ast
+import pathlib
+
+import keras
 import numpy as np
 import pytest
 from scipy.special import erf
@@ -103,3 +107,71 @@ def test_attention_mask_modes(mode, mask_diagonal):
     np.testing.assert_array_equal(mask, expected)
     restored = keras_attn.layers.AttentionMask.from_config(layer.get_config())
     assert restored.mode == mode
+
+
+@pytest.mark.parametrize(
+    "mode, mask_diagonal, expected_output_shape",
+    [("bidirectional", False, (2, 1, 6)), ("unilm", False, (2, 6, 6)), ("bidirectional", True, (2, 6, 6))],
+)
+def test_attention_mask_through_the_harness(mode, mask_diagonal, expected_output_shape, tmp_path):
+    tokens = np.array([[5, 6, 7, 8, 9, 0], [4, 3, 0, 0, 0, 0]], "int32")
+    segments = np.array([[0, 0, 0, 1, 1, 0], [0, 1, 0, 0, 0, 0]], "int32")
+
+    def numpy_reference(layer, inputs):
+        keys = inputs["token_ids"] != 3  # pad_token_id below
+        expected = np.broadcast_to(keys[:, None, :], (2, 6, 6)).copy()
+        if mode == "unilm":
+            position = np.cumsum(inputs["segment_ids"], axis=1)
+            expected &= position[:, None, :] <= position[:, :, None]
+        if mask_diagonal:
+            expected &= ~np.eye(6, dtype=bool)[None]
+        if expected_output_shape[1] == 1:
+            expected = expected[:, :1]
+        return expected
+
+    run_layer_test(
+        keras_attn.layers.AttentionMask,
+        {"mode": mode, "pad_token_id": 3, "mask_diagonal": mask_diagonal},
+        inputs={"token_ids": tokens, "segment_ids": segments},
+        expected_output_shape=expected_output_shape,
+        expected_output_dtype="bool",
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+
+
+# Base classes users subclass; their subclasses go through the harness
+# (e.g. `WindowPenalty` in test_position_biases.py for RelativePositionBias).
+BASE_CLASSES = {"RelativePositionBias"}
+
+
+def layers_given_to_the_harness():
+    """Names of the classes passed as first argument to `run_layer_test` in
+    tests/layers/*.py (as `keras_attn.X`, `keras_attn.layers.X` or `X`)."""
+    names = set()
+    for path in pathlib.Path(__file__).parent.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "run_layer_test"
+                and node.args
+            ):
+                first = node.args[0]
+                names.add(first.attr if isinstance(first, ast.Attribute) else first.id)
+    return names
+
+
+def test_every_public_layer_goes_through_the_harness():
+    public = {
+        name
+        for name in dir(keras_attn.layers)
+        if isinstance(getattr(keras_attn.layers, name), type)
+        and issubclass(getattr(keras_attn.layers, name), keras.layers.Layer)
+    }
+    missing = sorted(public - BASE_CLASSES - layers_given_to_the_harness())
+    assert not missing, f"public layers with no run_layer_test case in tests/layers: {missing}"
+    for name in BASE_CLASSES:
+        base = getattr(keras_attn.layers, name)
+        assert any(
+            issubclass(getattr(keras_attn.layers, other), base) for other in public - {name}
+        ), name

@@ -26,6 +26,28 @@ def test_rotation_matches_the_paper(scale_base):
 
 
 @pytest.mark.parametrize("scale_base", [None, 16])
+def test_rotary_embedding_through_the_harness(scale_base, tmp_path):
+    query = RNG.normal(size=(2, 7, 3, 8)).astype("float32")
+    key = RNG.normal(size=(2, 5, 3, 8)).astype("float32")
+    centre = 5 // 2
+
+    def numpy_reference(layer, inputs):
+        return (
+            reference.rope(inputs["query"], base=500.0, scale_base=scale_base, centre=centre),
+            reference.rope(inputs["key"], base=500.0, scale_base=scale_base, sign=-1.0, centre=centre),
+        )
+
+    run_layer_test(
+        keras_attn.layers.RotaryEmbedding,
+        {"max_wavelength": 500, "scale_base": scale_base},
+        inputs={"query": query, "key": key},
+        expected_output_shape=[(2, 7, 3, 8), (2, 5, 3, 8)],
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("scale_base", [None, 16])
 def test_scores_depend_only_on_relative_position(scale_base):
     length = 9
     vector_q, vector_k = RNG.normal(size=(2, 8))
@@ -70,6 +92,9 @@ def test_odd_key_size_is_rejected():
     layer = keras_attn.MultiHeadAttention(2, 4, key_size=5, position_encoding="rotary")
     with pytest.raises(ValueError, match="even"):
         layer(RNG.normal(size=(1, 3, 8)).astype("float32"))
+    odd = RNG.normal(size=(1, 3, 2, 5)).astype("float32")
+    with pytest.raises(ValueError, match=r"RotaryEmbedding: key_size .* must be even.*received 5"):
+        keras_attn.layers.RotaryEmbedding()(odd, odd)
 
 
 def test_log_n_scaling_matches_reference(tmp_path):
