@@ -42,8 +42,8 @@ UNSUPPORTED = [
 ]
 
 
-def build(variant, application):
-    config = dict(CONFIG, **VARIANT_FIELDS.get(variant, {}))
+def build(variant, application, **overrides):
+    config = dict(CONFIG, **VARIANT_FIELDS.get(variant, {}), **overrides)
     return keras_attn.build_transformer_model(config, variant=variant, application=application)
 
 
@@ -132,3 +132,37 @@ def check_fit_step(model, application, inputs):
     after = [to_numpy(w) for w in model.trainable_weights]
     assert all(np.all(np.isfinite(w)) for w in after)
     assert any(not np.array_equal(b, a) for b, a in zip(before, after))
+
+
+def test_a_variant_written_by_a_user_builds_and_trains():
+    """The `keras_attn.Transformer` docstring's example: ALiBi + rotary in one
+    short class, registered and built by name."""
+
+    @keras_attn.register_variant("test_alibi_rotary")
+    class AlibiRotary(keras_attn.Transformer):
+        position_encoding = "rotary"
+
+        def make_position_embedding(self):
+            return None
+
+        def make_position_bias(self):
+            return keras_attn.layers.ALiBiBias(
+                self.config.num_heads, causal=self.causal, name="Position-Bias"
+            )
+
+    # Large weights, so that each encoding's effect is far above rounding.
+    model = build("test_alibi_rotary", "lm", initializer_range=0.5)
+    assert "Embedding-Position" not in {layer.name for layer in model.layers}
+    inputs = inputs_for(model)
+    # Both encodings are in the computation: the same weights without the
+    # rotation (alibi) or without the bias (roformer) give other outputs.
+    for other in ("alibi", "roformer"):
+        reference = build(other, "lm", initializer_range=0.5)
+        reference.set_weights(model.get_weights())
+        assert np.abs(outputs_of(reference, inputs) - outputs_of(model, inputs)).max() > 1e-4, other
+    check_fit_step(model, "lm", inputs)
+    # A name is bound to one class.
+    with pytest.raises(ValueError, match="already registered"):
+        keras_attn.register_variant("alibi", AlibiRotary)
+    with pytest.raises(TypeError, match="subclass of keras_attn.Transformer"):
+        keras_attn.register_variant("test_not_a_variant", dict)
