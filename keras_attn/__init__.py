@@ -12,6 +12,8 @@ from keras_attn.checkpoints import UnusedWeightsWarning
 from keras_attn.losses import TokenCrossEntropy
 from keras_attn.models import InputError
 from keras_attn.models import TTAEncoder
+from keras_attn.models import Transformer
+from keras_attn.models import TransformerConfig
 from keras_attn.models import TransformerModel
 from keras_attn.models import build_transformer_model
 from keras_attn.models import get_layout_map
@@ -29,6 +31,8 @@ __all__ = [
     "SpTokenizer",
     "TTAEncoder",
     "TalkingHeadsAttention",
+    "Transformer",
+    "TransformerConfig",
     "TokenCrossEntropy",
     "Tokenizer",
     "TransformerModel",

@@ -2,9 +2,9 @@
 are stored the same way) onto this library's variables.
 
 Keys are Keras variable paths (`{layer}` stands for the block index); values
-are the checkpoint names, or `None` for variables a BERT checkpoint does not
-have and that keep their initial value (talking-heads mixing starts as the
-identity, so the model computes exactly BERT). Kernels are stored as
+are the checkpoint names. Weights no checkpoint holds (talking-heads mixing,
+KERPLE's parameters) are declared by their layers and keep their initial
+values, so the table has no rows for them. Kernels are stored as
 `(in, out)`, as Keras keeps them, except the next-sentence weights.
 Google's release always ties the masked-LM decoder to the token embedding,
 so an untied `MLM-Decoder` has no name here: a model built with
@@ -31,10 +31,6 @@ TABLE = {
     "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}/attention/self/value/bias"),
     "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}/attention/output/dense/kernel"),
     "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}/attention/output/dense/bias"),
-    "Position-Bias/r1": None,
-    "Position-Bias/r2": None,
-    "Transformer-{layer}-MultiHeadSelfAttention/pre_softmax_kernel": None,
-    "Transformer-{layer}-MultiHeadSelfAttention/post_softmax_kernel": None,
     "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}/attention/output/LayerNorm/gamma"),
     "Transformer-{layer}-MultiHeadSelfAttention-Norm/beta": Source(f"{_LAYER}/attention/output/LayerNorm/beta"),
     "Transformer-{layer}-FeedForward/intermediate_dense/kernel": Source(f"{_LAYER}/intermediate/dense/kernel"),

@@ -6,7 +6,8 @@ list the accepted checkpoint names, tried in order, each also with the
 `bert.` and `roberta.` prefixes of the task models (`BertForPreTraining`,
 `RobertaForMaskedLM`) and with the older `LayerNorm.gamma`/`.beta`
 spellings. `torch.nn.Linear` stores kernels as `(out, in)`, hence the
-transposes. `None` marks variables a BERT checkpoint does not have.
+transposes. Weights no checkpoint holds are declared by their layers
+(`checkpoint_free_weights`), not listed here.
 """
 
 from keras_attn.checkpoints.porting import Source
@@ -27,10 +28,6 @@ TABLE = {
     "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}.attention.self.value.bias"),
     "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}.attention.output.dense.weight", transpose=True),
     "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}.attention.output.dense.bias"),
-    "Position-Bias/r1": None,
-    "Position-Bias/r2": None,
-    "Transformer-{layer}-MultiHeadSelfAttention/pre_softmax_kernel": None,
-    "Transformer-{layer}-MultiHeadSelfAttention/post_softmax_kernel": None,
     "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}.attention.output.LayerNorm.weight"),
     "Transformer-{layer}-MultiHeadSelfAttention-Norm/beta": Source(f"{_LAYER}.attention.output.LayerNorm.bias"),
     "Transformer-{layer}-FeedForward/intermediate_dense/kernel": Source(f"{_LAYER}.intermediate.dense.weight", transpose=True),

@@ -35,6 +35,21 @@ class Source:
         return f"Source{self.names + (('transpose',) if self.transpose else ())}"
 
 
+def checkpoint_free_paths(model):
+    """The paths of the variables no pretrained checkpoint holds.
+
+    A layer declares them by name in a `checkpoint_free_weights` class
+    attribute (e.g. `TalkingHeadsAttention`'s `("pre_softmax_kernel",
+    "post_softmax_kernel")`, `KerpleBias`'s `("r1", "r2")`); a variable's
+    path is its layer's path and its name, `layer/name`.
+    """
+    paths = set()
+    for layer in model._flatten_layers(include_self=False):
+        for name in getattr(layer, "checkpoint_free_weights", ()):
+            paths.add(f"{layer.path}/{name}")
+    return paths
+
+
 def _compile(table):
     compiled = []
     for template, source in table.items():
@@ -44,11 +59,12 @@ def _compile(table):
 
 
 def _lookup(compiled, path):
+    """The `Source` of variable `path` and its block index, or `(None, None)`."""
     for pattern, source in compiled:
         match = pattern.match(path)
         if match:
-            return True, source, match.groupdict().get("layer")
-    return False, None, None
+            return source, match.groupdict().get("layer")
+    return None, None
 
 
 def port_weights(model, reader, name_table, keep_tokens=None):
@@ -64,7 +80,7 @@ def port_weights(model, reader, name_table, keep_tokens=None):
         name_table: a format's name-table module (`google_bert`,
             `huggingface_bert`), which defines
             - `TABLE`: dict of Keras variable path (with `{layer}`) ->
-              `Source`, or `None` for variables that keep their initial value;
+              `Source`;
             - `candidates(name)`: every stored spelling of a name;
             - `IGNORED`: substrings of checkpoint names that are never model
               variables (optimizer slots, buffers), left out of the list of
@@ -82,6 +98,9 @@ def port_weights(model, reader, name_table, keep_tokens=None):
             disagrees (name, expected, found), every model variable the table
             does not cover, and the checkpoint's unused names.
 
+    Variables a layer declares checkpoint-free (see `checkpoint_free_paths`)
+    are not looked up and keep their values.
+
     Warns:
         UnusedWeightsWarning: after a complete load, listing the checkpoint
             names no variable took (layers beyond the config's, a position
@@ -93,17 +112,18 @@ def port_weights(model, reader, name_table, keep_tokens=None):
     ignored, duplicates = name_table.IGNORED, name_table.DUPLICATES
     compiled = _compile(table)
     stored = set(reader.names())
+    checkpoint_free = checkpoint_free_paths(model)
     plan, missing, mismatched, unmapped, used = [], [], [], [], set()
     # The other accepted names of loaded variables (a stale `cls.predictions.bias`
     # beside the decoder bias the logits use): never reported as unused.
     alternatives = set()
     for variable in model.weights:
         path = variable.path
-        known, source, layer = _lookup(compiled, path)
-        if not known:
-            unmapped.append(path)
+        if path in checkpoint_free:
             continue
+        source, layer = _lookup(compiled, path)
         if source is None:
+            unmapped.append(path)
             continue
         names = [name.format(layer=layer) for name in source.names]
         found = next(
@@ -205,7 +225,7 @@ def _reportable(unused, reader, table, candidates, duplicates, model_paths):
     heads = {
         candidate
         for path, source in table.items()
-        if source is not None and path.startswith(absent)
+        if path.startswith(absent)
         for name in source.names
         for candidate in candidates(name)
     }

@@ -41,6 +41,8 @@ class KerpleBias(RelativePositionBias):
     Returns the bias, `(1, heads, query_length, key_length)`, float32.
     """
 
+    checkpoint_free_weights = ("r1", "r2")
+
     def __init__(self, heads, form="log", **kwargs):
         super().__init__(**kwargs)
         if form not in KERPLE_FORMS:

@@ -60,6 +60,8 @@ class TalkingHeadsAttention(MultiHeadAttention):
     (2, 10, 64)
     """
 
+    checkpoint_free_weights = ("pre_softmax_kernel", "post_softmax_kernel")
+
     def __init__(
         self,
         heads,

@@ -1,18 +1,32 @@
-"""The model builder and its variants."""
+"""The model builder and its variants.
 
-from keras_attn.models.bert import Bert
-from keras_attn.models.builder import build_transformer_model
-from keras_attn.models.input_contract import InputContract
-from keras_attn.models.input_contract import InputError
-from keras_attn.checkpoints.loading import load_checkpoint
-from keras_attn.models.builder import register_variant
-from keras_attn.models.layout_map import get_layout_map
-from keras_attn.models.roberta import Roberta
-from keras_attn.models.roberta_plus import RobertaPlus
-from keras_attn.models.talking_heads import TalkingHeadsBert
+Importing this package registers every built-in variant: each variant module
+below registers itself with `register_variant` when imported.
+"""
+
+from keras_attn.models.registry import VARIANTS
+from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.transformer_config import load_config
 from keras_attn.models.transformer_model import TransformerModel
+from keras_attn.models.input_contract import InputContract
+from keras_attn.models.input_contract import InputError
+from keras_attn.models.layout_map import get_layout_map
+from keras_attn.models.builder import build_transformer_model
+from keras_attn.checkpoints.loading import load_checkpoint
+
+# The built-in variants, registered on import.
+from keras_attn.models.bert import Bert
+from keras_attn.models.roberta import Roberta
+from keras_attn.models.roberta_plus import RobertaPlus
+from keras_attn.models.talking_heads import TalkingHeadsBert
 from keras_attn.models.tta import Tta
+from keras_attn.models.sinusoidal import SinusoidalBert
+from keras_attn.models.roformer import Roformer
+from keras_attn.models.alibi import Alibi
+from keras_attn.models.kerple import KerpleLog
+from keras_attn.models.kerple import KerplePower
+from keras_attn.models.sandwich import Sandwich
+from keras_attn.models.xpos import Xpos
 from keras_attn.models.tta_encoder import TTAEncoder

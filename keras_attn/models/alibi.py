@@ -2,8 +2,10 @@
 
 from keras_attn import layers
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("alibi")
 class Alibi(Bert):
     """No position embeddings; every layer adds ALiBi's linear distance
     penalties (Press et al., 2022, https://arxiv.org/abs/2108.12409):

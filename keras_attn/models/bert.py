@@ -1,8 +1,10 @@
 """BERT (Devlin et al., 2019)."""
 
 from keras_attn.models.transformer import Transformer
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("bert")
 class Bert(Transformer):
     """BERT: learned absolute positions, multi-head attention, post-LN blocks.
 

@@ -3,49 +3,15 @@
 import os
 
 from keras_attn.checkpoints.loading import load_checkpoint
-from keras_attn.models.alibi import Alibi
-from keras_attn.models.bert import Bert
-from keras_attn.models.kerple import KerpleLog
-from keras_attn.models.kerple import KerplePower
-from keras_attn.models.roberta import Roberta
-from keras_attn.models.roberta_plus import RobertaPlus
-from keras_attn.models.roformer import Roformer
-from keras_attn.models.sandwich import Sandwich
-from keras_attn.models.sinusoidal import SinusoidalBert
-from keras_attn.models.talking_heads import TalkingHeadsBert
-from keras_attn.models.tta import Tta
-from keras_attn.models.xpos import Xpos
+from keras_attn.models.registry import VARIANTS
 from keras_attn.models.transformer_config import load_config
-
-VARIANTS = {
-    "bert": Bert,
-    "roberta": Roberta,
-    "roberta+": RobertaPlus,
-    "talking_heads": TalkingHeadsBert,
-    "tta": Tta,
-    "sinusoidal": SinusoidalBert,
-    "roformer": Roformer,
-    "alibi": Alibi,
-    "kerple_log": KerpleLog,
-    "kerple_power": KerplePower,
-    "sandwich": Sandwich,
-    "xpos": Xpos,
-}
-
-
-def register_variant(name, variant_class):
-    """Makes `variant=name` build `variant_class` (a `Transformer` subclass).
-    A subclass of `Roberta` reads RoBERTa checkpoints, any other one BERT
-    checkpoints (see `select_variant`)."""
-    VARIANTS[name] = variant_class
-    return variant_class
 
 
 def variant_family(variant):
-    """The checkpoint family a registered variant reads: `"roberta"` for
-    `Roberta` and its subclasses (positions offset past the padding row),
-    else `"bert"`."""
-    return "roberta" if issubclass(VARIANTS[variant], Roberta) else "bert"
+    """The checkpoint family a registered variant reads: its class's
+    `checkpoint_family` (`"roberta"` for `Roberta` and its subclasses,
+    whose positions are offset past the padding row, else `"bert"`)."""
+    return VARIANTS[variant].checkpoint_family
 
 
 def select_variant(config, variant=None):
@@ -53,7 +19,8 @@ def select_variant(config, variant=None):
 
     | config says (`checkpoint_family`)        | `variant=None` gives | variants accepted                     |
     |------------------------------------------|----------------------|---------------------------------------|
-    | `"roberta"` (HF `model_type` roberta,    | `"roberta"`          | `"roberta"` and `Roberta` subclasses  |
+    | `"roberta"` (HF `model_type` roberta,    | `"roberta"`          | `"roberta"` and variants whose        |
+    |                                          |                      | `checkpoint_family` is `"roberta"`    |
     | xlm-roberta, camembert)                  |                      |                                       |
     | `"bert"` (HF `model_type` bert, any      | `"roberta+"` with    | every other variant: `"bert"`,        |
     | Google `bert_config.json`)               | `attention_key_size` | `"roberta+"`, `"talking_heads"`,      |
@@ -122,11 +89,13 @@ def build_transformer_model(
             `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
             `"sinusoidal"`, `"roformer"`, `"alibi"`, `"kerple_log"`,
             `"kerple_power"`, `"sandwich"`, `"xpos"`, or a name given to
-            `register_variant`. A variant that contradicts the config's
-            family is an error; `select_variant` has the table.
+            `keras_attn.register_variant` (see `keras_attn.Transformer` for
+            writing one). A variant that contradicts the config's family is
+            an error; `select_variant` has the table.
         application: `"encoder"` (sequence output), `"mlm"`, `"lm"` or
             `"unilm"` (masked-LM logits under a bidirectional, causal or
-            seq2seq mask).
+            seq2seq mask); one the variant's `applications` lists (`"tta"`
+            builds `"encoder"` and `"mlm"`, `"xpos"` only `"lm"`).
         with_pool: add the pooler (`pooled_output`): `True` for BERT's `tanh`
             dense layer, or a Keras activation name for another.
         with_nsp: add the next-sentence head (`nsp_logits`; implies the pooler).

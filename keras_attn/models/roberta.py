@@ -2,8 +2,10 @@
 
 from keras_attn import layers
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("roberta")
 class Roberta(Bert):
     """RoBERTa: BERT whose position table starts after the padding row.
 
@@ -14,6 +16,8 @@ class Roberta(Bert):
     position table has `max_length + pad_token_id + 1` rows, 514 for 512
     tokens). A config with `type_vocab_size: 1` has no segment input.
     """
+
+    checkpoint_family = "roberta"
 
     def make_position_embedding(self):
         return layers.PositionEmbedding(

@@ -1,8 +1,10 @@
 """RoBERTa+: BERT-format checkpoints with a wide key_size and factorised embeddings."""
 
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("roberta+")
 class RobertaPlus(Bert):
     """RoBERTa+: BERT with decoupled `attention_key_size` and ALBERT-style
     factorised embeddings.

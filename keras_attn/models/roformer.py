@@ -1,8 +1,10 @@
 """RoFormer: rotary position embeddings instead of absolute positions."""
 
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("roformer")
 class Roformer(Bert):
     """BERT with rotary position embeddings (Su et al., 2021, "RoFormer",
     https://arxiv.org/abs/2104.09864) on queries and keys, and no absolute

@@ -2,8 +2,10 @@
 
 from keras_attn import layers
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("sandwich")
 class Sandwich(Bert):
     """No position embeddings; every layer adds `p_i . p_j` of sinusoidal
     positions of the head size's width (Chi et al., 2023,

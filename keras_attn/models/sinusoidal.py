@@ -2,8 +2,10 @@
 
 from keras_attn import layers
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("sinusoidal")
 class SinusoidalBert(Bert):
     """BERT whose absolute positions are the fixed sinusoids of Vaswani et al.
     (2017), https://arxiv.org/abs/1706.03762, instead of a learned table: no

@@ -2,8 +2,10 @@
 
 from keras_attn import layers
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("talking_heads")
 class TalkingHeadsBert(Bert):
     """BERT whose self-attention is `keras_attn.TalkingHeadsAttention`.
 

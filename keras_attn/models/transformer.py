@@ -23,11 +23,52 @@ class Transformer:
     A template method, as in bert4keras: `build()` creates the inputs, then
     calls `apply_embeddings`, `apply_main_layer` once per layer and
     `apply_final_layers`. The attention mask and any position bias are
-    computed once and passed to every layer. A variant subclasses this and
-    overrides only what differs: `attention_layer` and `position_encoding`
-    (the attention), `make_position_embedding` / `make_position_bias` (the
-    position encoding) or `mask_diagonal` / `apply_attention` (what attention
-    may see), nothing else.
+    computed once and passed to every layer.
+
+    A variant is a subclass registered with `keras_attn.register_variant`
+    that says what differs, and nothing else:
+
+    - the attention: `attention_layer` (a `keras_attn.MultiHeadAttention`
+      subclass) and `position_encoding` (`None`, `"rotary"` or `"xpos"`,
+      applied inside it);
+    - the position encoding: `make_position_embedding()` (an absolute
+      position layer named `Embedding-Position`, or `None`) and
+      `make_position_bias()` (a layer named `Position-Bias` returning an
+      additive `(1, heads, q, k)` bias shared by every block, or `None`);
+    - the mask: `mask_diagonal` (a query never sees its own key) or
+      `apply_attention` (what the queries attend to);
+    - what it supports: `applications` (the `application=` values it builds;
+      any other is a `ValueError` naming them) and `checkpoint_family`
+      (`"bert"`, or `"roberta"` for RoBERTa's offset position table), which
+      decides the checkpoints `build_transformer_model` lets it read.
+
+    Weights that no pretrained checkpoint holds are declared by their layer
+    (`checkpoint_free_weights`) and keep their initial values when a
+    checkpoint is loaded; any other weight must be found in the checkpoint.
+
+    Example, a variant in one short file:
+
+    ```python
+    import keras_attn
+
+    @keras_attn.register_variant("alibi_rotary")
+    class AlibiRotary(keras_attn.Transformer):
+        # ALiBi biases and rotary queries/keys, no absolute positions.
+
+        position_encoding = "rotary"
+
+        def make_position_embedding(self):
+            return None
+
+        def make_position_bias(self):
+            return keras_attn.layers.ALiBiBias(
+                self.config.num_heads, causal=self.causal, name="Position-Bias"
+            )
+
+    model = keras_attn.build_transformer_model(
+        "bert_config.json", "bert_model.ckpt", variant="alibi_rotary"
+    )
+    ```
 
     Layer names are stable, since users pick layers by name and checkpoints
     are mapped onto them: `Embedding-Token`, `Embedding-Segment`,
@@ -37,16 +78,20 @@ class Transformer:
     `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Bias`.
 
     Args:
-        config: a `TransformerConfig`.
+        config: a `keras_attn.TransformerConfig`.
         application: `"encoder"` (sequence output), `"mlm"` (tied-embedding
             masked-LM logits), `"lm"` (the same head under a causal mask) or
-            `"unilm"` (the same head under the seq2seq mask of segment ids).
+            `"unilm"` (the same head under the seq2seq mask of segment ids);
+            one of the variant's `applications`.
         with_pool: add BERT's pooler, a dense layer on the first token:
             `True` for BERT's `tanh`, or the name of another Keras
             activation (`"linear"`, as bert4keras allows).
         with_nsp: add the next-sentence head (implies `with_pool`).
         padding_mask_input: take an explicit `padding_mask` input instead of
             deriving padding from `config.pad_token_id`.
+
+    Raises:
+        ValueError: an `application` the variant does not support.
     """
 
     attention_layer = layers.MultiHeadAttention
@@ -54,6 +99,11 @@ class Transformer:
     position_encoding = None
     # Whether a query may not see its own key (T-TA).
     mask_diagonal = False
+    # The `application=` values this variant builds.
+    applications = tuple(APPLICATIONS)
+    # How its checkpoints store positions: "bert", or "roberta" (offset past
+    # the padding row).
+    checkpoint_family = "bert"
 
     def __init__(
         self,
@@ -63,10 +113,10 @@ class Transformer:
         with_nsp=False,
         padding_mask_input=False,
     ):
-        if application not in APPLICATIONS:
+        if application not in self.applications:
             raise ValueError(
-                f"`application` must be one of {sorted(APPLICATIONS)}; "
-                f"received {application!r}."
+                f"{type(self).__name__} builds `application` in "
+                f"{list(self.applications)}; received {application!r}."
             )
         self.config = config
         self.application = application

@@ -3,8 +3,10 @@
 from keras import ops
 
 from keras_attn.models.bert import Bert
+from keras_attn.models.registry import register_variant
 
 
+@register_variant("tta")
 class Tta(Bert):
     """T-TA (Shin, Lee, Jung, 2020, "Fast and Accurate Deep Bidirectional
     Language Representations for Unsupervised Learning",
@@ -30,19 +32,17 @@ class Tta(Bert):
     Config: `mask_token_id` is required. T-TA has no segment embeddings.
     """
 
-    def __init__(self, config, application="mlm", **kwargs):
+    # Every query is one pass over the other tokens: no causal or seq2seq form.
+    applications = ("encoder", "mlm")
+
+    def __init__(self, config, **kwargs):
         if config.mask_token_id is None:
             raise ValueError(
                 "variant='tta' needs `mask_token_id` (the [MASK] id) in the "
                 "config or as an override."
             )
-        if application not in ("mlm", "encoder"):
-            raise ValueError(
-                f"variant='tta' supports application='mlm' or 'encoder'; "
-                f"received {application!r}."
-            )
         config = config.replace(segment_vocab_size=0)
-        super().__init__(config, application=application, **kwargs)
+        super().__init__(config, **kwargs)
         self.mask_diagonal = config.tta_diagonal_mask
 
     def apply_embeddings(self, inputs):

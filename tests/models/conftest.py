@@ -109,6 +109,13 @@ def google_config(hf_config_path, path, **extra):
 
 
 @pytest.fixture(scope="session")
+def tf_checkpoint_writer():
+    """`write_tf_checkpoint(prefix, arrays)`, for tests that write their own
+    (broken, partial) TensorFlow checkpoints."""
+    return write_tf_checkpoint
+
+
+@pytest.fixture(scope="session")
 def tf_bert_checkpoint(hf_bert_dir, tmp_path_factory):
     """The weights of `hf_bert_dir` as Google's `bert_config.json` +
     `bert_model.ckpt`, with a `global_step` as real checkpoints have."""

@@ -7,7 +7,6 @@ import pytest
 
 import keras_attn
 from tests.harness import to_numpy
-from tests.models.conftest import write_tf_checkpoint
 
 TOLERANCE = 1e-4
 
@@ -138,6 +137,48 @@ def test_talking_heads_variant_loads_bert_and_starts_as_bert(hf_bert_dir):
     assert np.abs(to_numpy(talking(inputs)) - to_numpy(bert(inputs))).max() > 1e-3
 
 
+def test_kerple_loads_bert_and_keeps_its_declared_weights_initial(hf_bert_dir, tf_bert_checkpoint):
+    """KERPLE's r1/r2 are declared checkpoint-free by `KerpleBias`: loading a
+    BERT checkpoint leaves them as built and fills every other weight."""
+    config, prefix, _ = tf_bert_checkpoint
+    bert = {w.path: to_numpy(w) for w in keras_attn.build_transformer_model(config, prefix).weights}
+    fresh = keras_attn.build_transformer_model(config, variant="kerple_log")
+    initial = {w.path: to_numpy(w) for w in fresh.get_layer("Position-Bias").weights}
+    assert sorted(initial) == ["Position-Bias/r1", "Position-Bias/r2"]
+    for source in (prefix, hf_bert_dir):
+        # The variant has no position table: BERT's is reported unused.
+        with pytest.warns(keras_attn.UnusedWeightsWarning, match="position_embeddings"):
+            kerple = keras_attn.build_transformer_model(config, source, variant="kerple_log")
+        for weight in kerple.weights:
+            if weight.path in initial:
+                np.testing.assert_array_equal(to_numpy(weight), initial[weight.path])
+            else:
+                np.testing.assert_allclose(to_numpy(weight), bert[weight.path], err_msg=weight.path)
+
+
+def test_an_undeclared_weight_no_table_names_is_an_error(tf_bert_checkpoint):
+    """The same KERPLE bias without its declaration: r1/r2 are then weights
+    the checkpoint format has no name for, and nothing is loaded."""
+    config, prefix, _ = tf_bert_checkpoint
+
+    class UndeclaredKerpleBias(keras_attn.layers.KerpleBias):
+        checkpoint_free_weights = ()
+
+    @keras_attn.register_variant("test_undeclared_kerple")
+    class UndeclaredKerple(keras_attn.Transformer):
+        def make_position_embedding(self):
+            return None
+
+        def make_position_bias(self):
+            return UndeclaredKerpleBias(self.config.num_heads, name="Position-Bias")
+
+    with pytest.raises(keras_attn.CheckpointError) as raised:
+        keras_attn.build_transformer_model(config, prefix, variant="test_undeclared_kerple")
+    message = str(raised.value)
+    assert "has no name for (2)" in message
+    assert "Position-Bias/r1" in message and "Position-Bias/r2" in message
+
+
 # RoBERTa+ against a numpy forward pass ------------------------------------------
 
 ROBERTA_PLUS = dict(
@@ -249,10 +290,10 @@ def numpy_roberta_plus(arrays, tokens, segments, pad_id=0):
 
 
 @pytest.fixture(scope="module")
-def roberta_plus_checkpoint(tmp_path_factory):
+def roberta_plus_checkpoint(tmp_path_factory, tf_checkpoint_writer):
     directory = tmp_path_factory.mktemp("roberta_plus")
     arrays = roberta_plus_arrays()
-    prefix = write_tf_checkpoint(str(directory / "bert_model.ckpt"), arrays)
+    prefix = tf_checkpoint_writer(str(directory / "bert_model.ckpt"), arrays)
     config = str(directory / "bert_config.json")
     with open(config, "w") as file:
         json.dump(ROBERTA_PLUS, file)
@@ -424,13 +465,13 @@ def test_unknown_variant_and_application_are_errors(hf_bert_dir):
         keras_attn.build_transformer_model(hf_bert_dir, application="seq2seq")
 
 
-def test_missing_variables_are_listed_and_nothing_is_loaded(tf_bert_checkpoint, tmp_path):
+def test_missing_variables_are_listed_and_nothing_is_loaded(tf_bert_checkpoint, tf_checkpoint_writer, tmp_path):
     config, _, arrays = tf_bert_checkpoint
     broken = {k: v for k, v in arrays.items() if "layer_1/attention/self/key" not in k}
     broken["bert/encoder/layer_1/attention/self/kee/kernel"] = arrays[
         "bert/encoder/layer_1/attention/self/key/kernel"
     ]
-    prefix = write_tf_checkpoint(str(tmp_path / "broken.ckpt"), broken)
+    prefix = tf_checkpoint_writer(str(tmp_path / "broken.ckpt"), broken)
     model = keras_attn.build_transformer_model(config)
     before = [to_numpy(w).copy() for w in model.weights]
     with pytest.raises(ValueError) as raised:

@@ -1,0 +1,80 @@
+"""The variant registry: the names `build_transformer_model(variant=...)`
+accepts, each bound to a `Transformer` subclass.
+
+Every built-in variant module registers itself with `@register_variant`, and
+`keras_attn.models` imports them all, so the registry is complete as soon as
+`keras_attn` is imported.
+"""
+
+from keras_attn.models.transformer import APPLICATIONS
+from keras_attn.models.transformer import Transformer
+from keras_attn.models.transformer_config import MODEL_TYPES
+
+# Variant name -> `Transformer` subclass, in registration order.
+VARIANTS = {}
+
+
+def register_variant(name, variant_class=None):
+    """Makes `build_transformer_model(variant=name)` build `variant_class`.
+
+    Use it as a class decorator, `@register_variant("my_bert")`, or call it
+    as `register_variant("my_bert", MyBert)`; either returns the class. The
+    class's `checkpoint_family` (`"bert"` unless it says `"roberta"`) decides
+    which checkpoints it reads, its `applications` which `application=` it
+    builds.
+
+    Args:
+        name: the `variant=` name, a non-empty string.
+        variant_class: a subclass of `keras_attn.Transformer`; omitted, a
+            decorator is returned.
+
+    Returns:
+        `variant_class`, or a decorator registering and returning a class.
+
+    Raises:
+        ValueError: `name` is not a non-empty string, or is already taken by
+            a different class (redefining the same class, e.g. re-running a
+            notebook cell, replaces it).
+        TypeError: `variant_class` is not a `Transformer` subclass, or its
+            `applications` or `checkpoint_family` are not ones the builder
+            knows.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"register_variant: `name` must be a non-empty string; received {name!r}.")
+
+    def register(variant_class):
+        if not (isinstance(variant_class, type) and issubclass(variant_class, Transformer)):
+            raise TypeError(
+                f"register_variant({name!r}): the variant must be a subclass of "
+                f"keras_attn.Transformer; received {variant_class!r}."
+            )
+        families = sorted(set(MODEL_TYPES.values()))
+        if variant_class.checkpoint_family not in families:
+            raise TypeError(
+                f"register_variant({name!r}): {variant_class.__name__}.checkpoint_family "
+                f"must be one of {families}; it is {variant_class.checkpoint_family!r}."
+            )
+        unknown = [a for a in variant_class.applications if a not in APPLICATIONS]
+        if not variant_class.applications or unknown:
+            raise TypeError(
+                f"register_variant({name!r}): {variant_class.__name__}.applications "
+                f"must be a non-empty tuple of {sorted(APPLICATIONS)}; it is "
+                f"{variant_class.applications!r}."
+            )
+        known = VARIANTS.get(name)
+        if known is not None and _qualified_name(known) != _qualified_name(variant_class):
+            raise ValueError(
+                f"register_variant: variant {name!r} is already registered to "
+                f"{_qualified_name(known)}; choose another name for "
+                f"{_qualified_name(variant_class)}."
+            )
+        VARIANTS[name] = variant_class
+        return variant_class
+
+    if variant_class is None:
+        return register
+    return register(variant_class)
+
+
+def _qualified_name(cls):
+    return f"{cls.__module__}.{cls.__qualname__}"
