@@ -138,6 +138,13 @@ def test_a_variant_written_by_a_user_builds_and_trains():
     """The `keras_attn.Transformer` docstring's example: ALiBi + rotary in one
     short class, registered and built by name."""
 
+    try:
+        check_user_variant()
+    finally:
+        VARIANTS.pop("test_alibi_rotary", None)
+
+
+def check_user_variant():
     @keras_attn.register_variant("test_alibi_rotary")
     class AlibiRotary(keras_attn.Transformer):
         position_encoding = "rotary"
