@@ -184,12 +184,19 @@ def transformers_eager():
 
 
 def versions():
+    from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version
 
     names = ["keras", "keras-hub", {"jax": "jax", "tensorflow": "tensorflow", "torch": "torch"}[BACKEND]]
     if BACKEND == "torch":
         names.append("transformers")
-    return {name: version(name) for name in names} | {"keras_attn": keras_attn.__version__}
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:  # keras-hub is needed only by this script's peers
+            found[name] = None
+    return found | {"keras_attn": keras_attn.__version__}
 
 
 def write_result(result, output, filename):
