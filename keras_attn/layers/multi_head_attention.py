@@ -32,10 +32,12 @@ def split_heads(projected, size):
     return ops.reshape(projected, (shape[0], shape[1], -1, size))
 
 
-def merge_heads(attended):
-    """`(batch, length, heads, size)` -> `(batch, length, heads * size)`."""
+def merge_heads(attended, width):
+    """`(batch, length, heads, size)` -> `(batch, length, width)`, where
+    `width = heads * size` is passed statically (a traced kernel may not
+    know it)."""
     shape = ops.shape(attended)
-    return ops.reshape(attended, (shape[0], shape[1], attended.shape[2] * attended.shape[3]))
+    return ops.reshape(attended, (shape[0], shape[1], width))
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -371,7 +373,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 query_heads, key_heads, value_heads, mask, attention_bias,
                 training, return_attention_scores,
             )
-        output = self.output_dense(merge_heads(attended))
+        output = self.output_dense(merge_heads(attended, self.value_dense.units))
         if return_attention_scores:
             return output, scores
         return output
