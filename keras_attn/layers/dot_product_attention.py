@@ -134,7 +134,7 @@ class DotProductAttention:
         broadcastable to the same shape.
         """
         if self.log_n_train_length is not None:
-            query = query * self.log_n_factor(mask, ops.shape(key)[1], query.dtype)
+            query = ops.multiply(query, self.log_n_factor(mask, ops.shape(key)[1], query.dtype))
         if self.uses_fused_path(query.dtype, training, return_scores):
             return self._fused(query, key, value, mask, bias), None
         attended, probabilities = self._einsum(query, key, value, mask, bias, training)
@@ -186,7 +186,7 @@ class DotProductAttention:
         return ops.where(rows_with_any_key, attended, ops.zeros_like(attended))
 
     def _einsum(self, query, key, value, mask, bias, training):
-        query = query * ops.cast(self.scale, query.dtype)
+        query = ops.multiply(query, ops.cast(self.scale, query.dtype))
         logits = ops.cast(ops.einsum("btnh,bsnh->bnts", query, key), "float32")
         if self.mix_logits is not None:
             logits = self.mix_logits(logits)
