@@ -204,20 +204,20 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 f"`attention_dropout` must be in [0, 1); received {attention_dropout!r}."
             )
-        self.heads = heads
-        self.head_size = head_size
+        # Shapes of the projections.
+        self.heads, self.head_size, self.out_dim = heads, head_size, out_dim
         self.key_size = key_size or head_size
-        self.out_dim = out_dim
         self.use_bias = use_bias
-        self.attention_dropout = attention_dropout
-        self.attention_scale = attention_scale
+        # The kernel's options.
+        self.attention_dropout, self.attention_scale = attention_dropout, attention_scale
         self.fused_attention = fused_attention
+        self.log_n_train_length = log_n_train_length
+        # Which keys each query sees, and where it sits.
         self.attention_window = attention_window
         self.blockwise_attention = blockwise_attention
         self.position_encoding = position_encoding
         self.rotary_max_wavelength = rotary_max_wavelength
         self.xpos_scale_base = xpos_scale_base
-        self.log_n_train_length = log_n_train_length
         self._rotary = None
         if position_encoding is not None:
             self._rotary = RotaryEmbedding(

@@ -62,10 +62,10 @@ class TalkingHeadsAttention(MultiHeadAttention):
 
     Example:
 
-    >>> layer = keras_attn.TalkingHeadsAttention(heads=8, head_size=8)
-    >>> x = np.random.rand(2, 10, 64).astype("float32")
-    >>> layer(x).shape
-    (2, 10, 64)
+    >>> layer = keras_attn.TalkingHeadsAttention(heads=8, head_size=4, key_heads=4)
+    >>> x = np.random.rand(2, 10, 32).astype("float32")
+    >>> layer(x, use_causal_mask=True).shape
+    (2, 10, 32)
     """
 
     def __init__(
