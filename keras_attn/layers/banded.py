@@ -15,9 +15,10 @@ chosen so that every key of the band lies in one of them:
 Query `i = c B + q` and the `K`-th key of its neighbourhood,
 `j = (c + o_min) B + K`, are `i - j = q - K - o_min B` apart whatever the
 block `c`, so the band inside a neighbourhood is one static `(B, n B)` matrix.
-Blocks are folded into the batch axis, so any attention kernel that works on
-`(batch, length, heads, size)` tensors (the einsum path, the fused
-`dot_product_attention` path, talking heads' mixing) runs on them unchanged.
+Blocks are folded into the batch axis, so the attention kernel
+(`dot_product_attention.DotProductAttention`, passed to `attend` as a
+callable), which works on `(batch, length, heads, size)` tensors, runs on them
+unchanged: its fused and einsum paths, log-n scaling and talking heads' mixing.
 Memory and time are linear in the sequence length: `length x n B` scores.
 
 Keys beyond either end of the sequence (padding to whole blocks) are masked,
@@ -38,6 +39,65 @@ def band_layout(window, causal, blockwise=False):
     if causal or blockwise:
         return BandLayout(window, (-1, 0))
     return BandLayout(max(window // 2, 1), (-1, 0, 1))
+
+
+def layout_for_call(
+    window, blockwise, causal, query, key, attention_mask, attention_bias, return_scores
+):
+    """The `BandLayout` for a call of an attention layer with
+    `attention_window=window`, or None where the call must take the dense
+    masked path (which gives the same numbers).
+
+    Banding needs a window, self-attention lengths, masks that are per key
+    (padding) rather than per (query, key) pair, no `(query, key)` bias and
+    no returned score matrix; and it pays only when the sequence is longer
+    than the keys each query block would see. `query`, `key`: the layer's
+    `(batch, length, features)` inputs.
+    """
+    if window is None or attention_bias is not None or return_scores:
+        return None
+    if attention_mask is not None and not masking.is_key_mask(attention_mask):
+        return None
+    length = query.shape[1]
+    if query is not key and (length is None or length != key.shape[1]):
+        return None
+    layout = band_layout(window, causal, blockwise=blockwise and causal)
+    if length is not None and length <= keys_per_query(layout):
+        return None
+    return layout
+
+
+def attend(
+    kernel, layout, window, blockwise, causal, query, key, value,
+    attention_mask=None, query_mask=None, key_mask=None, training=None,
+):
+    """Attention within the window, computed on blocks by `kernel`.
+
+    `kernel(query, key, value, mask, bias, training)` is the attention kernel
+    (`DotProductAttention`); `query`, `key`, `value` are
+    `(batch, length, heads, size)` heads; `layout` comes from
+    `layout_for_call`. The masks are those of `masking.merge_attention_masks`
+    (`attention_mask` per key). Returns `(batch, length, heads, head_size)`.
+    """
+    blockwise = blockwise and causal
+    shape = ops.shape(query)
+    batch, length = shape[0], shape[1]
+    everything = ops.ones((batch, length), "bool")
+    # Merged by the one merging routine, then reduced to per-position vectors:
+    # per key for keys, per query for queries.
+    keys = masking.merge_attention_masks(attention_mask=attention_mask, key_mask=key_mask)
+    queries = masking.merge_attention_masks(query_mask=query_mask)
+    key_valid = everything if keys is None else ops.logical_and(everything, keys[:, 0, 0, :])
+    query_valid = (
+        everything if queries is None else ops.logical_and(everything, queries[:, 0, :, 0])
+    )
+    mask = blocked_mask(layout, window, causal, blockwise, query_valid, key_valid, length)
+    query_layout = BandLayout(layout.block_size, (0,))
+    query = fold_blocks(to_blocks(query, query_layout, length))
+    key = fold_blocks(to_blocks(key, layout, length))
+    value = fold_blocks(to_blocks(value, layout, length))
+    attended, _ = kernel(query, key, value, mask, None, training)
+    return unfold_blocks(attended, batch, length)
 
 
 def keys_per_query(layout):

@@ -1,35 +1,20 @@
-"""Mask merging and masked softmax: the one place where logits become probabilities.
+"""Boolean attention masks: building and merging them.
 
-Every attention layer in keras_attn turns scores into probabilities through
-`masked_softmax`, and every boolean mask (explicit, implicit Keras masks from
-`Embedding(mask_zero=True)`, causal) is merged by `merge_attention_masks`.
+Every boolean mask (explicit, implicit Keras masks from
+`Embedding(mask_zero=True)`, causal, local windows) is merged by
+`merge_attention_masks`, on the dense and the banded paths alike; the merged
+mask goes to the attention kernel (`dot_product_attention`), the one place
+where it meets the scores.
 
 Conventions used throughout:
 
 - A boolean mask is `True` where a query may attend to a key.
 - Masks are rank 4, broadcastable to `(batch, heads, query_length, key_length)`.
-- A query row whose keys are all masked attends to nothing: its probabilities
-  are all zero, so its attention result is exactly zero, never NaN and never
-  a uniform average.
+- A query row whose keys are all masked attends to nothing: the kernel gives
+  it a zero attention result, never NaN and never a uniform average.
 """
 
-import numpy as np
 from keras import ops
-
-
-def large_negative(dtype):
-    """A finite large negative number representable in `dtype`.
-
-    Used to fold a boolean mask into an additive bias. `-0.7 * max` rather
-    than the dtype's lowest value so that adding a bounded logit to it cannot
-    overflow to `-inf` (which would turn a fully masked row into NaN).
-    """
-    dtype = str(dtype).split(".")[-1]
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return float(-0.7 * float(ml_dtypes.finfo(ml_dtypes.bfloat16).max))
-    return float(-0.7 * np.finfo(np.dtype(dtype)).max)
 
 
 def to_rank4_mask(mask):
@@ -168,46 +153,3 @@ def merge_attention_masks(
             ),
         )
     return mask
-
-
-def masked_softmax(logits, mask=None, axis=-1):
-    """Softmax in float32 that gives exactly zero probability where masked.
-
-    `probabilities = softmax(where(mask, logits, large_negative)) * mask`.
-    The multiplication by the mask is exact for partially masked rows (the
-    masked terms underflow to 0 already) and turns fully masked rows, which
-    would otherwise be uniform, into rows of zeros.
-
-    Args:
-        logits: scores of any float dtype; cast to float32 before the
-            softmax so that float16 and bfloat16 cannot overflow.
-        mask: optional boolean tensor broadcastable to `logits`.
-        axis: the key axis.
-
-    Returns:
-        float32 probabilities with the shape of `logits`.
-    """
-    logits = ops.cast(logits, "float32")
-    if mask is None:
-        return ops.softmax(logits, axis=axis)
-    logits = ops.where(mask, logits, large_negative("float32"))
-    probabilities = ops.softmax(logits, axis=axis)
-    return probabilities * ops.cast(mask, "float32")
-
-
-def fold_mask_into_bias(mask, bias, dtype):
-    """Returns one additive bias equal to `bias` where `mask`, very negative
-    elsewhere, so that a fused kernel taking a single bias sees both."""
-    negative = ops.cast(large_negative(dtype), dtype)
-    if bias is None:
-        return ops.where(mask, ops.cast(0.0, dtype), negative)
-    return ops.where(mask, ops.cast(bias, dtype), negative)
-
-
-def rows_with_any_key(mask):
-    """`(batch, query_length, heads, 1)` booleans: does query row i keep any key?
-
-    Laid out to broadcast against attention results in the
-    `(batch, query_length, heads, head_size)` layout.
-    """
-    return ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]

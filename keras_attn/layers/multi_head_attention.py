@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_attn.layers import banded
 from keras_attn.layers import masking
+from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
@@ -25,13 +26,18 @@ def check_positive_integer(argument, value, optional=False):
         raise ValueError(f"`{argument}` must be {allowed}; received {value!r}.")
 
 
-def jax_runs_on_cpu():
-    """Whether the backend is JAX and its default device is a CPU."""
-    if keras.config.backend() != "jax":
-        return False
-    import jax
+def split_heads(projected, size):
+    """`(batch, length, heads * size)` -> `(batch, length, heads, size)`."""
+    shape = ops.shape(projected)
+    return ops.reshape(projected, (shape[0], shape[1], -1, size))
 
-    return jax.default_backend() == "cpu"
+
+def merge_heads(attended, width):
+    """`(batch, length, heads, size)` -> `(batch, length, width)`, where
+    `width = heads * size` is passed statically (a traced kernel may not
+    know it)."""
+    shape = ops.shape(attended)
+    return ops.reshape(attended, (shape[0], shape[1], width))
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -59,14 +65,21 @@ class MultiHeadAttention(keras.layers.Layer):
     kernel `d_in x heads*head_size`, output kernel `heads*head_size x out_dim`,
     each with a bias when `use_bias`.
 
-    Where possible the layer calls `keras.ops.dot_product_attention`, so JAX
-    and torch use their fused kernels: when `fused_attention` is on, attention
-    dropout is inactive, no scores are requested, the widths agree or the
-    backend accepts differing widths (JAX's fused kernel does not), and the
-    computation is not float16 on JAX's CPU backend (XLA's CPU backend lacks
-    the mixed-precision product that kernel asks for under jit). Otherwise
-    it takes an einsum path with the softmax in float32. Both paths give the
-    same numbers, including for fully masked rows.
+    The layer reads: project, rotate (`position_encoding`), attend, project
+    out. Attending is the kernel `keras_attn.layers.dot_product_attention.
+    DotProductAttention`, called on the whole score matrix or, with
+    `attention_window`, on blocks of it (`keras_attn.layers.banded`).
+
+    Where possible the kernel calls `keras.ops.dot_product_attention`, so
+    the backends use their fused kernels: whenever `fused_attention` is on,
+    attention dropout is inactive for the call (`training` falsy, or
+    `attention_dropout=0`), no scores are requested, and the computation is
+    not float16 on JAX's CPU backend (XLA's CPU backend lacks the
+    mixed-precision product that kernel asks for under jit). Decoupled widths
+    (`key_size != head_size`) are fused too: the narrower of the query/key
+    and value heads is zero-padded, which changes no dot product. Otherwise
+    the kernel takes an einsum path with the softmax in float32. Both paths
+    give the same numbers, including zero rows for fully masked queries.
 
     Args:
         heads: number of attention heads.
@@ -191,20 +204,20 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 f"`attention_dropout` must be in [0, 1); received {attention_dropout!r}."
             )
-        self.heads = heads
-        self.head_size = head_size
+        # Shapes of the projections.
+        self.heads, self.head_size, self.out_dim = heads, head_size, out_dim
         self.key_size = key_size or head_size
-        self.out_dim = out_dim
         self.use_bias = use_bias
-        self.attention_dropout = attention_dropout
-        self.attention_scale = attention_scale
+        # The kernel's options.
+        self.attention_dropout, self.attention_scale = attention_dropout, attention_scale
         self.fused_attention = fused_attention
+        self.log_n_train_length = log_n_train_length
+        # Which keys each query sees, and where it sits.
         self.attention_window = attention_window
         self.blockwise_attention = blockwise_attention
         self.position_encoding = position_encoding
         self.rotary_max_wavelength = rotary_max_wavelength
         self.xpos_scale_base = xpos_scale_base
-        self.log_n_train_length = log_n_train_length
         self._rotary = None
         if position_encoding is not None:
             self._rotary = RotaryEmbedding(
@@ -219,33 +232,32 @@ class MultiHeadAttention(keras.layers.Layer):
         self._dropout = keras.layers.Dropout(
             attention_dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
-
-    # Heads of the query/key and of the value projections. Talking-heads
-    # attention overrides these; plain multi-head attention uses `heads` for both.
-    @property
-    def key_heads(self):
-        return self.heads
-
-    @property
-    def value_heads(self):
-        return self.heads
+        self._kernel = DotProductAttention(
+            scale=1.0 / math.sqrt(self.key_size) if attention_scale else 1.0,
+            dropout=self._dropout,
+            fused=fused_attention,
+            log_n_train_length=log_n_train_length,
+        )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
+        self._build_projections(query_shape, value_shape, key_shape, self.heads, self.heads)
+
+    def _build_projections(self, query_shape, value_shape, key_shape, query_key_heads, value_heads):
+        """The four projections: `query_key_heads` heads of `key_size` for
+        queries and keys, `value_heads` heads of `head_size` for values."""
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
         self._check_input_shapes(query_shape, value_shape, key_shape)
-        out_dim = self.out_dim or query_shape[-1]
-        self.query_dense = make_dense(self, self.key_heads * self.key_size, "query_dense")
-        self.query_dense.build(query_shape)
-        self.key_dense = make_dense(self, self.key_heads * self.key_size, "key_dense")
-        self.key_dense.build(key_shape)
-        self.value_dense = make_dense(self, self.value_heads * self.head_size, "value_dense")
-        self.value_dense.build(value_shape)
-        self.output_dense = make_dense(self, out_dim, "output_dense")
-        self.output_dense.build(
-            tuple(query_shape[:-1]) + (self.value_heads * self.head_size,)
-        )
-        self.build_heads_mixing()
+        value_width = value_heads * self.head_size
+        for name, width, input_shape in (
+            ("query_dense", query_key_heads * self.key_size, query_shape),
+            ("key_dense", query_key_heads * self.key_size, key_shape),
+            ("value_dense", value_width, value_shape),
+            ("output_dense", self.out_dim or query_shape[-1], tuple(query_shape[:-1]) + (value_width,)),
+        ):
+            dense = make_dense(self, width, name)
+            dense.build(input_shape)
+            setattr(self, name, dense)
 
     def _check_input_shapes(self, query_shape, value_shape, key_shape, mask_shape=None):
         """Raises a ValueError naming the inputs whose statically known
@@ -303,13 +315,6 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"length {shapes['key'][1]}, {self.heads} heads)."
                 )
 
-    def build_heads_mixing(self):
-        """Hook for subclasses that add weights between the projections."""
-
-    @property
-    def scale(self):
-        return 1.0 / math.sqrt(self.key_size) if self.attention_scale else 1.0
-
     def call(
         self,
         query,
@@ -336,20 +341,21 @@ class MultiHeadAttention(keras.layers.Layer):
             if key_mask is None:
                 key_mask = value_mask
         self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
-        query_shape = ops.shape(query)
-        query_heads = self._split_heads(self.query_dense(query), self.key_heads)
-        key_heads = self._split_heads(self.key_dense(key), self.key_heads)
-        value_heads = self._split_heads(self.value_dense(value), self.value_heads)
+        query_heads = split_heads(self.query_dense(query), self.key_size)
+        key_heads = split_heads(self.key_dense(key), self.key_size)
+        value_heads = split_heads(self.value_dense(value), self.head_size)
         if self._rotary is not None:
             query_heads, key_heads = self._rotary(query_heads, key_heads)
 
-        layout = self._band_layout(
-            query, key, attention_mask, attention_bias, use_causal_mask, return_attention_scores
+        layout = banded.layout_for_call(
+            self.attention_window, self.blockwise_attention, use_causal_mask,
+            query, key, attention_mask, attention_bias, return_attention_scores,
         )
         if layout is not None:
-            attended = self._banded_attend(
-                query_heads, key_heads, value_heads, layout,
-                attention_mask, query_mask, key_mask, use_causal_mask, training,
+            attended = banded.attend(
+                self._kernel, layout, self.attention_window, self.blockwise_attention,
+                use_causal_mask, query_heads, key_heads, value_heads,
+                attention_mask, query_mask, key_mask, training,
             )
             scores = None
         else:
@@ -363,14 +369,11 @@ class MultiHeadAttention(keras.layers.Layer):
                 attention_window=self.attention_window,
                 blockwise=self.blockwise_attention,
             )
-            attended, scores = self._attend_heads(
+            attended, scores = self._kernel(
                 query_heads, key_heads, value_heads, mask, attention_bias,
                 training, return_attention_scores,
             )
-        attended = ops.reshape(
-            attended, (query_shape[0], query_shape[1], self.value_heads * self.head_size)
-        )
-        output = self.output_dense(attended)
+        output = self.output_dense(merge_heads(attended, self.value_dense.units))
         if return_attention_scores:
             return output, scores
         return output
@@ -397,144 +400,6 @@ class MultiHeadAttention(keras.layers.Layer):
                 "for bidirectional attention."
             )
 
-    def _attend_heads(self, query, key, value, mask, bias, training, return_attention_scores):
-        """Log-n scaling, then the fused or the einsum kernel, on
-        `(batch, length, heads, size)` heads; returns `(attended, scores)`."""
-        if self.log_n_train_length is not None:
-            query = query * self._log_n_factor(mask, ops.shape(key)[1])
-        if self._can_use_fused_path(training, return_attention_scores):
-            return self._fused_attend(query, key, value, mask, bias), None
-        return self.attend(query, key, value, mask, bias, training)
-
-    def _band_layout(
-        self, query, key, attention_mask, attention_bias, causal, return_attention_scores
-    ):
-        """The `banded.BandLayout` when the window can be computed blockwise,
-        else None (dense masked attention, same numbers).
-
-        Banding needs self-attention lengths, masks that are per key (padding)
-        rather than per (query, key) pair, no `(query, key)` bias and no
-        returned score matrix; and it pays only when the sequence is longer
-        than the keys each query block would see.
-        """
-        if self.attention_window is None or attention_bias is not None:
-            return None
-        if return_attention_scores:
-            return None
-        if attention_mask is not None and not masking.is_key_mask(attention_mask):
-            return None
-        length = query.shape[1]
-        if query is not key and (length is None or length != key.shape[1]):
-            return None
-        layout = banded.band_layout(
-            self.attention_window, causal, blockwise=self.blockwise_attention and causal
-        )
-        if length is not None and length <= banded.keys_per_query(layout):
-            return None
-        return layout
-
-    def _banded_attend(
-        self, query, key, value, layout, attention_mask, query_mask, key_mask, causal, training
-    ):
-        """Attention within the window, computed on blocks (see `banded`)."""
-        shape = ops.shape(query)
-        batch, length = shape[0], shape[1]
-        query_valid = key_valid = ops.ones((batch, length), "bool")
-        if attention_mask is not None:
-            key_valid = ops.logical_and(key_valid, masking.to_rank4_mask(attention_mask)[:, 0, 0, :])
-        if key_mask is not None:
-            key_valid = ops.logical_and(key_valid, ops.cast(key_mask, "bool"))
-        if query_mask is not None:
-            query_valid = ops.logical_and(query_valid, ops.cast(query_mask, "bool"))
-        mask = banded.blocked_mask(
-            layout,
-            self.attention_window,
-            causal,
-            self.blockwise_attention and causal,
-            query_valid,
-            key_valid,
-            length,
-        )
-        query_layout = banded.BandLayout(layout.block_size, (0,))
-        query = banded.fold_blocks(banded.to_blocks(query, query_layout, length))
-        key = banded.fold_blocks(banded.to_blocks(key, layout, length))
-        value = banded.fold_blocks(banded.to_blocks(value, layout, length))
-        attended, _ = self._attend_heads(query, key, value, mask, None, training, False)
-        return banded.unfold_blocks(attended, batch, length)
-
-    def _log_n_factor(self, mask, key_length):
-        """`max(1, log(n_i) / log(train_length))` per query row, laid out as
-        `(batch, query_length, heads, 1)`; `n_i` counts the keys row i sees."""
-        if mask is None:
-            visible = ops.cast(key_length, "float32")
-            visible = ops.reshape(visible, (1, 1, 1))
-        else:
-            visible = ops.sum(ops.cast(mask, "float32"), axis=-1)  # (batch, heads, query)
-        factor = ops.log(ops.maximum(visible, 1.0)) / ops.log(
-            ops.cast(self.log_n_train_length, "float32")
-        )
-        factor = ops.maximum(factor, 1.0)
-        return ops.cast(ops.transpose(factor, (0, 2, 1))[..., None], self.compute_dtype)
-
-    @staticmethod
-    def _split_heads(projected, heads):
-        shape = ops.shape(projected)
-        return ops.reshape(projected, (shape[0], shape[1], heads, shape[2] // heads))
-
-    def _can_use_fused_path(self, training, return_attention_scores):
-        if not self.fused_attention or return_attention_scores:
-            return False
-        if training and self.attention_dropout > 0:
-            return False
-        # JAX's fused kernel requires the value width to equal the key width.
-        if self.key_size != self.head_size and keras.config.backend() == "jax":
-            return False
-        # Under jit, Keras' JAX kernel asks XLA for a float16 x float16 ->
-        # float32 dot product, which XLA's CPU backend does not implement
-        # ("F16_F16_F32 is not supported by dot_general on CPU").
-        if self.compute_dtype == "float16" and jax_runs_on_cpu():
-            return False
-        return True
-
-    def _fused_attend(self, query, key, value, mask, bias):
-        dtype = self.compute_dtype
-        if bias is not None:
-            bias = ops.cast(bias, dtype)
-            while len(bias.shape) < 4:
-                bias = bias[None, ...]
-            if mask is not None:
-                bias = masking.fold_mask_into_bias(mask, bias, dtype)
-        if bias is not None:
-            attended = ops.dot_product_attention(
-                query, key, value, bias=bias, scale=self.scale
-            )
-        else:
-            attended = ops.dot_product_attention(
-                query, key, value, mask=mask, scale=self.scale
-            )
-        if mask is not None:
-            attended = ops.where(
-                masking.rows_with_any_key(mask), attended, ops.zeros_like(attended)
-            )
-        return attended
-
-    def attend(self, query, key, value, mask, bias, training):
-        """Einsum attention in the `(batch, length, heads, size)` layout.
-
-        Returns the attention result `(batch, query_length, heads, head_size)`
-        and the probabilities `(batch, heads, query_length, key_length)`.
-        """
-        query = query * ops.cast(self.scale, query.dtype)
-        logits = ops.einsum("btnh,bsnh->bnts", query, key)
-        if bias is not None:
-            logits = ops.cast(logits, "float32") + ops.cast(bias, "float32")
-        probabilities = ops.cast(
-            masking.masked_softmax(logits, mask), self.compute_dtype
-        )
-        dropped = self._dropout(probabilities, training=training)
-        attended = ops.einsum("bnts,bsnh->btnh", dropped, value)
-        return attended, probabilities
-
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         return tuple(query_shape[:-1]) + (self.out_dim or query_shape[-1],)
 
@@ -558,7 +423,8 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         if not return_attention_scores:
             return output
-        scores_shape = (query.shape[0], self.value_heads, query.shape[1], key.shape[1])
+        score_heads = self.value_dense.units // self.head_size
+        scores_shape = (query.shape[0], score_heads, query.shape[1], key.shape[1])
         return output, keras.KerasTensor(scores_shape, dtype=self.compute_dtype)
 
     def get_config(self):

@@ -1,9 +1,10 @@
 """Talking-heads attention: learned mixing across heads around the softmax."""
 
+import dataclasses
+
 import keras
 from keras import ops
 
-from keras_attn.layers import masking
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.multi_head_attention import check_positive_integer
 
@@ -31,8 +32,13 @@ class TalkingHeadsAttention(MultiHeadAttention):
     Reference: Noam Shazeer, Zhenzhong Lan, Youlong Cheng, Nan Ding, Le Hou,
     "Talking-Heads Attention", 2020, https://arxiv.org/abs/2003.02436.
 
-    The head mixing needs the full score tensor, so this layer always takes
-    the einsum path.
+    The layer is `keras_attn.MultiHeadAttention` with `P_l` and `P_w` passed
+    to its attention kernel as the hooks that mix scores across heads before
+    and after the softmax; masking, the float32 softmax, zero rows for fully
+    masked queries, dropout, windows (`attention_window`) and position
+    encodings are the kernel's and the base layer's. The head mixing needs
+    the full score tensor, so this layer always takes the einsum path:
+    `fused_attention=True` raises a ValueError.
 
     Args:
         heads: number of softmax heads `h`.
@@ -44,6 +50,8 @@ class TalkingHeadsAttention(MultiHeadAttention):
         talking_heads_initializer: initializer of both mixing matrices.
             `"identity"` (default) makes a fresh layer equal to multi-head
             attention; any Keras initializer is accepted.
+        fused_attention: must be False (the default); kept so that the
+            config has every `MultiHeadAttention` argument.
         **kwargs: every other `keras_attn.MultiHeadAttention` argument
             (`out_dim`, `use_bias`, `attention_dropout`, `attention_scale`,
             initializers, `name`, `dtype`).
@@ -54,10 +62,10 @@ class TalkingHeadsAttention(MultiHeadAttention):
 
     Example:
 
-    >>> layer = keras_attn.TalkingHeadsAttention(heads=8, head_size=8)
-    >>> x = np.random.rand(2, 10, 64).astype("float32")
-    >>> layer(x).shape
-    (2, 10, 64)
+    >>> layer = keras_attn.TalkingHeadsAttention(heads=8, head_size=4, key_heads=4)
+    >>> x = np.random.rand(2, 10, 32).astype("float32")
+    >>> layer(x, use_causal_mask=True).shape
+    (2, 10, 32)
     """
 
     checkpoint_free_weights = ("pre_softmax_kernel", "post_softmax_kernel")
@@ -70,8 +78,15 @@ class TalkingHeadsAttention(MultiHeadAttention):
         key_heads=None,
         value_heads=None,
         talking_heads_initializer="identity",
+        fused_attention=False,
         **kwargs,
     ):
+        if fused_attention:
+            raise ValueError(
+                "TalkingHeadsAttention always takes the einsum path: the fused "
+                "attention kernels cannot mix scores across heads; received "
+                "fused_attention=True (leave it out, or pass False)."
+            )
         super().__init__(
             heads, head_size, key_size=key_size, fused_attention=False, **kwargs
         )
@@ -83,6 +98,12 @@ class TalkingHeadsAttention(MultiHeadAttention):
             talking_heads_initializer
         )
 
+        self._kernel = dataclasses.replace(
+            self._kernel,
+            mix_logits=self._mix_logits,
+            mix_probabilities=self._mix_probabilities,
+        )
+
     @property
     def key_heads(self):
         return self._key_heads
@@ -91,7 +112,10 @@ class TalkingHeadsAttention(MultiHeadAttention):
     def value_heads(self):
         return self._value_heads
 
-    def build_heads_mixing(self):
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        self._build_projections(
+            query_shape, value_shape, key_shape, self.key_heads, self.value_heads
+        )
         self.pre_softmax_kernel = self.add_weight(
             name="pre_softmax_kernel",
             shape=(self.key_heads, self.heads),
@@ -103,27 +127,16 @@ class TalkingHeadsAttention(MultiHeadAttention):
             initializer=self.talking_heads_initializer,
         )
 
-    def attend(self, query, key, value, mask, bias, training):
-        query = query * ops.cast(self.scale, query.dtype)
-        logits = ops.einsum("btnh,bsnh->bnts", query, key)
-        logits = ops.einsum(
-            "bnts,nm->bmts",
-            ops.cast(logits, "float32"),
-            ops.cast(self.pre_softmax_kernel, "float32"),
-        )
-        if bias is not None:
-            logits = logits + ops.cast(bias, "float32")
-        probabilities = ops.cast(
-            masking.masked_softmax(logits, mask), self.compute_dtype
-        )
-        weights = ops.einsum("bmts,mv->bvts", probabilities, self.post_softmax_kernel)
-        dropped = self._dropout(weights, training=training)
-        attended = ops.einsum("bvts,bsvh->btvh", dropped, value)
-        return attended, weights
+    def _mix_logits(self, logits):
+        kernel = ops.cast(self.pre_softmax_kernel, "float32")
+        return ops.einsum("bnts,nm->bmts", logits, kernel)
+
+    def _mix_probabilities(self, probabilities):
+        kernel = ops.cast(self.post_softmax_kernel, "float32")
+        return ops.einsum("bmts,mv->bvts", probabilities, kernel)
 
     def get_config(self):
         config = super().get_config()
-        config.pop("fused_attention")
         config.update(
             {
                 "key_heads": self.key_heads,

@@ -43,7 +43,9 @@ def test_banded_equals_dense_masked_attention(window, causal, blockwise, length,
         fused_attention=fused_attention,
     )
     # The band is reached blockwise for these lengths, not densely.
-    assert layer._band_layout(query, query, keep[:, None], None, causal, False) is not None
+    assert banded.layout_for_call(
+        window, blockwise, causal, query, query, keep[:, None], None, False
+    ) is not None
     output = to_numpy(layer(query, attention_mask=keep[:, None], use_causal_mask=causal))
 
     full = keep[:, None, :] & band(length, length, window, causal, blockwise)[None]
@@ -197,11 +199,16 @@ def test_dense_path_is_kept_where_banding_cannot_apply():
     pair_mask = np.ones((2, 20, 20), bool)
     # Short sequences (no more keys than one neighbourhood), per-pair masks,
     # biases and returned scores go the dense way.
-    assert layer._band_layout(query[:, :8], query[:, :8], None, None, True, False) is None
-    assert layer._band_layout(query, query, pair_mask, None, True, False) is None
-    assert layer._band_layout(query, query, None, np.zeros((1, 2, 20, 20)), True, False) is None
-    assert layer._band_layout(query, query, None, None, True, True) is None
-    assert layer._band_layout(query, query, pair_mask[:, :1], None, True, False) is not None
+    def layout(query, attention_mask=None, attention_bias=None, return_scores=False):
+        return banded.layout_for_call(
+            4, False, True, query, query, attention_mask, attention_bias, return_scores
+        )
+
+    assert layout(query[:, :8]) is None
+    assert layout(query, pair_mask) is None
+    assert layout(query, attention_bias=np.zeros((1, 2, 20, 20))) is None
+    assert layout(query, return_scores=True) is None
+    assert layout(query, pair_mask[:, :1]) is not None
     # Returned scores are the full (dense) probabilities, zero off the band.
     _, scores = layer(query, use_causal_mask=True, return_attention_scores=True)
     scores = to_numpy(scores)

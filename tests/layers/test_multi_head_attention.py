@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.layers.dot_product_attention import DotProductAttention
 from tests import reference
 from tests.harness import BACKEND, run_layer_test, supports_jit, to_numpy
 
@@ -72,16 +73,42 @@ def test_parameter_count_is_exact():
     assert tuple(layer.output_dense.kernel.shape) == (heads * head_size, out_dim)
 
 
-@pytest.mark.parametrize("key_size", [4, 16])
-def test_fused_and_einsum_paths_agree(key_size):
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """Counts the calls of `keras.ops.dot_product_attention` (the fused path)."""
+    calls = []
+    fused_kernel = keras.ops.dot_product_attention
+
+    def counted(*args, **kwargs):
+        calls.append(tuple(args[0].shape))
+        return fused_kernel(*args, **kwargs)
+
+    monkeypatch.setattr(keras.ops, "dot_product_attention", counted)
+    return calls
+
+
+@pytest.mark.parametrize("key_size", [4, 16, 2], ids=["square", "wide-keys", "narrow-keys"])
+def test_fused_and_einsum_paths_agree(key_size, fused_calls):
+    """Decoupled widths take the fused kernel too (the narrower side
+    zero-padded) and give the einsum path's numbers, with masks, biases and
+    a fully masked row (exact zeros on both paths)."""
     query = random(3, 6, 8)
     mask = padding_mask(3, 6, 6)
     bias = random(1, 2, 6, 6)
-    fused = keras_attn.MultiHeadAttention(2, 4, key_size=key_size)
-    einsum = keras_attn.MultiHeadAttention(2, 4, key_size=key_size, fused_attention=False)
+    fused = keras_attn.MultiHeadAttention(2, 4, key_size=key_size, use_bias=False)
+    einsum = keras_attn.MultiHeadAttention(
+        2, 4, key_size=key_size, use_bias=False, fused_attention=False
+    )
     fused(query)
     einsum(query)
     einsum.set_weights(fused.get_weights())
+    fused_calls.clear()
+    for kwargs in ({"attention_mask": mask}, {"attention_mask": mask, "attention_bias": bias}):
+        for layer in (fused, einsum):
+            output = to_numpy(layer(query, **kwargs))
+            assert np.all(output[1, 1] == 0.0), (layer.name, list(kwargs))
+            assert np.all(np.abs(output[1, 0]) > 0), (layer.name, list(kwargs))
+    assert len(fused_calls) == 2
     for kwargs in (
         {},
         {"attention_mask": mask},
@@ -95,6 +122,51 @@ def test_fused_and_einsum_paths_agree(key_size):
             atol=1e-5,
             err_msg=str(list(kwargs)),
         )
+    # Only the fused layer called the fused kernel, once per call.
+    assert len(fused_calls) == 2 + 5
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "einsum"])
+@pytest.mark.parametrize("key_size, head_size", [(12, 4), (3, 8), (5, 5)])
+def test_kernel_matches_numpy(key_size, head_size, fused):
+    """The kernel alone, on `(batch, length, heads, size)` heads, against
+    numpy: scale, boolean mask, additive bias, fully masked rows."""
+    query, key = random(2, 5, 3, key_size), random(2, 7, 3, key_size)
+    value = random(2, 7, 3, head_size)
+    mask = np.ones((2, 1, 5, 7), bool)
+    mask[0, :, :, 5:] = False
+    mask[1, :, 3, :] = False
+    bias = random(1, 3, 5, 7)
+    scale = 1.0 / np.sqrt(key_size)
+    kernel = DotProductAttention(scale=scale, fused=fused)
+    attended, scores = kernel(query, key, value, mask, bias)
+    assert scores is None
+
+    logits = np.einsum("bqhd,bkhd->bhqk", query, key) * scale + bias
+    logits = np.where(mask, logits, -np.inf)
+    with np.errstate(invalid="ignore"):
+        weights = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    weights = np.nan_to_num(weights)  # rows with no visible key: all zero
+    expected = np.einsum("bhqk,bkhd->bqhd", weights, value)
+    attended = to_numpy(attended)
+    assert attended.shape == (2, 5, 3, head_size)
+    np.testing.assert_allclose(attended, expected, atol=1e-5)
+    assert np.all(attended[1, 3] == 0.0)
+
+
+@pytest.mark.parametrize("attention_dropout", [0.0, 0.3])
+@pytest.mark.parametrize("training", [None, False, True])
+def test_fused_path_is_decided_by_training(attention_dropout, training, fused_calls):
+    """A configured dropout rate keeps the fused kernel at inference; only a
+    training call with a rate above 0 takes the einsum path."""
+    query = random(2, 6, 8)
+    layer = keras_attn.MultiHeadAttention(
+        2, 4, key_size=16, attention_dropout=attention_dropout
+    )
+    layer(query, training=training)
+    dropout_active = bool(training) and attention_dropout > 0
+    assert len(fused_calls) == (0 if dropout_active else 1)
 
 
 @pytest.mark.parametrize("fused_attention", [True, False])
@@ -122,15 +194,16 @@ def test_returned_scores_are_the_probabilities():
     np.testing.assert_allclose(to_numpy(output), expected_output, atol=1e-5)
 
 
+@pytest.mark.parametrize("key_size", [None, 12], ids=["square", "wide-keys"])
 @pytest.mark.parametrize("dtype", ["float32", "mixed_float16", "mixed_bfloat16"])
 @pytest.mark.parametrize("fused_attention", [True, False])
-def test_fully_masked_rows_give_exact_zeros(dtype, fused_attention):
+def test_fully_masked_rows_give_exact_zeros(dtype, fused_attention, key_size):
     query = random(2, 4, 8)
     mask = np.ones((2, 4, 4), bool)
     mask[0, 2, :] = False
     mask[1, :, :] = False
     layer = keras_attn.MultiHeadAttention(
-        2, 4, use_bias=False, fused_attention=fused_attention, dtype=dtype
+        2, 4, key_size=key_size, use_bias=False, fused_attention=fused_attention, dtype=dtype
     )
     output = to_numpy(keras.ops.cast(layer(query, attention_mask=mask), "float32"))
     assert np.all(np.isfinite(output))

@@ -135,3 +135,12 @@ def test_invalid_head_counts_are_reported():
         keras_attn.TalkingHeadsAttention(2, 4, key_heads=0)
     with pytest.raises(ValueError, match="value_heads"):
         keras_attn.TalkingHeadsAttention(2, 4, value_heads=1.5)
+
+
+def test_fused_attention_is_refused_clearly():
+    with pytest.raises(ValueError, match="cannot mix scores across heads; received fused_attention=True"):
+        keras_attn.TalkingHeadsAttention(2, 4, fused_attention=True)
+    # False is accepted (it is in the config, so from_config passes it).
+    layer = keras_attn.TalkingHeadsAttention(2, 4, fused_attention=False)
+    assert layer.get_config()["fused_attention"] is False
+    keras_attn.TalkingHeadsAttention.from_config(layer.get_config())

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.layers import banded as band_dispatch
 from tests.harness import supports_jit, to_numpy
 
 CONFIG = dict(
@@ -167,9 +168,12 @@ def test_windowed_models_band_exactly_as_the_dense_mask(variant, application, op
     ids = tokens(length=37)
     ids[1, 30:] = 0
     attention = model.get_layer("Transformer-0-MultiHeadSelfAttention")
-    assert attention._band_layout(ids[..., None], ids[..., None], None, None, False, False)
+    assert band_dispatch.layout_for_call(
+        attention.attention_window, attention.blockwise_attention, False,
+        ids[..., None], ids[..., None], None, None, False,
+    )
     banded = to_numpy(model({"token_ids": ids}))
-    monkeypatch.setattr(keras_attn.MultiHeadAttention, "_band_layout", lambda *args: None)
+    monkeypatch.setattr(band_dispatch, "layout_for_call", lambda *args: None)
     dense = to_numpy(model({"token_ids": ids}))
     # Logits of a 2-layer model with large weights: float32 reordering only.
     np.testing.assert_allclose(banded, dense, atol=1e-5, rtol=1e-4)

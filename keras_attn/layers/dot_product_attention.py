@@ -1,0 +1,203 @@
+"""The attention kernel: the one place where attention logits become
+probabilities, for the fused, einsum and banded paths alike.
+
+`DotProductAttention` takes per-head queries, keys and values in the
+`(batch, length, heads, size)` layout, one merged boolean mask (see
+`masking.merge_attention_masks`) and one additive bias, and owns everything
+between them and the attention result: log-n scaling, the `1/sqrt(key_size)`
+scale, folding the mask into the scores, the float32 softmax, the rule that a
+query row with no visible key gets a zero result, dropout, optional mixing of
+scores across heads, and the choice between the backend's fused kernel
+(`keras.ops.dot_product_attention`) and an einsum.
+
+Both paths give the same numbers (up to float reordering), including zero
+rows for fully masked queries.
+"""
+
+import dataclasses
+import math
+from typing import Callable
+from typing import Optional
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def large_negative(dtype):
+    """A finite large negative number representable in `dtype`.
+
+    Used to fold a boolean mask into the scores. `-0.7 * max` rather than the
+    dtype's lowest value so that adding a bounded logit to it cannot overflow
+    to `-inf` (which would turn a fully masked row into NaN).
+    """
+    dtype = str(dtype).split(".")[-1]
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return float(-0.7 * float(ml_dtypes.finfo(ml_dtypes.bfloat16).max))
+    return float(-0.7 * np.finfo(np.dtype(dtype)).max)
+
+
+def masked_softmax(logits, mask=None):
+    """Softmax over the last axis, in float32, exactly zero where masked.
+
+    `softmax(where(mask, logits, large_negative)) * mask`: the multiplication
+    is exact for partially masked rows (the masked terms underflow to 0
+    already) and turns fully masked rows, which would otherwise be uniform,
+    into rows of zeros. Returns float32 probabilities shaped as `logits`.
+    """
+    logits = ops.cast(logits, "float32")
+    if mask is None:
+        return ops.softmax(logits, axis=-1)
+    logits = ops.where(mask, logits, large_negative("float32"))
+    return ops.softmax(logits, axis=-1) * ops.cast(mask, "float32")
+
+
+def jax_runs_on_cpu():
+    """Whether the backend is JAX and its default device is a CPU."""
+    if keras.config.backend() != "jax":
+        return False
+    import jax
+
+    return jax.default_backend() == "cpu"
+
+
+def zero_pad_last_axis(x, width):
+    """`x` with zeros appended on its last axis up to `width` features."""
+    missing = width - x.shape[-1]
+    if missing == 0:
+        return x
+    return ops.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, missing)])
+
+
+@dataclasses.dataclass(frozen=True)
+class DotProductAttention:
+    """Scaled dot-product attention on `(batch, length, heads, size)` heads.
+
+    For each head `n`, query row `i` and key `j`:
+
+        L[n]_ij = mix_logits(q_i . k_j * scale)[n] + bias[n]_ij   (float32)
+        W[n]_ij = softmax_j(L[n]_ij) over the keys `mask` keeps, 0 elsewhere
+        o_i[n] = sum_j dropout(mix_probabilities(W)[n])_ij v[n]_j
+
+    Guarantees, on every path:
+    - the softmax runs in float32 whatever the compute dtype;
+    - a query row whose keys are all masked gets an attention result of
+      exactly zero (never NaN, never a uniform average), with finite
+      gradients;
+    - with `log_n_train_length`, the queries of a row that sees `n` keys are
+      multiplied by `max(1, log(n) / log(log_n_train_length))`;
+    - queries/keys and values may have different per-head widths.
+
+    The fused path (`keras.ops.dot_product_attention`) is taken when `fused`
+    is on and nothing needs the einsum: no scores are returned, dropout is
+    inactive for this call (`training` falsy or a rate of 0), no mixing hook
+    is set (fused kernels cannot mix heads), and the computation is not
+    float16 on JAX's CPU backend (XLA's CPU backend lacks the float16 x
+    float16 -> float32 product that kernel asks for under jit). When the
+    query/key width differs from the value width, the narrower side is
+    zero-padded on its last axis (which leaves every dot product unchanged;
+    the scale is passed explicitly) and the result is sliced back, so every
+    width is fused on every backend.
+
+    Attributes:
+        scale: multiplies the scores, usually `1 / sqrt(key_size)`.
+        dropout: a `keras.layers.Dropout` applied to the probabilities (after
+            `mix_probabilities`), or None.
+        fused: allow the fused path.
+        log_n_train_length: log-n scaling's training length, or None.
+        mix_logits: optional `f(logits) -> logits` on float32
+            `(batch, heads, query_length, key_length)` scores, applied before
+            the bias, the mask and the softmax (talking heads' `P_l`).
+        mix_probabilities: optional `f(probabilities) -> probabilities` on
+            float32 probabilities, applied after the softmax and before
+            dropout (talking heads' `P_w`). Its output's heads must match the
+            values' heads.
+    """
+
+    scale: float = 1.0
+    dropout: Optional[keras.layers.Layer] = None
+    fused: bool = True
+    log_n_train_length: Optional[int] = None
+    mix_logits: Optional[Callable] = None
+    mix_probabilities: Optional[Callable] = None
+
+    def __call__(self, query, key, value, mask=None, bias=None, training=None, return_scores=False):
+        """Returns `(attended, probabilities)`: the attention result
+        `(batch, query_length, heads, head_size)` and, when `return_scores`,
+        the probabilities `(batch, heads, query_length, key_length)` before
+        dropout (else None).
+
+        `mask`: boolean, broadcastable to
+        `(batch, heads, query_length, key_length)`; `bias`: additive, finite,
+        broadcastable to the same shape.
+        """
+        if self.log_n_train_length is not None:
+            query = ops.multiply(query, self.log_n_factor(mask, ops.shape(key)[1], query.dtype))
+        if self.uses_fused_path(query.dtype, training, return_scores):
+            return self._fused(query, key, value, mask, bias), None
+        attended, probabilities = self._einsum(query, key, value, mask, bias, training)
+        return attended, probabilities if return_scores else None
+
+    def dropout_is_active(self, training):
+        return bool(training) and self.dropout is not None and self.dropout.rate > 0
+
+    def uses_fused_path(self, dtype, training, return_scores):
+        """Whether a call with these arguments takes the fused kernel."""
+        if not self.fused or return_scores or self.dropout_is_active(training):
+            return False
+        if self.mix_logits is not None or self.mix_probabilities is not None:
+            return False
+        if keras.backend.standardize_dtype(dtype) == "float16" and jax_runs_on_cpu():
+            return False
+        return True
+
+    def log_n_factor(self, mask, key_length, dtype):
+        """`max(1, log(n_i) / log(train_length))` per query row, laid out as
+        `(batch, query_length, heads, 1)`; `n_i` counts the keys row i sees."""
+        if mask is None:
+            visible = ops.reshape(ops.cast(key_length, "float32"), (1, 1, 1))
+        else:
+            visible = ops.sum(ops.cast(mask, "float32"), axis=-1)  # (batch, heads, query)
+        factor = ops.log(ops.maximum(visible, 1.0)) / math.log(self.log_n_train_length)
+        factor = ops.maximum(factor, 1.0)
+        return ops.cast(ops.transpose(factor, (0, 2, 1))[..., None], dtype)
+
+    def _fused(self, query, key, value, mask, bias):
+        dtype = keras.backend.standardize_dtype(query.dtype)
+        head_size = value.shape[-1]
+        width = max(query.shape[-1], head_size)
+        query, key, value = (zero_pad_last_axis(t, width) for t in (query, key, value))
+        if bias is None:
+            attended = ops.dot_product_attention(query, key, value, mask=mask, scale=self.scale)
+        else:
+            bias = ops.cast(bias, dtype)
+            while len(bias.shape) < 4:
+                bias = bias[None, ...]
+            if mask is not None:
+                bias = ops.where(mask, bias, ops.cast(large_negative(dtype), dtype))
+            attended = ops.dot_product_attention(query, key, value, bias=bias, scale=self.scale)
+        attended = attended[..., :head_size]
+        if mask is None:
+            return attended
+        # The fused kernels give a fully masked row a uniform average.
+        rows_with_any_key = ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]
+        return ops.where(rows_with_any_key, attended, ops.zeros_like(attended))
+
+    def _einsum(self, query, key, value, mask, bias, training):
+        query = ops.multiply(query, ops.cast(self.scale, query.dtype))
+        logits = ops.cast(ops.einsum("btnh,bsnh->bnts", query, key), "float32")
+        if self.mix_logits is not None:
+            logits = self.mix_logits(logits)
+        if bias is not None:
+            logits = logits + ops.cast(bias, "float32")
+        probabilities = masked_softmax(logits, mask)
+        if self.mix_probabilities is not None:
+            probabilities = self.mix_probabilities(probabilities)
+        probabilities = ops.cast(probabilities, value.dtype)
+        dropped = probabilities
+        if self.dropout is not None:
+            dropped = self.dropout(probabilities, training=training)
+        attended = ops.einsum("bnts,bsnh->btnh", dropped, value)
+        return attended, probabilities
