@@ -9,7 +9,7 @@ import keras_attn
 from keras_attn.layers import banded
 from tests import reference
 from tests.harness import run_layer_test, to_numpy
-from tests.layers.test_local_mask_baseline import band
+from tests.reference import band
 
 RNG = np.random.default_rng(7)
 

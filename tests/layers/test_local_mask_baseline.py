@@ -7,9 +7,6 @@ from tests import reference
 from tests.harness import run_layer_test
 from tests.harness import to_numpy
 
-# Kept importable from here for test modules written before tests/reference.py
-# held it; new code imports `tests.reference.band`.
-band = reference.band
 
 RNG = np.random.default_rng(11)
 
