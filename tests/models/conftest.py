@@ -136,3 +136,14 @@ def tf_bert_checkpoint(hf_bert_dir, tmp_path_factory):
         os.path.join(hf_bert_dir, "config.json"), str(directory / "bert_config.json")
     )
     return config, prefix, arrays
+
+
+@pytest.fixture(autouse=True)
+def restore_variant_registry():
+    """Variants a test registers leave the registry when it ends."""
+    from keras_attn.models import VARIANTS
+
+    before = dict(VARIANTS)
+    yield
+    VARIANTS.clear()
+    VARIANTS.update(before)
