@@ -30,6 +30,7 @@ import collections
 from keras import ops
 
 from keras_attn.layers import masking
+from keras_attn.layers.relative_position_bias import gather_distance_bias
 
 BandLayout = collections.namedtuple("BandLayout", ["block_size", "offsets"])
 
@@ -42,19 +43,23 @@ def band_layout(window, causal, blockwise=False):
 
 
 def layout_for_call(
-    window, blockwise, causal, query, key, attention_mask, attention_bias, return_scores
+    window, blockwise, causal, query, key, attention_mask, attention_bias, distance_bias,
+    return_scores,
 ):
     """The `BandLayout` for a call of an attention layer with
     `attention_window=window`, or None where the call must take the dense
     masked path (which gives the same numbers).
 
     Banding needs a window, self-attention lengths, masks that are per key
-    (padding) rather than per (query, key) pair, no `(query, key)` bias and
-    no returned score matrix; and it pays only when the sequence is longer
-    than the keys each query block would see. `query`, `key`: the layer's
-    `(batch, length, features)` inputs.
+    (padding) rather than per (query, key) pair, no `(query, key)` bias (a
+    bias by distance, the same for every sequence of the batch, is banded
+    too) and no returned score matrix; and it pays only when the sequence is
+    longer than the keys each query block would see. `query`, `key`: the
+    layer's `(batch, length, features)` inputs.
     """
     if window is None or attention_bias is not None or return_scores:
+        return None
+    if distance_bias is not None and distance_bias.shape[0] != 1:
         return None
     if attention_mask is not None and not masking.is_key_mask(attention_mask):
         return None
@@ -69,7 +74,7 @@ def layout_for_call(
 
 def attend(
     kernel, layout, window, blockwise, causal, query, key, value,
-    attention_mask=None, query_mask=None, key_mask=None, training=None,
+    attention_mask=None, query_mask=None, key_mask=None, distance_bias=None, training=None,
 ):
     """Attention within the window, computed on blocks by `kernel`.
 
@@ -77,7 +82,11 @@ def attend(
     (`DotProductAttention`); `query`, `key`, `value` are
     `(batch, length, heads, size)` heads; `layout` comes from
     `layout_for_call`. The masks are those of `masking.merge_attention_masks`
-    (`attention_mask` per key). Returns `(batch, length, heads, head_size)`.
+    (`attention_mask` per key). `distance_bias`, a `(1, heads, 2 length - 1)`
+    bias by distance (see `MultiHeadAttention`), is added as the
+    `(1, heads, block_size, len(offsets) * block_size)` bias of a
+    neighbourhood, the same for every block since `i - j` is. Returns
+    `(batch, length, heads, head_size)`.
     """
     blockwise = blockwise and causal
     shape = ops.shape(query)
@@ -96,7 +105,10 @@ def attend(
     query = fold_blocks(to_blocks(query, query_layout, length))
     key = fold_blocks(to_blocks(key, layout, length))
     value = fold_blocks(to_blocks(value, layout, length))
-    attended, _ = kernel(query, key, value, mask, None, training)
+    bias = None
+    if distance_bias is not None:
+        bias = gather_distance_bias(distance_bias, neighbourhood_distances(layout), length)
+    attended, _ = kernel(query, key, value, mask, bias, training)
     return unfold_blocks(attended, batch, length)
 
 
@@ -138,12 +150,18 @@ def unfold_blocks(x, batch, length):
     return ops.reshape(x, (batch, -1) + tuple(shape[2:]))[:, :length]
 
 
+def neighbourhood_distances(layout):
+    """The static `(block_size, len(offsets) * block_size)` matrix of `i - j`
+    between query `q` of block `c` and key `K` of blocks `c + o`."""
+    block_size, offsets = layout
+    distance = masking.relative_positions(block_size, block_size * len(offsets))
+    return distance - min(offsets) * block_size
+
+
 def band_mask(layout, window, causal, blockwise=False):
     """The static `(block_size, len(offsets) * block_size)` band of a
     neighbourhood: query `q` of block `c` against key `K` of blocks `c + o`."""
-    block_size, offsets = layout
-    distance = masking.relative_positions(block_size, block_size * len(offsets))
-    distance = distance - min(offsets) * block_size
+    distance = neighbourhood_distances(layout)
     if blockwise:
         # Blocks are the XPOS blocks and the neighbourhood is this block and
         # the previous one, so only causality is left to enforce.

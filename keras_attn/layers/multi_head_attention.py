@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_attn.layers import banded
 from keras_attn.layers import masking
+from keras_attn.layers.relative_position_bias import gather_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
@@ -128,8 +129,16 @@ class MultiHeadAttention(keras.layers.Layer):
             `True` means the query may attend to the key.
         attention_bias: additive float bias broadcastable to
             `(batch, heads, query_length, key_length)`, added to the scaled
-            scores before the softmax (relative-position biases plug in
-            here). Keep it finite; masking belongs in `attention_mask`.
+            scores before the softmax. Keep it finite; masking belongs in
+            `attention_mask`.
+        distance_bias: an additive bias that depends on `i - j` only, given
+            once per distance: `(batch, heads, query_length + key_length - 1)`
+            (batch and heads may be 1), entry `k` the bias of
+            `i - j = k - (key_length - 1)`; what a `RelativePositionBias`
+            (ALiBi, KERPLE, Sandwich) returns with `by_distance=True`. Added
+            like `attention_bias`, but a windowed layer computes it for the
+            blocks of its band only, so relative-position biases keep
+            attention linear in the length.
         use_causal_mask: keep only keys `j <= i`.
         return_attention_scores: also return the attention probabilities,
             `(batch, heads, query_length, key_length)`, before dropout.
@@ -322,6 +331,7 @@ class MultiHeadAttention(keras.layers.Layer):
         key=None,
         attention_mask=None,
         attention_bias=None,
+        distance_bias=None,
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
@@ -349,16 +359,22 @@ class MultiHeadAttention(keras.layers.Layer):
 
         layout = banded.layout_for_call(
             self.attention_window, self.blockwise_attention, use_causal_mask,
-            query, key, attention_mask, attention_bias, return_attention_scores,
+            query, key, attention_mask, attention_bias, distance_bias, return_attention_scores,
         )
         if layout is not None:
             attended = banded.attend(
                 self._kernel, layout, self.attention_window, self.blockwise_attention,
                 use_causal_mask, query_heads, key_heads, value_heads,
-                attention_mask, query_mask, key_mask, training,
+                attention_mask, query_mask, key_mask, distance_bias, training,
             )
             scores = None
         else:
+            if distance_bias is not None:
+                query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
+                pairs = gather_distance_bias(
+                    distance_bias, masking.relative_positions(query_length, key_length), key_length
+                )
+                attention_bias = pairs if attention_bias is None else attention_bias + pairs
             mask = masking.merge_attention_masks(
                 attention_mask=attention_mask,
                 query_mask=query_mask,

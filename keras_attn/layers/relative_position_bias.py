@@ -34,10 +34,16 @@ class RelativePositionBias(keras.layers.Layer):
     Call arguments:
         query: `(batch, query_length, ...)`; only its length is used.
         key: optional, defaults to `query`; only its length is used.
+        by_distance: return the bias once per distance instead of per
+            (query, key) pair (see below); what attention layers take as
+            `distance_bias`, so that windowed attention computes the bias of
+            the blocks it needs only.
 
-    Returns the bias, `(1, heads, query_length, key_length)` (`heads` as
-    above), float32 under every dtype policy, with `[0, h, i, j]` equal to
-    `bias(i - j)[h]`.
+    Returns the bias, float32 under every dtype policy (`heads` as above):
+    `(1, heads, query_length, key_length)` with `[0, h, i, j]` equal to
+    `bias(i - j)[h]`; or, with `by_distance`, the
+    `(1, heads, query_length + key_length - 1)` table whose entry `k` is the
+    bias of distance `i - j = k - (key_length - 1)`.
 
     Example:
 
@@ -57,9 +63,13 @@ class RelativePositionBias(keras.layers.Layer):
         # The built-in biases' weights do not depend on the input shapes.
         pass
 
-    def call(self, query, key=None):
+    def call(self, query, key=None, by_distance=False):
         key = query if key is None else key
-        distance = masking.relative_positions(ops.shape(query)[1], ops.shape(key)[1])
+        query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
+        if by_distance:
+            distance = ops.arange(1 - key_length, query_length, dtype="int32")
+        else:
+            distance = masking.relative_positions(query_length, key_length)
         return ops.cast(self.bias(distance), "float32")[None]
 
 
@@ -67,3 +77,16 @@ def per_head(values, distance):
     """Reshapes per-head `values` `(heads,)` to broadcast against `distance`:
     `(heads,) + (1,) * rank(distance)`."""
     return ops.reshape(values, (-1,) + (1,) * len(distance.shape))
+
+
+def gather_distance_bias(distance_bias, distance, key_length):
+    """Entries of a `by_distance` bias table at the distances `distance`.
+
+    `distance_bias`: `(batch, heads, query_length + key_length - 1)` (entry
+    `k` is the bias of `i - j = k - (key_length - 1)`); `distance`: an
+    integer matrix of `i - j` values, `(rows, columns)`. Returns
+    `(batch, heads, rows, columns)`; distances outside the table (which only
+    masked keys can have) take its nearest entry.
+    """
+    index = ops.clip(distance + (key_length - 1), 0, ops.shape(distance_bias)[-1] - 1)
+    return ops.take(distance_bias, index, axis=-1)

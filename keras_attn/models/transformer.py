@@ -33,8 +33,9 @@ class Transformer:
       applied inside it);
     - the position encoding: `make_position_embedding()` (an absolute
       position layer named `Embedding-Position`, or `None`) and
-      `make_position_bias()` (a layer named `Position-Bias` returning an
-      additive `(1, heads, q, k)` bias shared by every block, or `None`);
+      `make_position_bias()` (a `keras_attn.layers.RelativePositionBias`
+      named `Position-Bias`, whose bias by distance is computed once and
+      given to every block as `distance_bias`, or `None`);
     - the mask: `mask_diagonal` (a query never sees its own key) or
       `apply_attention` (what the queries attend to);
     - what it supports: `applications` (the `application=` values it builds;
@@ -151,8 +152,8 @@ class Transformer:
         )
 
     def make_position_bias(self):
-        """A layer giving an additive `(1, heads, q, k)` bias shared by every
-        layer (ALiBi, KERPLE, Sandwich), or None."""
+        """A `RelativePositionBias` (ALiBi, KERPLE, Sandwich) whose bias by
+        distance every block adds to its scores, or None."""
         return None
 
     def make_attention(self, index):
@@ -170,13 +171,13 @@ class Transformer:
             name=f"Transformer-{index}-MultiHeadSelfAttention",
         )
 
-    def apply_attention(self, attention, hidden, index, attention_mask, attention_bias):
+    def apply_attention(self, attention, hidden, index, attention_mask, distance_bias):
         """Self-attention of block `index`; T-TA overrides it to attend to the
         embeddings instead."""
         return attention(
             hidden,
             attention_mask=attention_mask,
-            attention_bias=attention_bias,
+            distance_bias=distance_bias,
             use_causal_mask=self.causal,
         )
 
@@ -229,9 +230,13 @@ class Transformer:
         self.embedding_layers = self.make_embedding_layers()
         hidden = self.apply_embeddings(inputs)
         position_bias = self.make_position_bias()
-        attention_bias = position_bias(hidden) if position_bias is not None else None
+        # Once per distance, O(length): windowed layers then take only the
+        # blocks of their band.
+        distance_bias = None
+        if position_bias is not None:
+            distance_bias = position_bias(hidden, by_distance=True)
         for index in range(self.config.num_layers):
-            hidden = self.apply_main_layer(hidden, index, attention_mask, attention_bias)
+            hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
         return inputs, self.apply_final_layers(hidden)
 
     def get_inputs(self):
@@ -308,12 +313,12 @@ class Transformer:
             epsilon=self.config.layer_norm_epsilon, name=name
         )
 
-    def apply_main_layer(self, hidden, index, attention_mask, attention_bias=None):
+    def apply_main_layer(self, hidden, index, attention_mask, distance_bias=None):
         """One post-LN block: `x = LN(x + Drop(Attn(x)))`, `x = LN(x + Drop(FFN(x)))`."""
         config = self.config
         prefix = f"Transformer-{index}-MultiHeadSelfAttention"
         attended = self.apply_attention(
-            self.make_attention(index), hidden, index, attention_mask, attention_bias
+            self.make_attention(index), hidden, index, attention_mask, distance_bias
         )
         attended = keras.layers.Dropout(config.dropout_rate, name=f"{prefix}-Dropout")(attended)
         hidden = keras.layers.Add(name=f"{prefix}-Add")([hidden, attended])

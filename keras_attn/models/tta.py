@@ -60,7 +60,7 @@ class Tta(Bert):
             padding_mask = ops.logical_not(is_padding)
         return self.embed(mask_ids, padding_mask=padding_mask, stream="-Query")
 
-    def apply_attention(self, attention, hidden, index, attention_mask, attention_bias):
+    def apply_attention(self, attention, hidden, index, attention_mask, distance_bias):
         key_value = self.key_value
         if self.config.tta_naive_key_value and index > 0:
             key_value = hidden
@@ -68,5 +68,5 @@ class Tta(Bert):
             hidden,
             value=key_value,
             attention_mask=attention_mask,
-            attention_bias=attention_bias,
+            distance_bias=distance_bias,
         )

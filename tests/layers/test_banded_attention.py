@@ -44,7 +44,7 @@ def test_banded_equals_dense_masked_attention(window, causal, blockwise, length,
     )
     # The band is reached blockwise for these lengths, not densely.
     assert banded.layout_for_call(
-        window, blockwise, causal, query, query, keep[:, None], None, False
+        window, blockwise, causal, query, query, keep[:, None], None, None, False
     ) is not None
     output = to_numpy(layer(query, attention_mask=keep[:, None], use_causal_mask=causal))
 
@@ -86,6 +86,139 @@ def test_banded_talking_heads_rotary_and_log_n(causal):
         dense_mask = keras.ops.logical_and(dense_mask, keep[:, None, None, :])
         dense = to_numpy(twin(query, attention_mask=dense_mask, use_causal_mask=causal))
         np.testing.assert_allclose(output, dense, atol=1e-5, err_msg=layer.name)
+
+
+def relative_bias(kind, heads, causal):
+    """A relative-position bias layer with non-trivial parameters, and its
+    `(1, heads, q, k)` numpy reference (tests/reference.py)."""
+    if kind == "alibi":
+        layer = keras_attn.layers.ALiBiBias(heads, causal=causal)
+        slopes = keras_attn.layers.alibi_bias.alibi_slopes(heads)
+        return layer, lambda length: reference.alibi_bias(slopes, length, length, causal)
+    if kind.startswith("kerple"):
+        form = kind.split("_")[1]
+        layer = keras_attn.layers.KerpleBias(heads, form=form)
+        layer.build()
+        layer.r1_variable.assign(RNG.normal(size=(heads,)).astype("float32"))
+        layer.r2_variable.assign(RNG.normal(size=(heads,)).astype("float32"))
+        return layer, lambda length: reference.kerple_bias(
+            to_numpy(layer.r1_variable), to_numpy(layer.r2_variable), form, length, length
+        )
+    layer = keras_attn.layers.SandwichBias(dim=8, scale=0.5)
+    return layer, lambda length: reference.sandwich_bias(8, 0.5, length, length)
+
+
+# (bias, causal, window): each scheme with the band it is used with.
+BIASED_BANDS = [
+    ("alibi", True, 4), ("alibi", False, 5), ("kerple_log", True, 6),
+    ("kerple_power", False, 4), ("sandwich", False, 6),
+]
+
+
+@pytest.mark.parametrize("fused_attention", [True, False])
+@pytest.mark.parametrize("kind, causal, window", BIASED_BANDS)
+@pytest.mark.parametrize("length", [19, 24])
+def test_banded_relative_position_biases(kind, causal, window, length, fused_attention):
+    """ALiBi, KERPLE and Sandwich given by distance band like the mask: the
+    numpy reference of the dense biased, masked attention, and the layer's
+    own dense path given the full bias matrix."""
+    query = RNG.normal(size=(2, length, 8)).astype("float32")
+    keep = padding(2, length)
+    layer = keras_attn.MultiHeadAttention(
+        2, 4, key_size=6, attention_window=window, fused_attention=fused_attention
+    )
+    bias_layer, reference_bias = relative_bias(kind, 2, causal)
+    by_distance = bias_layer(query, by_distance=True)
+    assert tuple(by_distance.shape)[-1] == 2 * length - 1
+    assert banded.layout_for_call(
+        window, False, causal, query, query, keep[:, None], None, by_distance, False
+    ) is not None
+    output = to_numpy(
+        layer(query, attention_mask=keep[:, None], distance_bias=by_distance, use_causal_mask=causal)
+    )
+    full = keep[:, None, :] & band(length, length, window, causal)[None]
+    expected, _ = reference.attention(
+        layer, query, attention_mask=full, attention_bias=reference_bias(length),
+        use_causal_mask=causal,
+    )
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+
+    twin = dense_twin(layer)
+    twin(query)
+    twin.set_weights(layer.get_weights())
+    dense_mask = keras.ops.logical_and(
+        keras_attn.LocalMaskBaseline(window, causal)(query), keep[:, None, None, :]
+    )
+    dense = to_numpy(
+        twin(query, attention_mask=dense_mask, attention_bias=bias_layer(query), use_causal_mask=causal)
+    )
+    np.testing.assert_allclose(output, dense, atol=1e-6)
+
+
+def test_banded_talking_heads_with_a_bias_by_distance():
+    length, window = 27, 6
+    query = RNG.normal(size=(2, length, 8)).astype("float32")
+    keep = padding(2, length)
+    layer = keras_attn.TalkingHeadsAttention(
+        3, 4, key_heads=2, value_heads=4, attention_window=window,
+        talking_heads_initializer="random_normal",
+    )
+    bias_layer, _ = relative_bias("alibi", 3, True)
+    output = to_numpy(layer(
+        query, attention_mask=keep[:, None], distance_bias=bias_layer(query, by_distance=True),
+        use_causal_mask=True,
+    ))
+    twin = dense_twin(layer)
+    twin(query)
+    twin.set_weights(layer.get_weights())
+    dense_mask = keras.ops.logical_and(
+        keras_attn.LocalMaskBaseline(window, True)(query), keep[:, None, None, :]
+    )
+    dense = to_numpy(
+        twin(query, attention_mask=dense_mask, attention_bias=bias_layer(query), use_causal_mask=True)
+    )
+    np.testing.assert_allclose(output, dense, atol=1e-5)
+
+
+def test_banded_kerple_gradients_equal_the_dense_ones():
+    """One SGD step from equal weights, KERPLE's learned r1, r2 included."""
+    length, window = 33, 8
+    query = RNG.normal(size=(4, length, 8)).astype("float32")
+    target = RNG.normal(size=(4, length, 8)).astype("float32")
+    keep = padding(4, length)
+
+    def trained(attention, bias_layer, banded_path):
+        inputs = keras.Input((length, 8), name="query")
+        if banded_path:
+            outputs = attention(
+                inputs, distance_bias=bias_layer(inputs, by_distance=True), use_causal_mask=True
+            )
+        else:
+            mask = keras_attn.LocalMaskBaseline(window, True)(inputs)
+            outputs = attention(
+                inputs, attention_mask=mask, attention_bias=bias_layer(inputs), use_causal_mask=True
+            )
+        model = keras.Model(inputs, outputs)
+        model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+        model.fit(query, target, batch_size=4, epochs=1, verbose=0, shuffle=False)
+        return [to_numpy(w) for w in model.weights]
+
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=window)
+    layer(query)
+    twin = dense_twin(layer)
+    twin(query)
+    twin.set_weights(layer.get_weights())
+    bias_layer, _ = relative_bias("kerple_log", 2, True)
+    twin_bias, _ = relative_bias("kerple_log", 2, True)
+    twin_bias.set_weights(bias_layer.get_weights())
+    initial = [to_numpy(w).copy() for w in bias_layer.weights]
+    banded_weights = trained(layer, bias_layer, True)
+    dense_weights = trained(twin, twin_bias, False)
+    assert len(banded_weights) == len(dense_weights) == 10
+    for before, after in zip(initial, [to_numpy(w) for w in bias_layer.weights]):
+        assert np.abs(after - before).max() > 1e-6  # r1, r2 learned something
+    for after_banded, after_dense in zip(banded_weights, dense_weights):
+        np.testing.assert_allclose(after_banded, after_dense, atol=1e-5)
 
 
 def test_implicit_keras_masks_reach_the_blocks():
@@ -169,8 +302,9 @@ def test_layer_harness_on_the_banded_path(tmp_path):
     )
 
 
+@pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("causal", [True, False])
-def test_memory_is_linear_in_length(causal):
+def test_memory_is_linear_in_length(causal, with_bias):
     """131,072 tokens: a dense float32 score matrix would need 64 GiB, more
     than the test machine has, so this runs only if nothing of size
     length x length is ever built. The output is checked against the dense
@@ -178,15 +312,21 @@ def test_memory_is_linear_in_length(causal):
     length, window = 131072, 16
     query = RNG.normal(size=(1, length, 4)).astype("float32")
     layer = keras_attn.MultiHeadAttention(1, 4, attention_window=window)
-    output = to_numpy(layer(query, use_causal_mask=causal))
+    bias_layer = keras_attn.layers.ALiBiBias(1, causal=causal) if with_bias else None
+    distance_bias = bias_layer(query, by_distance=True) if with_bias else None
+    output = to_numpy(layer(query, distance_bias=distance_bias, use_causal_mask=causal))
     assert output.shape == (1, length, 4) and np.all(np.isfinite(output))
     start, stop = 70000, 70064
     reach = window
     sliced = query[:, start - reach : stop + reach]
+    size = sliced.shape[1]
     expected, _ = reference.attention(
         layer,
         sliced,
-        attention_mask=band(sliced.shape[1], sliced.shape[1], window, causal)[None],
+        attention_mask=band(size, size, window, causal)[None],
+        attention_bias=(
+            reference.alibi_bias([0.00390625], size, size, causal) if with_bias else None
+        ),
         use_causal_mask=causal,
     )
     np.testing.assert_allclose(output[:, start:stop], expected[:, reach:-reach], atol=1e-5)
@@ -201,7 +341,7 @@ def test_dense_path_is_kept_where_banding_cannot_apply():
     # biases and returned scores go the dense way.
     def layout(query, attention_mask=None, attention_bias=None, return_scores=False):
         return banded.layout_for_call(
-            4, False, True, query, query, attention_mask, attention_bias, return_scores
+            4, False, True, query, query, attention_mask, attention_bias, None, return_scores
         )
 
     assert layout(query[:, :8]) is None

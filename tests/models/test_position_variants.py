@@ -157,6 +157,9 @@ def test_blockwise_attention_needs_a_window():
         ("roformer", "lm", {}),
         ("xpos", "lm", {"blockwise_attention": True}),
         ("bert", "mlm", {"log_n_train_length": 8}),
+        ("alibi", "lm", {}),
+        ("kerple_log", "encoder", {}),
+        ("sandwich", "mlm", {}),
     ],
 )
 def test_windowed_models_band_exactly_as_the_dense_mask(variant, application, options, monkeypatch):
@@ -170,7 +173,7 @@ def test_windowed_models_band_exactly_as_the_dense_mask(variant, application, op
     attention = model.get_layer("Transformer-0-MultiHeadSelfAttention")
     assert band_dispatch.layout_for_call(
         attention.attention_window, attention.blockwise_attention, False,
-        ids[..., None], ids[..., None], None, None, False,
+        ids[..., None], ids[..., None], None, None, None, False,
     )
     banded = to_numpy(model({"token_ids": ids}))
     monkeypatch.setattr(band_dispatch, "layout_for_call", lambda *args: None)
