@@ -35,14 +35,30 @@ BACKEND = keras.config.backend()
 HIDDEN, HEADS, HEAD_SIZE = 768, 12, 64
 
 
-def forward(layer, length, causal, explicit_mask):
+BIASES = {
+    "none": None,
+    "alibi": lambda causal: keras_attn.layers.ALiBiBias(HEADS, causal=causal),
+    "kerple": lambda causal: keras_attn.layers.KerpleBias(HEADS, form="log"),
+}
+
+
+def forward(layer, length, causal, explicit_mask, bias=None):
     """A forward pass of `layer` on one random sequence already on the
-    device (see `bert_base.device_forward`)."""
+    device (see `bert_base.device_forward`), with the relative-position
+    bias layer `bias`: by distance on the banded path, as a full matrix on
+    the dense one."""
     inputs = {"query": keras.Input((length, HIDDEN), name="query")}
-    mask = None
+    mask = attention_bias = distance_bias = None
     if explicit_mask is not None:
         mask = keras_attn.LocalMaskBaseline(**explicit_mask)(inputs["query"])
-    outputs = layer(inputs["query"], attention_mask=mask, use_causal_mask=causal)
+        if bias is not None:
+            attention_bias = bias(inputs["query"])
+    elif bias is not None:
+        distance_bias = bias(inputs["query"], by_distance=True)
+    outputs = layer(
+        inputs["query"], attention_mask=mask, attention_bias=attention_bias,
+        distance_bias=distance_bias, use_causal_mask=causal,
+    )
     model = keras.Model(inputs, outputs)
     data = {"query": np.random.default_rng(0).normal(size=(1, length, HIDDEN)).astype("float32")}
     return device_forward(model, data)
@@ -76,16 +92,21 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dense-memory-gib", type=float, default=8.0)
     parser.add_argument("--dtype", default="float32", help="layer dtype policy, e.g. bfloat16")
+    parser.add_argument("--bias", choices=sorted(BIASES), default="none",
+                        help="a relative-position bias added to the scores")
+    parser.add_argument("--paths", nargs="+", default=["banded", "dense"])
+    parser.add_argument("--causal", choices=["both", "causal", "bidirectional"], default="both")
     parser.add_argument("--output", default=None)
     arguments = parser.parse_args()
     keras.config.set_dtype_policy(arguments.dtype)
 
     rows = []
-    for causal in (True, False):
+    directions = {"both": (True, False), "causal": (True,), "bidirectional": (False,)}
+    for causal in directions[arguments.causal]:
         for length in arguments.lengths:
             # Banded and dense take turns at each length (one window, same seed).
             functions = {}
-            for path in ("banded", "dense"):
+            for path in arguments.paths:
                 if path == "dense" and dense_gib(length) > arguments.dense_memory_gib:
                     print(f"dense  causal={causal} {length:>6}: skipped (~{dense_gib(length):.0f} GiB)")
                     continue
@@ -93,7 +114,10 @@ def main():
                 window = arguments.window if path == "banded" else None
                 layer = keras_attn.MultiHeadAttention(HEADS, HEAD_SIZE, attention_window=window)
                 explicit_mask = None if window else {"window": arguments.window, "causal": causal}
-                functions[path] = forward(layer, length, causal, explicit_mask)
+                bias = BIASES[arguments.bias]
+                functions[path] = forward(
+                    layer, length, causal, explicit_mask, bias and bias(causal)
+                )
             for path, (warm_up, seconds) in timed_side_by_side(functions, arguments.repeats).items():
                 rows.append(
                     {
@@ -120,10 +144,12 @@ def main():
         # glibc's allocator settings change the torch rows (see the README).
         "environment": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
         "window": arguments.window,
+        "bias": arguments.bias,
         "repeats": arguments.repeats,
         "rows": rows,
     }
-    suffix = "" if arguments.dtype == "float32" else f"_{arguments.dtype}"
+    suffix = "" if arguments.bias == "none" else f"_{arguments.bias}"
+    suffix += "" if arguments.dtype == "float32" else f"_{arguments.dtype}"
     write_result(result, arguments.output, f"banded_attention_{BACKEND}{suffix}.json")
 
 

@@ -1,8 +1,9 @@
 """Fused attention for decoupled widths: RoBERTa+ against BERT-base, one backend.
 
 In one process, on the backend KERAS_BACKEND selects, this measures inference
-at batch 8 x 128 (float32, random weights, jit-compiled on TensorFlow and
-JAX) of:
+at batch 8 x 128 (float32 or `--dtype`, random weights, jit-compiled on
+TensorFlow and JAX, inputs already on the device: `bert_base.device_forward`)
+of:
 
 - BERT-base: hidden 768, 12 heads of 64, 12 layers, FFN 3072;
 - RoBERTa+-shaped base: the same with `attention_key_size=256` (query/key
@@ -31,6 +32,7 @@ import numpy as np
 import keras_attn
 from bert_base import BACKEND
 from bert_base import CONFIG
+from bert_base import device_forward
 from bert_base import timed_side_by_side
 from bert_base import write_result
 
@@ -45,24 +47,25 @@ def with_einsum_attention(model):
     for layer in config["layers"]:
         if "fused_attention" in layer["config"]:
             layer["config"]["fused_attention"] = False
-    copy = keras.Model.from_config(config)
+    copy = type(model).from_config(config)
     copy.set_weights(model.get_weights())
     return copy
 
 
 def inference(model):
-    model.compile(jit_compile=BACKEND != "torch")
     tokens = np.random.default_rng(0).integers(1000, 30000, size=(BATCH, LENGTH)).astype("int32")
     data = {"token_ids": tokens, "segment_ids": np.zeros_like(tokens)}
-    return lambda: model.predict_on_batch(data)
+    return device_forward(model, data)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2 layers instead of 12 (smoke test)")
+    parser.add_argument("--dtype", default="float32", help="dtype policy, e.g. bfloat16")
     parser.add_argument("--output", default=None)
     arguments = parser.parse_args()
+    keras.config.set_dtype_policy(arguments.dtype)
     config = dict(CONFIG, num_hidden_layers=2 if arguments.quick else CONFIG["num_hidden_layers"])
 
     bert = keras_attn.build_transformer_model(config)
@@ -91,9 +94,11 @@ def main():
         )
     result = {
         "layers": config["num_hidden_layers"], "hidden": 768, "heads": 12, "head_size": 64,
-        "key_size": KEY_SIZE, "repeats": arguments.repeats, "rows": rows,
+        "key_size": KEY_SIZE, "dtype": arguments.dtype, "repeats": arguments.repeats,
+        "rows": rows,
     }
-    write_result(result, arguments.output, f"fused_widths_{BACKEND}.json")
+    suffix = "" if arguments.dtype == "float32" else f"_{arguments.dtype}"
+    write_result(result, arguments.output, f"fused_widths_{BACKEND}{suffix}.json")
 
 
 if __name__ == "__main__":
