@@ -1,6 +1,8 @@
-"""Prints the README's benchmark tables from benchmarks/results/: BERT-base
-(`<backend>.json`, from bert_base.py) and banded attention
-(`banded_attention_*.json`, from banded_attention.py)."""
+"""Prints the README's benchmark tables from benchmarks/results/ (and its
+per-device folders, such as h100/): BERT-base (`<backend>.json`, from
+bert_base.py), banded attention (`banded_attention_*.json`), fused attention
+for decoupled widths (`fused_widths_*.json`) and the input contract's cost
+(`input_contract_*.json`)."""
 
 import glob
 import json
@@ -34,11 +36,12 @@ def bert_base_table():
 def banded_table():
     """One row per (file, path, causal): µs per token at each length, and the
     per-token time at the longest length over the banded time at the shortest."""
-    for path in sorted(glob.glob(os.path.join(RESULTS, "banded_attention_*.json"))):
+    for path in results("banded_attention_*.json"):
         result = load(path)
         lengths = sorted({row["length"] for row in result["rows"]})
         environment = " ".join(f"{k}={v}" for k, v in result.get("environment", {}).items())
-        print(f"\n{result['backend']} {environment}".rstrip())
+        details = f"{result.get('layer', '')}, bias {result.get('bias', 'none')}, {result.get('device', 'cpu')}"
+        print(f"\n{result['backend']} ({details}) {environment}".rstrip())
         print("| path | mask | " + " | ".join(str(n) for n in lengths) + f" | {lengths[-1]} / {lengths[0]} |")
         print("| --- | --- |" + " ---: |" * (len(lengths) + 1))
         for name in ("banded", "dense"):
@@ -57,6 +60,41 @@ def banded_table():
                 print(f"| {name} | {mask} | " + " | ".join(cells) + f" | {ratio} |")
 
 
+def results(pattern):
+    """Result files matching `pattern`, in results/ and its device folders."""
+    return sorted(
+        glob.glob(os.path.join(RESULTS, pattern)) + glob.glob(os.path.join(RESULTS, "*", pattern))
+    )
+
+
+def fused_widths_table():
+    print("\n| backend | device | dtype | model | ms | vs BERT-base |")
+    print("| --- | --- | --- | --- | ---: | ---: |")
+    for path in results("fused_widths_*.json"):
+        result = load(path)
+        folder = os.path.dirname(path)
+        device = "cpu" if folder == RESULTS else os.path.basename(folder)
+        for row in result["rows"]:
+            print(
+                f"| {result['backend']} | {device} | {result.get('dtype', 'float32')} | {row['model']} "
+                f"| {row['seconds'] * 1000:.1f} | {row['time_vs_bert_base']:.2f}x |"
+            )
+
+
+def input_contract_table():
+    print("\n| backend | measurement | checked ms | unchecked ms | checked / unchecked |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for path in results("input_contract_*.json"):
+        result = load(path)
+        for row in result["rows"]:
+            print(
+                f"| {result['backend']} | {row['measurement']} | {row['checked_seconds'] * 1000:.0f} "
+                f"| {row['unchecked_seconds'] * 1000:.0f} | {row['checked_vs_unchecked']:.3f} |"
+            )
+
+
 if __name__ == "__main__":
     bert_base_table()
     banded_table()
+    fused_widths_table()
+    input_contract_table()

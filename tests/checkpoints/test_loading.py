@@ -16,9 +16,9 @@ from keras_attn.models.builder import select_variant
 from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.transformer_config import load_config
 from tests.harness import to_numpy
-from tests.models.conftest import SMALL
-from tests.models.conftest import perturb
-from tests.models.conftest import write_tf_checkpoint
+from tests.checkpoint_files import SMALL
+from tests.checkpoint_files import perturb
+from tests.checkpoint_files import write_tf_checkpoint
 
 TOLERANCE = 1e-4
 

@@ -26,6 +26,24 @@ def dense_twin(layer):
     )
 
 
+def layer_and_dense_twin(window, query):
+    """A windowed two-head layer and its dense twin, built on `query`."""
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=window)
+    layer(query)
+    twin = dense_twin(layer)
+    twin(query)
+    twin.set_weights(layer.get_weights())
+    return layer, twin
+
+
+def sgd_step(inputs, outputs, data, target):
+    """The functional model `inputs -> outputs` after one SGD step on `data`."""
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+    model.fit(data, target, batch_size=len(target), epochs=1, verbose=0, shuffle=False)
+    return model
+
+
 def padding(batch, length):
     keep = np.ones((batch, length), bool)
     keep[0, length - 3 :] = False
@@ -108,6 +126,20 @@ def relative_bias(kind, heads, causal):
     return layer, lambda length: reference.sandwich_bias(8, 0.5, length, length)
 
 
+def dense_biased_twin_output(layer, query, keep, window, causal, bias_layer):
+    """The dense path's output for `layer`'s weights: the band and padding as
+    an explicit mask, the bias as the full `(1, heads, T, T)` matrix."""
+    twin = dense_twin(layer)
+    twin(query)
+    twin.set_weights(layer.get_weights())
+    dense_mask = keras.ops.logical_and(
+        keras_attn.LocalMaskBaseline(window, causal)(query), keep[:, None, None, :]
+    )
+    return to_numpy(
+        twin(query, attention_mask=dense_mask, attention_bias=bias_layer(query), use_causal_mask=causal)
+    )
+
+
 # (bias, causal, window): each scheme with the band it is used with.
 BIASED_BANDS = [
     ("alibi", True, 4), ("alibi", False, 5), ("kerple_log", True, 6),
@@ -143,15 +175,7 @@ def test_banded_relative_position_biases(kind, causal, window, length, fused_att
     )
     np.testing.assert_allclose(output, expected, atol=1e-5)
 
-    twin = dense_twin(layer)
-    twin(query)
-    twin.set_weights(layer.get_weights())
-    dense_mask = keras.ops.logical_and(
-        keras_attn.LocalMaskBaseline(window, causal)(query), keep[:, None, None, :]
-    )
-    dense = to_numpy(
-        twin(query, attention_mask=dense_mask, attention_bias=bias_layer(query), use_causal_mask=causal)
-    )
+    dense = dense_biased_twin_output(layer, query, keep, window, causal, bias_layer)
     np.testing.assert_allclose(output, dense, atol=1e-6)
 
 
@@ -168,15 +192,7 @@ def test_banded_talking_heads_with_a_bias_by_distance():
         query, attention_mask=keep[:, None], distance_bias=bias_layer(query, by_distance=True),
         use_causal_mask=True,
     ))
-    twin = dense_twin(layer)
-    twin(query)
-    twin.set_weights(layer.get_weights())
-    dense_mask = keras.ops.logical_and(
-        keras_attn.LocalMaskBaseline(window, True)(query), keep[:, None, None, :]
-    )
-    dense = to_numpy(
-        twin(query, attention_mask=dense_mask, attention_bias=bias_layer(query), use_causal_mask=True)
-    )
+    dense = dense_biased_twin_output(layer, query, keep, window, True, bias_layer)
     np.testing.assert_allclose(output, dense, atol=1e-5)
 
 
@@ -198,16 +214,9 @@ def test_banded_kerple_gradients_equal_the_dense_ones():
             outputs = attention(
                 inputs, attention_mask=mask, attention_bias=bias_layer(inputs), use_causal_mask=True
             )
-        model = keras.Model(inputs, outputs)
-        model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
-        model.fit(query, target, batch_size=4, epochs=1, verbose=0, shuffle=False)
-        return [to_numpy(w) for w in model.weights]
+        return [to_numpy(w) for w in sgd_step(inputs, outputs, query, target).weights]
 
-    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=window)
-    layer(query)
-    twin = dense_twin(layer)
-    twin(query)
-    twin.set_weights(layer.get_weights())
+    layer, twin = layer_and_dense_twin(window, query)
     bias_layer, _ = relative_bias("kerple_log", 2, True)
     twin_bias, _ = relative_bias("kerple_log", 2, True)
     twin_bias.set_weights(bias_layer.get_weights())
@@ -255,19 +264,10 @@ def test_fit_step_gives_the_dense_gradients():
         outputs = layer(
             inputs["query"], attention_mask=inputs["attention_mask"], use_causal_mask=True
         )
-        model = keras.Model(inputs, outputs)
-        model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
-        model.fit(
-            {"query": query, "attention_mask": attention_mask}, target,
-            batch_size=4, epochs=1, verbose=0, shuffle=False,
-        )
+        sgd_step(inputs, outputs, {"query": query, "attention_mask": attention_mask}, target)
         return [to_numpy(w) for w in layer.weights]
 
-    layer = keras_attn.MultiHeadAttention(2, 4, attention_window=window)
-    layer(query)
-    twin = dense_twin(layer)
-    twin(query)
-    twin.set_weights(layer.get_weights())
+    layer, twin = layer_and_dense_twin(window, query)
     initial = [to_numpy(w).copy() for w in layer.weights]
     dense_mask = keep[:, None] & band(length, length, window, True)[None, None]
     banded_weights = trained(layer, keep)

@@ -1,0 +1,73 @@
+"""Session fixtures shared by every test folder: checkpoints made at test
+time (see tests/checkpoint_files.py)."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from tests.checkpoint_files import SMALL
+from tests.checkpoint_files import google_config
+from tests.checkpoint_files import google_name
+from tests.checkpoint_files import perturb
+from tests.checkpoint_files import write_tf_checkpoint
+
+
+@pytest.fixture(scope="session")
+def hf_bert_dir(tmp_path_factory):
+    """A random `BertForPreTraining` saved as a Hugging Face directory."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    model = transformers.BertForPreTraining(transformers.BertConfig(**SMALL))
+    perturb(model, seed=0).eval()
+    directory = tmp_path_factory.mktemp("hf_bert")
+    model.save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def hf_roberta_dir(tmp_path_factory):
+    """A random `RobertaForMaskedLM` (pad id 1, positions offset by 2)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    config = transformers.RobertaConfig(
+        **dict(SMALL, max_position_embeddings=42, type_vocab_size=1),
+        pad_token_id=1,
+        layer_norm_eps=1e-5,
+    )
+    model = transformers.RobertaForMaskedLM(config)
+    perturb(model, seed=1).eval()
+    directory = tmp_path_factory.mktemp("hf_roberta")
+    model.save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def tf_checkpoint_writer():
+    """`write_tf_checkpoint(prefix, arrays)`, for tests that write their own
+    (broken, partial) TensorFlow checkpoints."""
+    return write_tf_checkpoint
+
+
+@pytest.fixture(scope="session")
+def tf_bert_checkpoint(hf_bert_dir, tmp_path_factory):
+    """The weights of `hf_bert_dir` as Google's `bert_config.json` +
+    `bert_model.ckpt`, with a `global_step` as real checkpoints have."""
+    from safetensors.numpy import load_file
+
+    state = load_file(os.path.join(hf_bert_dir, "model.safetensors"))
+    arrays = {}
+    for name, value in state.items():
+        if "position_ids" in name or "decoder" in name:
+            continue
+        if re.search(r"(query|key|value|dense|intermediate\.dense|output\.dense)\.weight$", name) and value.ndim == 2:
+            value = value.T
+        arrays[google_name(name)] = np.ascontiguousarray(value)
+    arrays["global_step"] = np.array(1000, np.int64)
+    directory = tmp_path_factory.mktemp("tf_bert")
+    prefix = write_tf_checkpoint(str(directory / "bert_model.ckpt"), arrays)
+    config = google_config(
+        os.path.join(hf_bert_dir, "config.json"), str(directory / "bert_config.json")
+    )
+    return config, prefix, arrays
