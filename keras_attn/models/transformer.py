@@ -76,7 +76,8 @@ class Transformer:
     `Embedding-Position`, `Embedding-Norm`, `Embedding-Mapping`,
     `Transformer-{i}-MultiHeadSelfAttention` (`-Dropout`, `-Add`, `-Norm`),
     `Transformer-{i}-FeedForward` (`-Dropout`, `-Add`, `-Norm`),
-    `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Bias`.
+    `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Decoder` (untied
+    decoders only), `MLM-Bias`.
 
     Args:
         config: a `keras_attn.TransformerConfig`.
