@@ -76,7 +76,7 @@ class InputContract:
         `token_ids` when the model takes nothing else. Positional tensors
         for a model of several inputs are refused as ambiguous."""
         if isinstance(inputs, (list, tuple)):
-            if inputs and all(_is_array_like(value) for value in inputs):
+            if inputs and all(is_array_like(value) for value in inputs):
                 if len(inputs) != 1:
                     raise InputError(
                         f"The model takes a dict with the keys {self._expected()}; "
@@ -87,7 +87,7 @@ class InputContract:
             else:
                 inputs = np.asarray(inputs)
         if not isinstance(inputs, dict):
-            if len(self.names) == 1 and _is_array_like(inputs):
+            if len(self.names) == 1 and is_array_like(inputs):
                 return {self.names[0]: inputs}
             raise InputError(
                 f"The model takes a dict with the keys {self._expected()}; "
@@ -212,7 +212,8 @@ class InputContract:
         return cls(**config)
 
 
-def _is_array_like(value):
+def is_array_like(value):
+    """Whether `value` is an array or tensor (anything with a shape and dtype)."""
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 

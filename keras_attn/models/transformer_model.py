@@ -8,6 +8,7 @@ import keras
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
+from keras_attn.models.input_contract import is_array_like
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -134,7 +135,7 @@ class TransformerModel(keras.Model):
         compiled step, where a bad label could only make the loss (and then
         the weights) NaN."""
         loss = getattr(self, "loss", None)
-        if isinstance(loss, TokenCrossEntropy) and _is_tensor_like(y) and len(self.outputs) == 1:
+        if isinstance(loss, TokenCrossEntropy) and is_array_like(y) and len(self.outputs) == 1:
             loss.check_labels(y, self.outputs[0].shape[-1])
         return y
 
@@ -143,7 +144,7 @@ class TransformerModel(keras.Model):
         it reaches a compiled step."""
         if x is None:
             return x
-        if isinstance(x, (dict, list, tuple)) or _is_tensor_like(x):
+        if isinstance(x, (dict, list, tuple)) or is_array_like(x):
             return self._checked(x)
         if _is_tf_dataset(x):
             return _checked_dataset(x, self.input_contract)
@@ -185,95 +186,84 @@ class TransformerModel(keras.Model):
         return config
 
 
-def _is_tensor_like(value):
-    return hasattr(value, "shape") and hasattr(value, "dtype") and not _is_tf_dataset(value)
-
-
 def _is_tf_dataset(value):
     return type(value).__module__.startswith("tensorflow") and hasattr(value, "element_spec")
 
 
+def _features(batch):
+    """The model inputs of a batch: `x` of an `(x, y, ...)` tuple, or the batch."""
+    return batch[0] if isinstance(batch, tuple) else batch
+
+
+def _with_checked_features(batch, check):
+    """`batch` with its model inputs replaced by `check(inputs)`."""
+    if isinstance(batch, tuple):
+        return (check(batch[0]),) + tuple(batch[1:])
+    return check(batch)
+
+
 def _checked_dataset(dataset, contract):
-    """`dataset` whose elements' model inputs are checked in the pipeline."""
+    """`dataset` whose elements' model inputs are checked in the pipeline:
+    names, dtypes and shapes once, on its element spec; values by assertions
+    on every element (the rules of `InputContract.check_values`, in
+    TensorFlow ops, since the values exist only inside the pipeline)."""
     import tensorflow as tf
 
-    def check(*element):
-        features = element[0]
-        structure = features if isinstance(features, dict) else {contract.names[0]: features}
-        contract.select(_SpecView.of(structure))
-        assertions = []
-        for name, value in structure.items():
+    spec = contract.as_dict(_features(dataset.element_spec))
+    contract.select({name: _SpecView(value.shape, value.dtype.name) for name, value in spec.items()})
+
+    def assertions(inputs):
+        for name, value in inputs.items():
             if not value.dtype.is_integer and not value.dtype.is_bool:
-                assertions.append(
-                    tf.debugging.assert_equal(
-                        value, tf.round(value),
-                        message=f"Input '{name}' holds non-integer values; ids must be integers.",
-                    )
+                yield tf.debugging.assert_equal(
+                    value, tf.round(value),
+                    message=f"Input '{name}' holds non-integer values; ids must be integers.",
                 )
             value = tf.cast(value, "int64")
-            if name in contract.limits:
-                limit = contract.limits[name]
-                described = contract.descriptions.get(name, "limit")
-                assertions.append(
-                    tf.debugging.assert_non_negative(
-                        value, message=f"Input '{name}' holds a negative value; it must be in [0, {limit})."
-                    )
+            if name not in contract.limits:
+                yield tf.debugging.assert_equal(
+                    value, tf.zeros_like(value),
+                    message=f"Input '{name}' is not all zero, but this model has no '{name}'.",
                 )
-                assertions.append(
-                    tf.debugging.assert_less(
-                        value, tf.constant(limit, "int64"),
-                        message=f"Input '{name}' holds a value >= {limit} ({described}={limit}).",
-                    )
-                )
-            else:
-                assertions.append(
-                    tf.debugging.assert_equal(
-                        value, tf.zeros_like(value),
-                        message=f"Input '{name}' is not all zero, but this model has no '{name}'.",
-                    )
-                )
-            if contract.max_length is not None:
-                assertions.append(
-                    tf.debugging.assert_less_equal(
-                        tf.shape(value)[-1], contract.max_length,
-                        message=(
-                            f"Sequence length exceeds the {contract.max_length} positions "
-                            "this model has; truncate the inputs."
-                        ),
-                    )
-                )
-        with tf.control_dependencies(assertions):
-            return tf.nest.map_structure(tf.identity, element if len(element) > 1 else element[0])
+                continue
+            limit = contract.limits[name]
+            described = contract.descriptions.get(name, "limit")
+            yield tf.debugging.assert_non_negative(
+                value, message=f"Input '{name}' holds a negative value; it must be in [0, {limit})."
+            )
+            yield tf.debugging.assert_less(
+                value, tf.constant(limit, "int64"),
+                message=f"Input '{name}' holds a value >= {limit} ({described}={limit}).",
+            )
+        if contract.max_length is not None:
+            any_input = next(iter(inputs.values()))
+            yield tf.debugging.assert_less_equal(
+                tf.shape(any_input)[-1], contract.max_length,
+                message=(
+                    f"Sequence length exceeds the {contract.max_length} positions "
+                    "this model has; truncate the inputs."
+                ),
+            )
 
-    contract.select(_SpecView.of(_features_spec(dataset.element_spec, contract)))
+    def check(*element):
+        element = element if len(element) > 1 else element[0]
+        with tf.control_dependencies(list(assertions(contract.as_dict(_features(element))))):
+            return tf.nest.map_structure(tf.identity, element)
+
     return dataset.map(check)
 
 
-def _features_spec(element_spec, contract):
-    features = element_spec[0] if isinstance(element_spec, tuple) else element_spec
-    return features if isinstance(features, dict) else {contract.names[0]: features}
-
-
 class _SpecView:
-    """Shape and dtype of a `tf.TensorSpec` or tensor, as `select` reads them."""
+    """Shape and dtype of a `tf.TensorSpec`, as `InputContract.select` reads them."""
 
     def __init__(self, shape, dtype):
         self.shape = tuple(shape)
         self.dtype = dtype
 
-    @classmethod
-    def of(cls, structure):
-        return {
-            name: cls(value.shape, value.dtype.name) for name, value in structure.items()
-        }
-
 
 def _checked_batches(iterator, check):
     for batch in iterator:
-        if isinstance(batch, tuple):
-            yield (check(batch[0]),) + batch[1:]
-        else:
-            yield check(batch)
+        yield _with_checked_features(batch, check)
 
 
 class _CheckedPyDataset(keras.utils.PyDataset):
@@ -296,10 +286,7 @@ class _CheckedPyDataset(keras.utils.PyDataset):
         return self._dataset.num_batches
 
     def __getitem__(self, index):
-        batch = self._dataset[index]
-        if isinstance(batch, tuple):
-            return (self._check(batch[0]),) + tuple(batch[1:])
-        return self._check(batch)
+        return _with_checked_features(self._dataset[index], self._check)
 
     def on_epoch_end(self):
         self._dataset.on_epoch_end()
