@@ -1,5 +1,5 @@
-"""Session fixtures shared by every test folder: checkpoints made at test
-time (see tests/checkpoint_files.py)."""
+"""Fixtures shared by every test folder: a fixed random seed per test, and
+checkpoints made at test time (see tests/checkpoint_files.py)."""
 
 import os
 import re
@@ -12,6 +12,15 @@ from tests.checkpoint_files import google_config
 from tests.checkpoint_files import google_name
 from tests.checkpoint_files import perturb
 from tests.checkpoint_files import write_tf_checkpoint
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    """Every test starts from the same random state (initialisers, dropout,
+    numpy's global generator), so a failure reproduces on the next run."""
+    import keras
+
+    keras.utils.set_random_seed(0)
 
 
 @pytest.fixture(scope="session")

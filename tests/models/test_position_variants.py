@@ -171,5 +171,7 @@ def test_windowed_models_band_exactly_as_the_dense_mask(variant, application, op
     banded = to_numpy(model({"token_ids": ids}))
     monkeypatch.setattr(band_dispatch, "layout_for_call", lambda *args: None)
     dense = to_numpy(model({"token_ids": ids}))
-    # Logits of a 2-layer model with large weights: float32 reordering only.
-    np.testing.assert_allclose(banded, dense, atol=1e-5, rtol=1e-4)
+    # Logits of a 2-layer model with large weights (up to about 6): float32
+    # reordering measures up to 3e-6 of the largest output over seeds, so
+    # the bound scales with it; a band error is of the order of the outputs.
+    np.testing.assert_allclose(banded, dense, atol=2e-5 * np.abs(dense).max(), rtol=0)
