@@ -50,20 +50,38 @@ def is_key_mask(attention_mask):
     return len(shape) == 4 and shape[1] == 1 and shape[2] == 1
 
 
-def causal_mask(query_length, key_length):
-    """Boolean `(1, 1, query_length, key_length)` mask keeping keys `j <= i`."""
-    return ops.greater_equal(relative_positions(query_length, key_length), 0)[None, None, :, :]
+def causal_mask(query_length, key_length, query_positions=None, key_positions=None):
+    """Boolean `(1, 1, query_length, key_length)` mask keeping keys `j <= i`
+    (positions as in `relative_positions`)."""
+    distance = relative_positions(query_length, key_length, query_positions, key_positions)
+    return ops.greater_equal(distance, 0)[None, None, :, :]
 
 
-def relative_positions(query_length, key_length):
-    """`(query_length, key_length)` int matrix of `i - j` (top-left aligned)."""
-    return ops.arange(query_length)[:, None] - ops.arange(key_length)[None, :]
+def relative_positions(query_length, key_length, query_positions=None, key_positions=None):
+    """`(query_length, key_length)` int matrix of `i - j`.
+
+    Query `i` and key `j` are at the positions `query_positions` and
+    `key_positions` (integer vectors) when given, else at `0, 1, ...` (top-left
+    aligned). A key/value cache gives positions: its new queries sit after the
+    cached keys, and a windowed cache holds keys in the order it wrote them.
+    """
+    rows = positions(query_length, query_positions)
+    return rows[:, None] - positions(key_length, key_positions)[None, :]
 
 
-def local_mask(query_length, key_length, window, causal=False, blockwise=False):
+def positions(length, given=None):
+    """`given` as an int32 vector, or `0, 1, ..., length - 1`."""
+    return ops.arange(length, dtype="int32") if given is None else ops.cast(given, "int32")
+
+
+def local_mask(
+    query_length, key_length, window, causal=False, blockwise=False,
+    query_positions=None, key_positions=None,
+):
     """Boolean `(1, 1, query_length, key_length)` band of a local window.
 
-    With query index `i` and key index `j` (top-left aligned):
+    With query position `i` and key position `j` (top-left aligned unless
+    `query_positions`/`key_positions` say otherwise, see `relative_positions`):
 
     - causal: keep `i - window < j <= i` (the `window` most recent keys, the
       query's own included);
@@ -75,10 +93,10 @@ def local_mask(query_length, key_length, window, causal=False, blockwise=False):
     Built from two index vectors, no Python loop, so its cost is the size of
     the mask itself.
     """
-    distance = relative_positions(query_length, key_length)
+    distance = relative_positions(query_length, key_length, query_positions, key_positions)
     if blockwise:
-        rows = ops.arange(query_length)[:, None]
-        columns = ops.arange(key_length)[None, :]
+        rows = positions(query_length, query_positions)[:, None]
+        columns = positions(key_length, key_positions)[None, :]
         keep = ops.logical_and(
             ops.greater_equal(distance, 0),
             ops.greater_equal(columns // window, rows // window - 1),
@@ -105,6 +123,8 @@ def merge_attention_masks(
     key_length=None,
     attention_window=None,
     blockwise=False,
+    query_positions=None,
+    key_positions=None,
 ):
     """Combines every source of masking into one rank-4 boolean mask.
 
@@ -122,6 +142,9 @@ def merge_attention_masks(
         attention_window: keep only a local band (see `local_mask`), causal
             when `use_causal_mask`.
         blockwise: make a causal band blockwise (see `local_mask`).
+        query_positions, key_positions: the positions of the queries and
+            keys for the causal and local masks (see `relative_positions`);
+            default `0, 1, ...`.
 
     Returns:
         A boolean tensor broadcastable to
@@ -140,7 +163,9 @@ def merge_attention_masks(
     if key_mask is not None:
         mask = conjoin(mask, ops.cast(key_mask, "bool")[:, None, None, :])
     if use_causal_mask:
-        mask = conjoin(mask, causal_mask(query_length, key_length))
+        mask = conjoin(
+            mask, causal_mask(query_length, key_length, query_positions, key_positions)
+        )
     if attention_window is not None:
         mask = conjoin(
             mask,
@@ -150,6 +175,8 @@ def merge_attention_masks(
                 attention_window,
                 causal=use_causal_mask,
                 blockwise=blockwise and use_causal_mask,
+                query_positions=query_positions,
+                key_positions=key_positions,
             ),
         )
     return mask

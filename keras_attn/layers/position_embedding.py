@@ -31,6 +31,11 @@ class PositionEmbedding(keras.layers.Layer):
         inputs: `(batch, length, ...)`; only its length is used.
         padding_mask: boolean `(batch, length)`, used with
             `count_from_padding`.
+        positions: optional integer `(length,)` or `(batch, length)`: the
+            positions of the tokens (row `offset + position`), for a decoding
+            step whose tokens continue a cached sequence. A negative position
+            takes row `offset - 1` (RoBERTa's padding row). Replaces the
+            numbering from 0 and `padding_mask`.
 
     Returns `(batch, length, dim)` (the table rows broadcast over the batch,
     so that shape inference downstream keeps the batch dimension unknown
@@ -53,15 +58,19 @@ class PositionEmbedding(keras.layers.Layer):
         self.count_from_padding = count_from_padding
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
 
-    def build(self, inputs_shape, padding_mask_shape=None):
+    def build(self, inputs_shape, padding_mask_shape=None, positions_shape=None):
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.max_position, self.dim),
             initializer=self.embeddings_initializer,
         )
 
-    def call(self, inputs, padding_mask=None):
+    def call(self, inputs, padding_mask=None, positions=None):
         length = ops.shape(inputs)[1]
+        if positions is not None:
+            rows = ops.maximum(ops.cast(positions, "int32"), -1) + self.offset
+            rows = ops.take(self.embeddings, rows, axis=0)
+            return ops.broadcast_to(rows, (ops.shape(inputs)[0], length, self.dim))
         if isinstance(length, int) and length > self.max_length:
             raise ValueError(
                 f"Sequence length {length} exceeds the {self.max_length} "
@@ -81,7 +90,7 @@ class PositionEmbedding(keras.layers.Layer):
         """The longest sequence the table can number."""
         return self.max_position - self.offset
 
-    def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
+    def compute_output_shape(self, inputs_shape, padding_mask_shape=None, positions_shape=None):
         return (inputs_shape[0], inputs_shape[1], self.dim)
 
     def get_config(self):

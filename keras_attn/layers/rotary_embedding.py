@@ -48,46 +48,60 @@ class RotaryEmbedding(keras.layers.Layer):
         self.max_wavelength = max_wavelength
         self.scale_base = scale_base
 
-    def _angles(self, length, size):
-        positions = ops.arange(length, dtype="float32")
-        return sinusoid_angles(positions, size, self.max_wavelength)  # (length, size / 2)
-
-    def _xpos_scale(self, length, size, sign, centre):
-        pairs = ops.arange(size // 2, dtype="float32")
-        zeta = (2.0 * pairs / size + 0.4) / 1.4
-        positions = ops.arange(length, dtype="float32") - ops.cast(centre, "float32")
-        return ops.power(zeta[None, :], sign * positions[:, None] / self.scale_base)
-
-    @staticmethod
-    def _rotate(x, angles, scale):
-        shape = ops.shape(x)
-        pairs = ops.reshape(ops.cast(x, "float32"), (shape[0], shape[1], shape[2], -1, 2))
-        even, odd = pairs[..., 0], pairs[..., 1]
-        cos = ops.cos(angles)[None, :, None, :]
-        sin = ops.sin(angles)[None, :, None, :]
-        rotated_even = even * cos - odd * sin
-        rotated_odd = odd * cos + even * sin
-        if scale is not None:
-            scale = scale[None, :, None, :]
-            rotated_even, rotated_odd = rotated_even * scale, rotated_odd * scale
-        rotated = ops.stack([rotated_even, rotated_odd], axis=-1)
-        return ops.cast(ops.reshape(rotated, shape), x.dtype)
-
     def call(self, query, key):
         size = query.shape[-1]
         check_even_width(self, "key_size (the last axis of query and key)", size)
-        query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
-        query_scale = key_scale = None
-        if self.scale_base is not None:
-            # Both streams share one origin, so q . k still depends on i - j only.
-            centre = key_length // 2
-            query_scale = self._xpos_scale(query_length, size, 1.0, centre)
-            key_scale = self._xpos_scale(key_length, size, -1.0, centre)
-        query = self._rotate(query, self._angles(query_length, size), query_scale)
-        key = self._rotate(key, self._angles(key_length, size), key_scale)
-        return query, key
+        query_positions = ops.arange(ops.shape(query)[1], dtype="int32")
+        key_positions = ops.arange(ops.shape(key)[1], dtype="int32")
+        query, key = self.rotate(query, query_positions), self.rotate(key, key_positions)
+        if self.scale_base is None:
+            return query, key
+        # Both streams share one origin, so q . k still depends on i - j only.
+        centre = ops.shape(key)[1] // 2
+        return (
+            self.decay(query, query_positions, centre, sign=1.0),
+            self.decay(key, key_positions, centre, sign=-1.0),
+        )
+
+    def rotate(self, x, positions):
+        """RoPE's rotation of `x`, `(batch, length, heads, size)`, at the
+        integer `positions`, `(length,)`; no XPOS decay."""
+        angles = sinusoid_angles(positions, x.shape[-1], self.max_wavelength)
+        cos = ops.cos(angles)[None, :, None, :]
+        sin = ops.sin(angles)[None, :, None, :]
+        even, odd = _pairs(x)
+        return _unpairs(even * cos - odd * sin, odd * cos + even * sin, x)
+
+    def decay(self, x, positions, centre, sign):
+        """XPOS's scaling of `x`, `(batch, length, heads, size)`: pair `m` at
+        position `n` times `zeta_m^(sign (n - centre) / scale_base)`, `sign`
+        `+1` for queries and `-1` for keys. The products `q_i . k_j` do not
+        depend on `centre`; choosing it near the positions keeps the factors
+        near 1. A key/value cache stores keys rotated but not decayed and
+        decays them at each step relative to the newest query, so that every
+        key factor is at most 1 however long the generation."""
+        size = x.shape[-1]
+        pairs = ops.arange(size // 2, dtype="float32")
+        zeta = (2.0 * pairs / size + 0.4) / 1.4
+        offsets = ops.cast(positions, "float32") - ops.cast(centre, "float32")
+        scale = ops.power(zeta[None, :], sign * offsets[:, None] / self.scale_base)
+        scale = scale[None, :, None, :]
+        even, odd = _pairs(x)
+        return _unpairs(even * scale, odd * scale, x)
 
     def get_config(self):
         config = super().get_config()
         config.update({"max_wavelength": self.max_wavelength, "scale_base": self.scale_base})
         return config
+
+
+def _pairs(x):
+    """The even and odd features of `x`, float32, `(batch, length, heads, size / 2)` each."""
+    shape = ops.shape(x)
+    pairs = ops.reshape(ops.cast(x, "float32"), (shape[0], shape[1], shape[2], -1, 2))
+    return pairs[..., 0], pairs[..., 1]
+
+
+def _unpairs(even, odd, like):
+    """Interleaves `even` and `odd` back into the shape and dtype of `like`."""
+    return ops.cast(ops.reshape(ops.stack([even, odd], axis=-1), ops.shape(like)), like.dtype)

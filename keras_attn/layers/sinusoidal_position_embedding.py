@@ -27,6 +27,9 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         inputs: `(batch, length, ...)`; only its length is used.
         padding_mask: accepted for interchangeability with
             `PositionEmbedding`, and ignored.
+        positions: optional integer `(length,)`, the positions of the tokens
+            (default `0 .. length - 1`), for a decoding step whose tokens
+            continue a cached sequence.
 
     Returns `(batch, length, dim)`, the same rows for every sequence.
     """
@@ -37,8 +40,9 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         self.dim = dim
         self.max_wavelength = max_wavelength
 
-    def call(self, inputs, padding_mask=None):
-        positions = ops.arange(ops.shape(inputs)[1], dtype="float32")
+    def call(self, inputs, padding_mask=None, positions=None):
+        if positions is None:
+            positions = ops.arange(ops.shape(inputs)[1], dtype="float32")
         angles = sinusoid_angles(positions, self.dim, self.max_wavelength)
         table = ops.reshape(
             ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1),
@@ -47,7 +51,7 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         table = ops.cast(table, self.compute_dtype)[None]
         return ops.broadcast_to(table, (ops.shape(inputs)[0], ops.shape(inputs)[1], self.dim))
 
-    def compute_output_shape(self, inputs_shape, padding_mask_shape=None):
+    def compute_output_shape(self, inputs_shape, padding_mask_shape=None, positions_shape=None):
         return (inputs_shape[0], inputs_shape[1], self.dim)
 
     def get_config(self):
