@@ -5,6 +5,8 @@ from keras_attn.layers.attention_mask import AttentionMask
 from keras_attn.layers.bias_add import BiasAdd
 from keras_attn.layers.feed_forward import FeedForward
 from keras_attn.layers.kerple_bias import KerpleBias
+from keras_attn.layers.key_value_cache import CacheStep
+from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.local_mask_baseline import LocalMaskBaseline
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.position_embedding import PositionEmbedding

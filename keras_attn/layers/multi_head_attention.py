@@ -150,6 +150,16 @@ class MultiHeadAttention(keras.layers.Layer):
         mask: the implicit Keras mask of `query`, filled in by Keras when the
             layer is called on `query` alone; treated as both `query_mask`
             and `value_mask`.
+        cache: a `keras_attn.layers.KeyValueCache`, for autoregressive
+            decoding: `query` holds the new tokens, their keys and values
+            are written into the cache at `cache_step` (a
+            `keras_attn.layers.CacheStep`), and the queries attend to the
+            cache's slots that `attention_mask` (`(batch, n, capacity)`)
+            keeps, with `attention_bias` added. The call then returns
+            `(output, updated_cache)`. Keys are cached after RoPE's rotation
+            at their absolute positions; XPOS's decay is applied at each step
+            relative to the newest query.
+        cache_step: where the new tokens go (see `CacheStep`).
 
     Every call, eager or symbolic, checks the statically known shapes and
     raises a ValueError naming the inputs and their shapes when: an input is
@@ -339,7 +349,13 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         key_mask=None,
         mask=None,
+        cache=None,
+        cache_step=None,
     ):
+        if cache is not None:
+            return self._call_cached(
+                query, cache, cache_step, attention_mask, attention_bias, training
+            )
         if value is None:
             value = query
             if value_mask is None:
@@ -393,6 +409,37 @@ class MultiHeadAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def _call_cached(self, query, cache, step, attention_mask, attention_bias, training):
+        """Self-attention of `n` new tokens against a `KeyValueCache`: their
+        keys and values are written into it at `step`, then the queries
+        attend to every slot `attention_mask` keeps (which the caller builds
+        from the slots' positions: causality, the window, padding). Returns
+        `(output, updated_cache)`."""
+        if step is None:
+            raise ValueError(f"{self.name}: a call with `cache` needs `cache_step`.")
+        self._check_call_arguments(query, query, query, None, use_causal_mask=True)
+        query_heads = split_heads(self.query_dense(query), self.key_size)
+        key_heads = split_heads(self.key_dense(query), self.key_size)
+        value_heads = split_heads(self.value_dense(query), self.head_size)
+        if self._rotary is not None:
+            query_heads = self._rotary.rotate(query_heads, step.positions)
+            key_heads = self._rotary.rotate(key_heads, step.positions)
+        cache = cache.write(key_heads, value_heads, step)
+        keys = cache.keys
+        if self.position_encoding == "xpos":
+            # Decay relative to the newest query: key factors stay <= 1 (keys
+            # of later positions, which the mask hides, are left undecayed).
+            centre = step.positions[-1]
+            query_heads = self._rotary.decay(query_heads, step.positions, centre, sign=1.0)
+            keys = self._rotary.decay(
+                keys, ops.minimum(step.key_positions, centre), centre, sign=-1.0
+            )
+        mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
+        attended, _ = self._kernel(
+            query_heads, keys, cache.values, mask, attention_bias, training
+        )
+        return self.output_dense(merge_heads(attended, self.value_dense.units)), cache
 
     def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
         """The checks of every call, eager or symbolic (see

@@ -1,0 +1,68 @@
+"""The key/value cache of one attention layer, for autoregressive decoding."""
+
+from typing import NamedTuple
+from typing import Optional
+
+from keras import ops
+
+
+class CacheStep(NamedTuple):
+    """Where the new tokens of a decoding step go, shared by every layer.
+
+    Attributes:
+        slot: int32 scalar, the cache slot of the first new token; the `n`
+            new tokens fill slots `slot .. slot + n - 1`.
+        positions: int32 `(n,)`, the absolute positions of the new tokens
+            (RoPE/XPOS rotate queries and keys at them).
+        key_positions: int32 `(capacity,)`, the absolute position each slot
+            holds once this step has written (negative for an empty slot).
+        write_rows: optional boolean `(batch,)`: rows whose cache this step
+            writes. A row that already holds these positions (a prompt
+            encoded in one pass, as UniLM's source is, bidirectionally)
+            keeps them.
+    """
+
+    slot: object
+    positions: object
+    key_positions: object
+    write_rows: Optional[object] = None
+
+
+class KeyValueCache(NamedTuple):
+    """Keys and values of one attention layer for `capacity` positions.
+
+    `keys`: `(batch, capacity, key_heads, key_size)`, stored after RoPE's
+    rotation (not XPOS's decay, which is applied relative to each step's
+    queries); `values`: `(batch, capacity, value_heads, head_size)`. The two
+    widths are independent, as the layer's are (decoupled `key_size`,
+    talking heads' key and value heads). A cache of `capacity` smaller than
+    the sequence is a ring: the slot of position `p` is `p % capacity`.
+    """
+
+    keys: object
+    values: object
+
+    @classmethod
+    def empty(cls, batch, capacity, key_heads, key_size, value_heads, head_size, dtype):
+        """A cache of zeros."""
+        return cls(
+            ops.zeros((batch, capacity, key_heads, key_size), dtype),
+            ops.zeros((batch, capacity, value_heads, head_size), dtype),
+        )
+
+    def write(self, keys, values, step):
+        """The cache with `keys`, `values` (`(batch, n, heads, size)`) in the
+        slots `step.slot ..`, for the rows `step.write_rows` (all rows when
+        None)."""
+        return KeyValueCache(
+            _write(self.keys, keys, step), _write(self.values, values, step)
+        )
+
+
+def _write(cache, new, step):
+    start = (0, step.slot, 0, 0)
+    new = ops.cast(new, cache.dtype)
+    if step.write_rows is not None:
+        old = ops.slice(cache, start, ops.shape(new))
+        new = ops.where(step.write_rows[:, None, None, None], new, old)
+    return ops.slice_update(cache, start, new)
