@@ -188,7 +188,11 @@ class Transformer:
         """The model, a `TransformerModel` that checks its inputs."""
         inputs, outputs = self.build_graph()
         return TransformerModel(
-            inputs, outputs, input_contract=self.make_input_contract(), name=name
+            inputs,
+            outputs,
+            input_contract=self.make_input_contract(),
+            application=self.application,
+            name=name,
         )
 
     def make_input_contract(self):

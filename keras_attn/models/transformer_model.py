@@ -47,16 +47,41 @@ class TransformerModel(keras.Model):
     Args:
         inputs, outputs, name: those of a functional `keras.Model`.
         input_contract: a `keras_attn.models.InputContract`, or its config.
+        application: the builder's `application` (`"lm"` and `"unilm"`
+            models can `generate`), or None for a model with other outputs.
         **kwargs: other `keras.Model` arguments.
     """
 
-    def __init__(self, *args, input_contract=None, **kwargs):
+    def __init__(self, *args, input_contract=None, application=None, **kwargs):
         super().__init__(*args, **kwargs)
         if isinstance(input_contract, dict):
             input_contract = InputContract.from_config(input_contract)
         if input_contract is None:
             raise ValueError("TransformerModel needs an `input_contract`.")
         self.input_contract = input_contract
+        self.application = application
+        self._generator = None
+
+    def generate(self, prompts, max_new_tokens, sampler="greedy", **kwargs):
+        """Continues `prompts` token by token with a key/value cache.
+
+        For `application="lm"` and `"unilm"` models; see
+        `keras_attn.generation.Generator` for the arguments, the samplers
+        and beam search. The first call compiles the decoding loop (on
+        TensorFlow and JAX), later calls with the same shapes reuse it.
+
+        Example:
+
+        ```python
+        model = keras_attn.build_transformer_model(config, application="lm")
+        new_tokens = model.generate([[2, 17, 5]], max_new_tokens=32, sampler="top_p")
+        ```
+        """
+        from keras_attn.generation.generator import Generator
+
+        if self._generator is None:
+            self._generator = Generator(self)
+        return self._generator.generate(prompts, max_new_tokens, sampler=sampler, **kwargs)
 
     def with_outputs(self, outputs, name=None):
         """A model from this model's inputs to `outputs`, checking its
@@ -183,6 +208,7 @@ class TransformerModel(keras.Model):
     def get_config(self):
         config = super().get_config()
         config["input_contract"] = self.input_contract.get_config()
+        config["application"] = self.application
         return config
 
 

@@ -1,0 +1,112 @@
+"""`TransformerModel.generate`: the compiled cached loop against uncached
+decoding written here, batching, stopping, and the errors it raises."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from tests.harness import to_numpy
+
+CONFIG = dict(
+    vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    intermediate_size=24, max_position_embeddings=32, hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0, initializer_range=0.2, type_vocab_size=2,
+)
+PROMPTS = [[2, 7, 9], [2, 11, 5, 31, 8, 17, 4], [2, 21]]
+
+
+def uncached_greedy(model, prompt, max_new_tokens, end_token_id=None, min_new_tokens=0):
+    """Argmax of the full pass over the whole prefix, one token at a time."""
+    unilm = model.application == "unilm"
+    sequence = list(prompt)
+    for _ in range(max_new_tokens):
+        ids = np.array([sequence], "int32")
+        inputs = {"token_ids": ids}
+        if "segment_ids" in model.input:
+            segments = np.zeros_like(ids)
+            if unilm:
+                segments[:, len(prompt):] = 1
+            inputs["segment_ids"] = segments
+        logits = to_numpy(model(inputs))[0, -1]
+        if len(sequence) - len(prompt) < min_new_tokens and end_token_id is not None:
+            logits[end_token_id] = -np.inf
+        sequence.append(int(np.argmax(logits)))
+        if sequence[-1] == end_token_id:
+            break
+    new = sequence[len(prompt):]
+    return new + [0] * (max_new_tokens - len(new))
+
+
+@pytest.mark.parametrize(
+    "variant, application, options",
+    [
+        ("bert", "lm", {}),
+        ("roberta+", "unilm", {"attention_key_size": 12}),
+        ("alibi", "lm", {"attention_window": 4}),
+    ],
+)
+def test_greedy_generation_equals_uncached_argmax(variant, application, options):
+    model = keras_attn.build_transformer_model(
+        CONFIG, variant=variant, application=application, **options
+    )
+    generated = model.generate(PROMPTS, max_new_tokens=12)
+    expected = [uncached_greedy(model, prompt, 12) for prompt in PROMPTS]
+    np.testing.assert_array_equal(generated, expected)
+    # Stopping: the first row's fourth token becomes the end id; a row stops
+    # after it, and not before `min_new_tokens`.
+    end = int(generated[0, 3])
+    stopped = model.generate(PROMPTS, max_new_tokens=12, end_token_id=end, min_new_tokens=2)
+    expected = [uncached_greedy(model, p, 12, end, min_new_tokens=2) for p in PROMPTS]
+    np.testing.assert_array_equal(stopped, expected)
+    assert end in stopped[0, :4]
+
+
+def test_generation_runs_past_the_training_length_with_a_windowed_cache():
+    """ALiBi with a window: 60 new tokens through a ring of 4 slots per layer,
+    equal to uncached decoding with the same window."""
+    model = keras_attn.build_transformer_model(
+        CONFIG, variant="alibi", application="lm", attention_window=4
+    )
+    generated = model.generate([[2, 7, 9]], max_new_tokens=60)
+    np.testing.assert_array_equal(generated[0], uncached_greedy(model, [2, 7, 9], 60))
+
+
+def test_a_reloaded_model_generates_the_same(tmp_path):
+    model = keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
+    path = str(tmp_path / "lm.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    np.testing.assert_array_equal(
+        reloaded.generate(PROMPTS, max_new_tokens=5), model.generate(PROMPTS, max_new_tokens=5)
+    )
+
+
+@pytest.mark.parametrize("application", ["encoder", "mlm"])
+def test_models_that_cannot_generate_say_so(application):
+    model = keras_attn.build_transformer_model(CONFIG, application=application)
+    with pytest.raises(ValueError, match=f"application='lm' or 'unilm'.*{application}"):
+        model.generate([[2, 3]], max_new_tokens=3)
+
+
+def test_tta_cannot_generate():
+    model = keras_attn.build_transformer_model(CONFIG, variant="tta", application="mlm")
+    with pytest.raises(ValueError, match="application='lm' or 'unilm'"):
+        model.generate([[2, 3]], max_new_tokens=3)
+
+
+@pytest.mark.parametrize(
+    "prompts, kwargs, message",
+    [
+        ([[2, 3]], {"max_new_tokens": 31}, "exceeds the 32 positions"),
+        ([[2, 3]], {"max_new_tokens": 0}, "`max_new_tokens` must be a positive integer"),
+        ([[2, 3], []], {"max_new_tokens": 3}, "Prompt 1 is empty"),
+        ([[2, 3]], {"max_new_tokens": 3, "end_token_id": 40}, "outside the vocabulary"),
+        ([[2, 45]], {"max_new_tokens": 3}, "45"),
+        ([[2, 3]], {"max_new_tokens": 3, "min_new_tokens": 4}, "min_new_tokens"),
+    ],
+)
+def test_bad_generation_requests_are_errors(prompts, kwargs, message):
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    with pytest.raises(ValueError, match=message):
+        model.generate(prompts, **kwargs)
