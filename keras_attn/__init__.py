@@ -4,6 +4,7 @@ The public API is what this module exports; everything else is private.
 """
 
 from keras_attn import layers
+from keras_attn import samplers
 from keras_attn.layers import LocalMaskBaseline
 from keras_attn.layers import MultiHeadAttention
 from keras_attn.layers import TalkingHeadsAttention
@@ -42,5 +43,6 @@ __all__ = [
     "layers",
     "load_checkpoint",
     "register_variant",
+    "samplers",
     "__version__",
 ]

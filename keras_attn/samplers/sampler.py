@@ -1,0 +1,137 @@
+"""The base class of token samplers: logits in, one token id per row out."""
+
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attn.samplers.stateless_random import gumbel_noise
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class Sampler:
+    """Picks the next token of each row from its logits.
+
+    `sampler(logits, seed)` casts `logits` (any float dtype, shape
+    `(batch, vocab)`) to float32, divides by `temperature`, lets
+    `filter_logits` set every token the sampler excludes to `-inf`, and
+    returns int32 ids of shape `(batch,)`, each row on its own.
+
+    Guarantees, for every subclass, on every backend, eagerly and inside
+    `jax.jit` / `tf.function(jit_compile=True)`:
+
+    - a token whose logit is `-inf` (the decoding loop forbids tokens that
+      way) is never returned while its row has a finite logit; a row with no
+      finite logit returns id 0;
+    - the result is a pure function of `logits` and `seed`: the same seed
+      gives the same ids, and the same ids on TensorFlow, JAX and torch.
+
+    Random samplers (`needs_seed = True`) draw by the Gumbel-max trick,
+    `argmax(logits + g)` with independent standard Gumbel noise `g`, which
+    picks token `i` with probability `softmax(logits)_i`. The noise is
+    bounded (uniforms have 23 bits), so a token whose logit is more than
+    about 19.4 below its row's maximum (relative probability below 4e-9) is
+    never drawn. Ties between equal scores go to the lowest id.
+
+    Subclasses override `filter_logits` (and `get_config` for their
+    arguments); `needs_seed = False` makes a deterministic sampler that
+    returns the argmax of the filtered logits.
+
+    Args:
+        temperature: the logits are divided by it before filtering and
+            sampling; a finite number > 0. Below 1 sharpens the
+            distribution, above 1 flattens it.
+
+    Call arguments:
+        logits: float tensor `(batch, vocab)`.
+        seed: a stateless seed, an int32 tensor (or anything convertible to
+            one) of shape `(2,)`; change it every step. Ignored, and may be
+            None, when `needs_seed` is False.
+    """
+
+    needs_seed = True
+
+    def __init__(self, temperature=1.0):
+        self.temperature = check_number(
+            "temperature", temperature, type(self).__name__, minimum=0.0
+        )
+
+    def __call__(self, logits, seed=None):
+        logits = ops.cast(logits, "float32")
+        if len(logits.shape) != 2:
+            raise ValueError(
+                f"{type(self).__name__}: `logits` must have shape (batch, vocab); "
+                f"received shape {tuple(logits.shape)}."
+            )
+        if self.temperature != 1.0:
+            logits = ops.divide(logits, self.temperature)
+        logits = self.filter_logits(logits)
+        if not self.needs_seed:
+            return lowest_argmax(logits)
+        seed = self._check_seed(seed)
+        # Shifting by the row maximum keeps the noise at full float32
+        # resolution for large logits; a row without a finite logit is not
+        # shifted (-inf - -inf would be NaN).
+        row_max = ops.max(logits, axis=-1, keepdims=True)
+        logits = ops.subtract(logits, ops.where(ops.isfinite(row_max), row_max, 0.0))
+        return lowest_argmax(ops.add(logits, gumbel_noise(ops.shape(logits), seed)))
+
+    def filter_logits(self, logits):
+        """Returns float32 `logits` `(batch, vocab)` (already divided by the
+        temperature) with every token the sampler excludes set to `-inf`."""
+        return logits
+
+    def _check_seed(self, seed):
+        if seed is None:
+            raise ValueError(
+                f"{type(self).__name__} draws at random and needs `seed`: an int32 "
+                "tensor of shape (2,), changed every step; received seed=None."
+            )
+        seed = ops.cast(ops.convert_to_tensor(seed), "int32")
+        if tuple(seed.shape) != (2,):
+            raise ValueError(
+                f"{type(self).__name__}: `seed` must be an int32 tensor of shape (2,); "
+                f"received shape {tuple(seed.shape)}."
+            )
+        return seed
+
+    def get_config(self):
+        return {"temperature": self.temperature}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __repr__(self):
+        arguments = ", ".join(f"{name}={value!r}" for name, value in self.get_config().items())
+        return f"{type(self).__name__}({arguments})"
+
+
+def lowest_argmax(scores):
+    """The int32 index of each row's maximum, the lowest index among ties
+    (`ops.argmax` leaves ties unspecified on TensorFlow)."""
+    vocab = ops.shape(scores)[-1]
+    is_max = ops.equal(scores, ops.max(scores, axis=-1, keepdims=True))
+    ids = ops.arange(vocab, dtype="int32")
+    return ops.cast(ops.min(ops.where(is_max, ids, vocab), axis=-1), "int32")
+
+
+def check_number(name, value, owner, minimum, maximum=None, integer=False):
+    """`value` as an int (`integer=True`, at least `minimum`) or a finite
+    float (greater than `minimum`, at most `maximum`), or a ValueError that
+    names `owner`, the argument and the value."""
+    if integer:
+        valid = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        valid = valid and value >= minimum
+        expected = f"an integer >= {minimum}"
+    else:
+        valid = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+            value, bool
+        )
+        valid = valid and math.isfinite(value) and value > minimum
+        valid = valid and (maximum is None or value <= maximum)
+        expected = f"a finite number > {minimum}" + ("" if maximum is None else f" and <= {maximum}")
+    if not valid:
+        raise ValueError(f"{owner}: `{name}` must be {expected}; received {name}={value!r}.")
+    return int(value) if integer else float(value)
