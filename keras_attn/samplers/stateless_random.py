@@ -13,8 +13,8 @@ under `jax.jit` / `tf.function(jit_compile=True)`.
 import numpy as np
 from keras import ops
 
-# Odd multipliers of a 32-bit avalanche hash (xorshift-multiply rounds);
-# written as the signed int32 with the same bits.
+# The shifts and odd multipliers of Chris Wellons's "lowbias32" integer hash
+# (hash-prospector, public domain), as the signed int32 with the same bits.
 _MULTIPLIERS = (0x7FEB352D, 0x846CA68B - 2**32)
 _SHIFTS = (16, 15, 16)
 # Golden-ratio constant: seed (0, 0) does not start from the hash's fixed point 0.
