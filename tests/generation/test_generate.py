@@ -16,26 +16,37 @@ CONFIG = dict(
 PROMPTS = [[2, 7, 9], [2, 11, 5, 31, 8, 17, 4], [2, 21]]
 
 
-def uncached_greedy(model, prompt, max_new_tokens, end_token_id=None, min_new_tokens=0):
-    """Argmax of the full pass over the whole prefix, one token at a time."""
+def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_tokens=0):
+    """Greedy decoding by the full pass over every row's whole prefix at each
+    step: rows right-padded with the pad id (0) to one width (one shape, so
+    JAX compiles its eager ops once), which the full pass masks as keys
+    under a causal or UniLM mask, and each row's logits read at its own last
+    token."""
     unilm = model.application == "unilm"
-    sequence = list(prompt)
+    rows = [list(prompt) for prompt in prompts]
+    done = [False] * len(rows)
+    width = max(len(row) for row in rows) + max_new_tokens
     for _ in range(max_new_tokens):
-        ids = np.array([sequence], "int32")
+        ids = np.zeros((len(rows), width), "int32")
+        segments = np.zeros_like(ids)
+        for r, row in enumerate(rows):
+            ids[r, : len(row)] = row
+            if unilm:
+                segments[r, len(prompts[r]) :] = 1
         inputs = {"token_ids": ids}
         if "segment_ids" in model.input:
-            segments = np.zeros_like(ids)
-            if unilm:
-                segments[:, len(prompt):] = 1
             inputs["segment_ids"] = segments
-        logits = to_numpy(model(inputs))[0, -1]
-        if len(sequence) - len(prompt) < min_new_tokens and end_token_id is not None:
-            logits[end_token_id] = -np.inf
-        sequence.append(int(np.argmax(logits)))
-        if sequence[-1] == end_token_id:
-            break
-    new = sequence[len(prompt):]
-    return new + [0] * (max_new_tokens - len(new))
+        logits = to_numpy(model(inputs))
+        for r, row in enumerate(rows):
+            if done[r]:
+                continue
+            scores = logits[r, len(row) - 1]
+            if end_token_id is not None and len(row) - len(prompts[r]) < min_new_tokens:
+                scores[end_token_id] = -np.inf
+            row.append(int(np.argmax(scores)))
+            done[r] = row[-1] == end_token_id
+    new = [row[len(prompt) :] for row, prompt in zip(rows, prompts)]
+    return np.array([n + [0] * (max_new_tokens - len(n)) for n in new])
 
 
 @pytest.mark.parametrize(
@@ -50,26 +61,26 @@ def test_greedy_generation_equals_uncached_argmax(variant, application, options)
     model = keras_attn.build_transformer_model(
         CONFIG, variant=variant, application=application, **options
     )
-    generated = model.generate(PROMPTS, max_new_tokens=12)
-    expected = [uncached_greedy(model, prompt, 12) for prompt in PROMPTS]
-    np.testing.assert_array_equal(generated, expected)
-    # Stopping: the first row's fourth token becomes the end id; a row stops
-    # after it, and not before `min_new_tokens`.
-    end = int(generated[0, 3])
-    stopped = model.generate(PROMPTS, max_new_tokens=12, end_token_id=end, min_new_tokens=2)
-    expected = [uncached_greedy(model, p, 12, end, min_new_tokens=2) for p in PROMPTS]
-    np.testing.assert_array_equal(stopped, expected)
-    assert end in stopped[0, :4]
+    generated = model.generate(PROMPTS, max_new_tokens=8)
+    np.testing.assert_array_equal(generated, uncached_greedy(model, PROMPTS, 8))
+    # Stopping: a token the first row generates first at step >= 2 becomes
+    # the end id; a row stops after it, and never before `min_new_tokens`.
+    index = next(i for i in range(2, 8) if generated[0, i] not in generated[0, :i])
+    end = int(generated[0, index])
+    stopped = model.generate(PROMPTS, max_new_tokens=8, end_token_id=end, min_new_tokens=2)
+    np.testing.assert_array_equal(stopped, uncached_greedy(model, PROMPTS, 8, end, 2))
+    np.testing.assert_array_equal(stopped[0, : index + 1], generated[0, : index + 1])
+    assert (stopped[0, index + 1 :] == 0).all()
 
 
 def test_generation_runs_past_the_training_length_with_a_windowed_cache():
-    """ALiBi with a window: 60 new tokens through a ring of 4 slots per layer,
+    """ALiBi with a window: 40 new tokens through a ring of 4 slots per layer,
     equal to uncached decoding with the same window."""
     model = keras_attn.build_transformer_model(
         CONFIG, variant="alibi", application="lm", attention_window=4
     )
-    generated = model.generate([[2, 7, 9]], max_new_tokens=60)
-    np.testing.assert_array_equal(generated[0], uncached_greedy(model, [2, 7, 9], 60))
+    generated = model.generate([[2, 7, 9]], max_new_tokens=40)
+    np.testing.assert_array_equal(generated, uncached_greedy(model, [[2, 7, 9]], 40))
 
 
 def test_a_reloaded_model_generates_the_same(tmp_path):
@@ -90,7 +101,7 @@ def test_models_that_cannot_generate_say_so(application):
 
 
 def test_tta_cannot_generate():
-    model = keras_attn.build_transformer_model(CONFIG, variant="tta", application="mlm")
+    model = keras_attn.build_transformer_model(CONFIG, variant="tta", application="mlm", mask_token_id=3)
     with pytest.raises(ValueError, match="application='lm' or 'unilm'"):
         model.generate([[2, 3]], max_new_tokens=3)
 
