@@ -1,5 +1,6 @@
 """Every cached step computes what the full pass computes for its prefix."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -12,7 +13,7 @@ CONFIG = dict(
     intermediate_size=24, max_position_embeddings=48, hidden_dropout_prob=0.0,
     attention_probs_dropout_prob=0.0, initializer_range=0.2, type_vocab_size=2,
 )
-LENGTH, PROMPT = 21, 6
+LENGTH, PROMPT = 16, 6
 
 CASES = [
     ("bert", "lm", {}),
@@ -76,3 +77,36 @@ def test_each_cached_step_equals_the_full_pass(variant, application, options):
             to_numpy(logits)[:, 0], full[:, position], atol=1e-5, rtol=1e-5,
             err_msg=f"position {position}",
         )
+
+
+@pytest.fixture
+def restore_policy():
+    previous = keras.config.dtype_policy()
+    yield
+    keras.config.set_dtype_policy(previous)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_generation_stays_finite(policy, restore_policy):
+    """XPOS keys cached at their positions and decayed per step, a windowed
+    ring, log-n scaling: every step's logits finite in half precision, and
+    sampled tokens within the vocabulary."""
+    keras.config.set_dtype_policy(policy)
+    for variant, options in [
+        ("xpos", {"attention_window": 4}),
+        ("alibi", {"log_n_train_length": 4}),
+    ]:
+        model = keras_attn.build_transformer_model(
+            CONFIG, variant=variant, application="lm", **options
+        )
+        forward = CachedForward(model)
+        ids = sequences(forward.pad_token_id)
+        cache = forward.empty_cache(2, forward.capacity(PROMPT, LENGTH))
+        logits, cache = forward(ids[:, :PROMPT], 0, cache)
+        steps = [to_numpy(keras.ops.cast(logits, "float32"))]
+        for position in range(PROMPT, LENGTH):
+            logits, cache = forward(ids[:, position : position + 1], position, cache)
+            steps.append(to_numpy(keras.ops.cast(logits, "float32")))
+        assert all(np.isfinite(step).all() for step in steps), variant
+        generated = model.generate([[2, 5, 7], [3, 4]], max_new_tokens=12, sampler="top_p", seed=1)
+        assert ((generated >= 0) & (generated < CONFIG["vocab_size"])).all()
