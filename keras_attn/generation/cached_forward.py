@@ -180,8 +180,8 @@ class CachedForward:
 
     # The step --------------------------------------------------------------
 
-    def __call__(self, token_ids, position, cache, segment_ids=None, write_rows=None,
-                 causal=True, logits=True):
+    def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
+                 write_rows=None, causal=True, logits=True):
         """Runs `token_ids` `(batch, n)`, at positions `position ..
         position + n - 1`, against `cache`.
 
@@ -191,6 +191,10 @@ class CachedForward:
                 is `position % capacity` (a chunk never wraps around).
             cache: a `DecodingCache`.
             segment_ids: int `(batch, n)` when the model has token types.
+            padding_mask: optional boolean `(batch, n)`, False for padding
+                (prompts padded to one length). A pad id is padding too, as
+                in the full pass, unless the model was built with
+                `padding_mask_input`.
             write_rows: optional boolean `(batch,)`: rows whose caches this
                 step writes (see `CacheStep`).
             causal: whether the chunk's tokens see each other causally;
@@ -206,9 +210,12 @@ class CachedForward:
         positions = ops.cast(position, "int32") + ops.arange(length, dtype="int32")
         slot = ops.mod(ops.cast(position, "int32"), capacity)
         key_positions = ops.slice_update(cache.key_positions, (slot,), positions)
-        real = ops.not_equal(token_ids, self.pad_token_id)
-        if not self.masks_pad_tokens:
-            real = ops.ones_like(real)
+        if self.masks_pad_tokens:
+            real = ops.not_equal(token_ids, self.pad_token_id)
+        else:
+            real = ops.ones_like(token_ids, "bool")
+        if padding_mask is not None:
+            real = ops.logical_and(real, ops.cast(padding_mask, "bool"))
         written = real
         if write_rows is not None:
             old = ops.slice(cache.key_valid, (0, slot), ops.shape(real))

@@ -201,9 +201,10 @@ class Generator:
             segments = None
             if unilm:
                 segments = ops.zeros((batch, bucket), "int32")
+            prompt_mask = ops.arange(bucket)[None, :] < lengths[:, None]
             _, cache = forward(
-                tokens[:, :bucket], 0, cache, segment_ids=segments, causal=not unilm,
-                logits=False,
+                tokens[:, :bucket], 0, cache, segment_ids=segments, padding_mask=prompt_mask,
+                causal=not unilm, logits=False,
             )
             limits = lengths + max_new_tokens  # each row's final length
             start = ops.min(lengths) - 1

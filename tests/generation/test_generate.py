@@ -131,3 +131,23 @@ def test_bad_generation_requests_are_errors(prompts, kwargs, message):
     model = keras_attn.build_transformer_model(CONFIG, application="lm")
     with pytest.raises(ValueError, match=message):
         model.generate(prompts, **kwargs)
+
+
+def test_models_with_a_padding_mask_input_generate_as_their_full_pass():
+    """Without pad ids to go by, prompt padding is the prompts' lengths: a
+    UniLM source (seen bidirectionally) must not see the padding after it."""
+    model = keras_attn.build_transformer_model(
+        CONFIG, application="unilm", padding_mask_input=True
+    )
+    generated = model.generate(PROMPTS, max_new_tokens=4)
+    for row, prompt in enumerate(PROMPTS):
+        sequence = list(prompt)
+        for _ in range(4):
+            ids = np.array([sequence], "int32")
+            segments = np.zeros_like(ids)
+            segments[:, len(prompt):] = 1
+            logits = to_numpy(
+                model({"token_ids": ids, "segment_ids": segments, "padding_mask": np.ones_like(ids)})
+            )
+            sequence.append(int(np.argmax(logits[0, -1])))
+        np.testing.assert_array_equal(generated[row], sequence[len(prompt):])
