@@ -3,8 +3,11 @@
 The public API is what this module exports; everything else is private.
 """
 
+from keras_attn import generation
 from keras_attn import layers
 from keras_attn import samplers
+from keras_attn.generation import AutoRegressiveDecoder
+from keras_attn.generation import Generator
 from keras_attn.layers import LocalMaskBaseline
 from keras_attn.layers import MultiHeadAttention
 from keras_attn.layers import TalkingHeadsAttention
@@ -25,7 +28,9 @@ from keras_attn.tokenizers import Tokenizer
 from keras_attn.version import __version__
 
 __all__ = [
+    "AutoRegressiveDecoder",
     "CheckpointError",
+    "Generator",
     "InputError",
     "LocalMaskBaseline",
     "MultiHeadAttention",
@@ -39,6 +44,7 @@ __all__ = [
     "TransformerModel",
     "UnusedWeightsWarning",
     "build_transformer_model",
+    "generation",
     "get_layout_map",
     "layers",
     "load_checkpoint",
