@@ -18,22 +18,36 @@ def standard_library_root():
     return sysconfig.get_paths()["stdlib"]
 
 
-def docstring_lines(package, min_words=4):
-    """Docstring lines of every module of a standard-library package,
-    read from the source files with `ast` (nothing is imported)."""
-    root = os.path.join(standard_library_root(), package)
+# Directories of the standard library that hold tests or installed packages.
+NOT_STANDARD_LIBRARY = ("test", "tests", "idle_test", "site-packages")
+
+
+def standard_library_files(package=None):
+    """Sorted paths of the `.py` files of a standard-library package (or of
+    the whole standard library), without tests and installed packages."""
+    root = os.path.join(standard_library_root(), package or "")
     paths = []
-    for directory, _, files in os.walk(root):
-        if "test" in directory.split(os.sep):
-            continue
-        paths.extend(os.path.join(directory, f) for f in sorted(files) if f.endswith(".py"))
-    lines = []
-    for path in sorted(paths):
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if d not in NOT_STANDARD_LIBRARY)
+        paths.extend(os.path.join(directory, f) for f in files if f.endswith(".py"))
+    return sorted(paths)
+
+
+def parsed_files(package=None):
+    """`(path, ast.Module)` of each file of `standard_library_files`, read
+    with `ast` (nothing is imported); files that do not parse are skipped."""
+    for path in standard_library_files(package):
         with open(path, encoding="utf-8") as file:
             try:
-                tree = ast.parse(file.read())
+                yield path, ast.parse(file.read())
             except SyntaxError:
                 continue
+
+
+def docstring_lines(package, min_words=4):
+    """Docstring lines of every module of a standard-library package."""
+    lines = []
+    for _, tree in parsed_files(package):
         for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 doc = ast.get_docstring(node)
@@ -44,6 +58,59 @@ def docstring_lines(package, min_words=4):
                         if len(line.split()) >= min_words
                     )
     return lines
+
+
+def signature_docstring_pairs(min_words=3):
+    """`(module, signature, summary)` for every documented function and
+    method of the standard library: `module` is the top-level module or
+    package it belongs to (`"email"`, `"argparse"`), `signature` its
+    qualified name and parameters (`"Queue.put(item, block, timeout)"`,
+    without `self`/`cls`, defaults and annotations), `summary` the first
+    line of its docstring (kept if it has at least `min_words` words)."""
+    root = standard_library_root()
+    pairs = []
+    for path, tree in parsed_files():
+        module = os.path.relpath(path, root).split(os.sep)[0].removesuffix(".py")
+        scopes = [(tree, "")]
+        while scopes:
+            scope, prefix = scopes.pop(0)
+            for node in scope.body:
+                if isinstance(node, ast.ClassDef):
+                    scopes.append((node, prefix + node.name + "."))
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    doc = ast.get_docstring(node)
+                    summary = doc.strip().splitlines()[0].strip() if doc and doc.strip() else ""
+                    if len(summary.split()) < min_words:
+                        continue
+                    arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                    names = [a.arg for a in arguments if a.arg not in ("self", "cls")]
+                    if node.args.vararg:
+                        names.append("*" + node.args.vararg.arg)
+                    if node.args.kwarg:
+                        names.append("**" + node.args.kwarg.arg)
+                    pairs.append((module, f"{prefix}{node.name}({', '.join(names)})", summary))
+    return pairs
+
+
+def train_vocabulary(texts, directory, size=3000):
+    """A WordPiece `vocab.txt` learned from `texts` with the tokenizers
+    package (lowercased, BERT's pre-tokenizer), written in `directory`."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(
+        texts,
+        trainers.WordPieceTrainer(
+            vocab_size=size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        ),
+    )
+    vocabulary = tokenizer.get_vocab()
+    path = os.path.join(directory, "vocab.txt")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write("\n".join(sorted(vocabulary, key=vocabulary.get)) + "\n")
+    return path
 
 
 def labelled_lines(packages, per_class=None, seed=0):

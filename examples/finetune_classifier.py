@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
-from common import labelled_lines, write_results  # noqa: E402
+from common import labelled_lines, train_vocabulary, write_results  # noqa: E402
 
 SMALL_BERT = dict(
     hidden_size=128,
@@ -33,26 +33,6 @@ SMALL_BERT = dict(
     max_position_embeddings=128,
     type_vocab_size=2,
 )
-
-
-def train_vocabulary(texts, directory, size=3000):
-    """A WordPiece `vocab.txt` learned from `texts` with the tokenizers package."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(
-        texts,
-        trainers.WordPieceTrainer(
-            vocab_size=size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        ),
-    )
-    vocabulary = tokenizer.get_vocab()
-    path = os.path.join(directory, "vocab.txt")
-    with open(path, "w", encoding="utf-8") as file:
-        file.write("\n".join(sorted(vocabulary, key=vocabulary.get)) + "\n")
-    return path
 
 
 def encode(tokenizer, texts, maxlen):

@@ -1,10 +1,13 @@
 """Each example's quick mode runs to the end (slow: `pytest -m slow`)."""
 
+import importlib
+import itertools
 import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
@@ -48,3 +51,69 @@ def test_research_example_quick_mode(script, name, tmp_path):
         results = json.load(file)
     assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
     assert (tmp_path / f"{name}.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_seq2seq_docstrings_quick_mode(tmp_path):
+    output = run("seq2seq_docstrings.py", "--quick", "--output", str(tmp_path))
+    assert "Held-out docstring summaries" in output
+    with open(tmp_path / "seq2seq_docstrings.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    scores = results["seq2seq"]["scores"]
+    for decoder in ("greedy", "top-p 0.9 (T=0.8, seed 0)", "nearest-neighbour baseline"):
+        assert 0.0 <= scores[decoder]["word_f1"] <= 1.0
+    lm = results["windowed_lm"]
+    # The windowed cache holds the window's keys however long the generation;
+    # without a window it holds every position.
+    assert lm["attention_window=64"]["cache_capacity"] == 64
+    assert lm["full attention"]["cache_capacity"] == lm["length"]
+    assert len(lm["attention_window=64"]["generated"]) > 0
+    # Within the training length the window sees every earlier position.
+    np.testing.assert_allclose(
+        lm["attention_window=64"]["nll_by_block"][0], lm["full attention"]["nll_by_block"][0],
+        rtol=1e-4,
+    )
+    assert (tmp_path / "seq2seq_docstrings.png").stat().st_size > 0
+
+
+def _example_module(name):
+    sys.path.insert(0, EXAMPLES)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(EXAMPLES)
+
+
+def test_seq2seq_docstrings_scores_against_brute_force():
+    """The example's ROUGE-L (dynamic programming) and word F1 against the
+    longest common subsequence found by trying every subsequence, and
+    against counting shared words one by one."""
+    example = _example_module("seq2seq_docstrings")
+    rng = np.random.default_rng(0)
+    words = ["return", "the", "a", "file", "of"]
+    for _ in range(200):
+        prediction = list(rng.choice(words, rng.integers(0, 7)))
+        reference = list(rng.choice(words, rng.integers(1, 7)))
+        longest = max(
+            (
+                size
+                for size in range(len(prediction) + 1)
+                for chosen in itertools.combinations(prediction, size)
+                if _is_subsequence(chosen, reference)
+            ),
+            default=0,
+        )
+        shared, remaining = 0, list(reference)
+        for word in prediction:
+            if word in remaining:
+                remaining.remove(word)
+                shared += 1
+        for measure, count in ((example.rouge_l, longest), (example.word_f1, shared)):
+            expected = 0.0 if count == 0 else 2 * count / (len(prediction) + len(reference))
+            assert measure(prediction, reference) == pytest.approx(expected)
+
+
+def _is_subsequence(items, sequence):
+    iterator = iter(sequence)
+    return all(any(item == other for other in iterator) for item in items)
