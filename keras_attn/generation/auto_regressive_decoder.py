@@ -58,7 +58,7 @@ class AutoRegressiveDecoder:
 
     ```python
     decoder = keras_attn.AutoRegressiveDecoder(
-        model, start_id=None, end_id=tokenizer._token_end_id, maxlen=32
+        model, start_id=None, end_id=tokenizer.sep_id, maxlen=32
     )
     token_ids, segment_ids = tokenizer.encode(text)
     title_ids = decoder.beam_search([token_ids, segment_ids], topk=3)
