@@ -43,17 +43,20 @@ CONFIG = dict(
 SHAPES = {"inference 8x128": (8, 128), "inference 2x512": (2, 512), "train step 8x128": (8, 128)}
 
 
-def timed_side_by_side(functions, repeats):
+def timed_side_by_side(functions, repeats, warm_ups=None):
     """`{key: (warm-up seconds, median seconds of `repeats` runs)}`.
 
-    Every function is warmed up first; then each repetition runs all of them
-    in turn, so a machine that drifts (clock, other load) drifts for every
-    contender alike instead of favouring whichever ran first.
+    Every function is warmed up first (by itself, or by `warm_ups[key]` where
+    given: a cheaper call that compiles or caches the same thing); then each
+    repetition runs all of them in turn, so a machine that drifts (clock,
+    other load) drifts for every contender alike instead of favouring
+    whichever ran first.
     """
+    warm_ups = warm_ups or {}
     warm_up = {}
     for key, function in functions.items():
         start = time.perf_counter()
-        function()
+        warm_ups.get(key, function)()
         warm_up[key] = time.perf_counter() - start
     times = {key: [] for key in functions}
     for _ in range(repeats):
@@ -64,9 +67,9 @@ def timed_side_by_side(functions, repeats):
     return {key: (warm_up[key], statistics.median(times[key])) for key in functions}
 
 
-def timed(function, repeats):
+def timed(function, repeats, warm_up=None):
     """(warm-up seconds, median seconds of `repeats` runs) of one function."""
-    return timed_side_by_side({None: function}, repeats)[None]
+    return timed_side_by_side({None: function}, repeats, warm_up and {None: warm_up})[None]
 
 
 def matmul_flops_per_second(repeats):
@@ -136,39 +139,58 @@ def keras_runner(model, names):
     return make
 
 
-def device_forward(model, data):
-    """A no-argument function running `model` on `data` placed on the
-    backend's device beforehand, returning once the result is computed:
-    jit-compiled on JAX and TensorFlow, eager (no gradients) on torch. Unlike
-    `predict_on_batch`, nothing is copied between host and device inside the
-    timed call, so GPU timings measure the computation."""
+def compiled_call(model, after=None):
+    """`call(inputs, *extra)`: `after(model(inputs), *extra)` (the model's
+    output when `after` is None), jit-compiled on JAX and TensorFlow (one
+    compilation per input shape), eager without gradients on torch.
+    `after` runs inside the compiled function, so what it reduces the
+    output to (say, one token per row) is all that leaves the device."""
+    after = after or (lambda outputs: outputs)
     if BACKEND == "jax":
         import jax
 
-        inputs = jax.device_put(data)
         trainable = [v.value for v in model.trainable_variables]
         non_trainable = [v.value for v in model.non_trainable_variables]
-        function = jax.jit(lambda t, n, x: model.stateless_call(t, n, x)[0])
-        return lambda: jax.block_until_ready(function(trainable, non_trainable, inputs))
+        function = jax.jit(lambda t, n, x, *e: after(model.stateless_call(t, n, x)[0], *e))
+        return lambda inputs, *extra: function(trainable, non_trainable, inputs, *extra)
     if BACKEND == "torch":
         import torch
 
-        inputs = {name: keras.ops.convert_to_tensor(value) for name, value in data.items()}
+        def call(inputs, *extra):
+            with torch.no_grad():
+                return after(model(inputs), *extra)
+
+        return call
+    import tensorflow as tf
+
+    return tf.function(lambda inputs, *extra: after(model(inputs), *extra), jit_compile=True)
+
+
+def device_forward(model, data):
+    """A no-argument function running `model` on `data` placed on the
+    backend's device beforehand, returning once the result is computed
+    (`compiled_call`). Unlike `predict_on_batch`, nothing is copied between
+    host and device inside the timed call, so GPU timings measure the
+    computation."""
+    call = compiled_call(model)
+    inputs = {name: keras.ops.convert_to_tensor(value) for name, value in data.items()}
+    if BACKEND == "jax":
+        import jax
+
+        return lambda: jax.block_until_ready(call(inputs))
+    if BACKEND == "torch":
+        import torch
 
         def run():
-            with torch.no_grad():
-                model(inputs)
+            call(inputs)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
 
         return run
     import tensorflow as tf
 
-    inputs = {name: tf.constant(value) for name, value in data.items()}
-    function = tf.function(lambda x: model(x), jit_compile=True)
-
     def run():
-        function(inputs)
+        call(inputs)
         tf.test.experimental.sync_devices()
 
     return run

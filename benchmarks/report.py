@@ -1,8 +1,8 @@
 """Prints the README's benchmark tables from benchmarks/results/ (and its
 per-device folders, such as h100/): BERT-base (`<backend>.json`, from
 bert_base.py), banded attention (`banded_attention_*.json`), fused attention
-for decoupled widths (`fused_widths_*.json`) and the input contract's cost
-(`input_contract_*.json`)."""
+for decoupled widths (`fused_widths_*.json`), the input contract's cost
+(`input_contract_*.json`) and generation (`generation_*.json`)."""
 
 import glob
 import json
@@ -93,8 +93,64 @@ def input_contract_table():
             )
 
 
+def device_of(path, result):
+    """The result's device: its own field, else its folder (h100/), else cpu."""
+    folder = os.path.dirname(path)
+    return result.get("device") or ("cpu" if folder == RESULTS else os.path.basename(folder))
+
+
+def generation_table():
+    """Cached against uncached and keras-hub (tokens per second, batch 8,
+    prompt 32, 256 new tokens), then the windowed cache over length."""
+    files = [(path, load(path)) for path in results("generation_*.json")]
+    print("\n| backend | device | generator | sampler | tokens/s | how | cached / this |")
+    print("| --- | --- | --- | --- | ---: | --- | ---: |")
+    for path, result in files:
+        cached = {
+            row["sampler"]: row["tokens_per_second"] for row in result.get("rows", [])
+            if row["generator"] == "keras_attn cached"
+        }
+        for row in result.get("rows", []):
+            how = "measured" if row["method"].startswith("measured") else "estimated"
+            print(
+                f"| {result['backend']} | {device_of(path, result)} | {row['generator']} "
+                f"| {row['sampler']} | {row['tokens_per_second']:.1f} | {how} "
+                f"| {cached[row['sampler']] / row['tokens_per_second']:.2f}x |"
+            )
+        if "keras_hub_error" in result:
+            print(f"| {result['backend']} | {device_of(path, result)} | keras-hub GPT2CausalLM "
+                  f"| — | — | not run: {result['keras_hub_error']} | — |")
+    speeds = {
+        (result["backend"], device_of(path, result), row["generator"], row["sampler"]):
+            row["tokens_per_second"]
+        for path, result in files for row in result.get("rows", [])
+    }
+    for (backend, device, generator, sampler), speed in sorted(speeds.items()):
+        jax_speed = speeds.get(("jax", device, generator, sampler))
+        if backend == "torch" and jax_speed and not generator.startswith("uncached"):
+            print(f"\ntorch / jax on {device}, {generator} {sampler}: {speed / jax_speed:.2f}x")
+    for path, result in files:
+        window = result.get("windowed")
+        if not window:
+            continue
+        print(f"\n{result['backend']} on {device_of(path, result)}: {window['model']}, "
+              f"attention_window={window['window']}, batch {window['batch']}")
+        print("| new tokens | ms/step | µs/token | cache MiB (slots) | peak RSS growth MiB | device peak MiB |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        for row in window["rows"]:
+            device_peak = row.get("device_peak_bytes")
+            print(
+                f"| {row['new_tokens']} | {row['milliseconds_per_step']:.2f} "
+                f"| {row['microseconds_per_token']:.1f} "
+                f"| {row['cache_bytes'] / 2**20:.1f} ({row['cache_slots_per_layer']}) "
+                f"| {row['peak_rss_growth_bytes'] / 2**20:.0f} "
+                f"| {'—' if device_peak is None else f'{device_peak / 2**20:.0f}'} |"
+            )
+
+
 if __name__ == "__main__":
     bert_base_table()
     banded_table()
     fused_widths_table()
     input_contract_table()
+    generation_table()
