@@ -52,21 +52,13 @@ TRAIN_LENGTH = 64  # the language model's training windows
 HELD_OUT_FRACTION = 0.1
 
 
-def seq2seq_config(vocabulary_size):
+def small_config(vocabulary_size, max_positions, type_vocab_size, dropout):
+    """Both models' shape: 3 layers, hidden 128, 4 heads."""
     return dict(
         vocab_size=vocabulary_size, hidden_size=128, num_hidden_layers=3,
-        num_attention_heads=4, intermediate_size=256, max_position_embeddings=MAXLEN,
-        type_vocab_size=2, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0,
-        pad_token_id=0,
-    )
-
-
-def lm_config(vocabulary_size):
-    return dict(
-        vocab_size=vocabulary_size, hidden_size=128, num_hidden_layers=3,
-        num_attention_heads=4, intermediate_size=256, max_position_embeddings=TRAIN_LENGTH,
-        type_vocab_size=0, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        pad_token_id=0,
+        num_attention_heads=4, intermediate_size=256, max_position_embeddings=max_positions,
+        type_vocab_size=type_vocab_size, hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=0.0, pad_token_id=0,
     )
 
 
@@ -204,7 +196,7 @@ def seq2seq(quick):
 
     keras.utils.set_random_seed(0)
     model = keras_attn.build_transformer_model(
-        seq2seq_config(tokenizer.vocab_size), variant="roformer", application="unilm"
+        small_config(tokenizer.vocab_size, MAXLEN, 2, 0.1), variant="roformer", application="unilm"
     )
     epochs, batch_size = (1, 64) if quick else (4, 64)
     compile_model(model, 2e-3, epochs * -(-len(train_pairs) // batch_size))
@@ -286,7 +278,7 @@ def windowed_lm(quick):
         flush=True,
     )
     keras.utils.set_random_seed(0)
-    config = lm_config(len(vocabulary))
+    config = small_config(len(vocabulary), TRAIN_LENGTH, 0, 0.0)
     model = keras_attn.build_transformer_model(config, variant="roformer", application="lm")
     compile_model(model, 3e-3, epochs * -(-len(rows) // 32))
     with Timer() as training:
