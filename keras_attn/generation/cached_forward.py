@@ -5,6 +5,7 @@ from typing import NamedTuple
 from keras import ops
 
 from keras_attn.layers import masking
+from keras_attn.layers.direct_call import direct_call
 from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
 
@@ -69,7 +70,9 @@ class CachedForward:
     (causal for `"lm"`, symmetric for `"unilm"`, blockwise for XPOS), padding
     tokens masked as keys, log-n scaling over the keys a query sees.
 
-    Dropout layers are skipped: decoding is inference.
+    Dropout layers are skipped: decoding is inference. On torch, layers are
+    run by their `call` where that is exact (`direct_call`): an eager step
+    would otherwise pay Keras' per-call overhead some 150 times.
 
     Args:
         model: a `keras_attn.TransformerModel` built by
@@ -239,30 +242,38 @@ class CachedForward:
             bias = ops.cast(self.position_bias.bias(distance), "float32")[None]
         layers = []
         for block, layer_cache in zip(self.blocks, cache.layers):
-            attended, layer_cache = block.attention(
-                hidden, attention_mask=mask, attention_bias=bias,
+            attended, layer_cache = direct_call(
+                block.attention, hidden, attention_mask=mask, attention_bias=bias,
                 cache=layer_cache, cache_step=step,
             )
             layers.append(layer_cache)
-            hidden = block.attention_norm(block.attention_add([hidden, attended]))
-            transformed = block.feed_forward(hidden)
-            hidden = block.feed_forward_norm(block.feed_forward_add([hidden, transformed]))
+            hidden = direct_call(
+                block.attention_norm, direct_call(block.attention_add, [hidden, attended])
+            )
+            feed_forward = block.feed_forward
+            transformed = direct_call(
+                feed_forward.output_dense, direct_call(feed_forward.intermediate_dense, hidden)
+            )
+            hidden = direct_call(
+                block.feed_forward_norm,
+                direct_call(block.feed_forward_add, [hidden, transformed]),
+            )
         cache = DecodingCache(tuple(layers), key_positions, key_valid, real_tokens)
         return (self.head(hidden) if logits else None), cache
 
     def embed(self, token_ids, segment_ids, positions):
         """The template's `embed` at the given positions."""
-        embedded = [self.token_embedding(token_ids)]
+        embedded = [direct_call(self.token_embedding, token_ids)]
         if self.segment_embedding is not None:
             if segment_ids is None or self.segment_embedding.input_dim == 1:
                 segment_ids = ops.zeros_like(token_ids)
-            embedded.append(self.segment_embedding(segment_ids))
+            embedded.append(direct_call(self.segment_embedding, segment_ids))
         if self.position_embedding is not None:
-            embedded.append(self.position_embedding(token_ids, positions=positions))
-        hidden = embedded[0] if len(embedded) == 1 else self.embedding_add(embedded)
-        hidden = self.embedding_norm(hidden)
+            embedded.append(direct_call(self.position_embedding, token_ids, positions=positions))
+        hidden = embedded[0] if len(embedded) == 1 else direct_call(self.embedding_add, embedded)
+        hidden = direct_call(self.embedding_norm, hidden)
         if self.embedding_mapping is not None:
-            hidden = self.embedding_mapping(hidden)
+            hidden = direct_call(self.embedding_mapping, hidden)
         return hidden
 
     def mask(self, positions, key_positions, key_valid, causal):
@@ -288,12 +299,12 @@ class CachedForward:
         )
 
     def head(self, hidden):
-        transformed = self.mlm_norm(self.mlm_dense(hidden))
+        transformed = direct_call(self.mlm_norm, direct_call(self.mlm_dense, hidden))
         if self.mlm_decoder is None:
-            logits = self.token_embedding(transformed, reverse=True)
+            logits = direct_call(self.token_embedding, transformed, reverse=True)
         else:
-            logits = self.mlm_decoder(transformed)
-        return self.mlm_bias(logits)
+            logits = direct_call(self.mlm_decoder, transformed)
+        return direct_call(self.mlm_bias, logits)
 
 
 def _layer_finder(model):

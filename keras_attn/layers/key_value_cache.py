@@ -3,6 +3,7 @@
 from typing import NamedTuple
 from typing import Optional
 
+import keras
 from keras import ops
 
 
@@ -53,7 +54,8 @@ class KeyValueCache(NamedTuple):
     def write(self, keys, values, step):
         """The cache with `keys`, `values` (`(batch, n, heads, size)`) in the
         slots `step.slot ..`, for the rows `step.write_rows` (all rows when
-        None)."""
+        None). On torch the tensors are written in place (the returned cache
+        holds them), so a cache is not reused after it was written."""
         return KeyValueCache(
             _write(self.keys, keys, step), _write(self.values, values, step)
         )
@@ -65,4 +67,9 @@ def _write(cache, new, step):
     if step.write_rows is not None:
         old = ops.slice(cache, start, ops.shape(new))
         new = ops.where(step.write_rows[:, None, None, None], new, old)
+    if keras.config.backend() == "torch":
+        # In place: `slice_update` copies the whole cache on torch, an O(capacity)
+        # copy per layer and step that an eager loop cannot fuse away.
+        cache[:, step.slot : step.slot + new.shape[1]] = new
+        return cache
     return ops.slice_update(cache, start, new)

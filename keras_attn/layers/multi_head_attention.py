@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_attn.layers import banded
 from keras_attn.layers import masking
+from keras_attn.layers.direct_call import direct_call
 from keras_attn.layers.relative_position_bias import gather_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.projections import make_dense
@@ -419,9 +420,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if step is None:
             raise ValueError(f"{self.name}: a call with `cache` needs `cache_step`.")
         self._check_call_arguments(query, query, query, None, use_causal_mask=True)
-        query_heads = split_heads(self.query_dense(query), self.key_size)
-        key_heads = split_heads(self.key_dense(query), self.key_size)
-        value_heads = split_heads(self.value_dense(query), self.head_size)
+        query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
+        key_heads = split_heads(direct_call(self.key_dense, query), self.key_size)
+        value_heads = split_heads(direct_call(self.value_dense, query), self.head_size)
         if self._rotary is not None:
             query_heads = self._rotary.rotate(query_heads, step.positions)
             key_heads = self._rotary.rotate(key_heads, step.positions)
@@ -439,7 +440,8 @@ class MultiHeadAttention(keras.layers.Layer):
         attended, _ = self._kernel(
             query_heads, keys, cache.values, mask, attention_bias, training
         )
-        return self.output_dense(merge_heads(attended, self.value_dense.units)), cache
+        output = direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
+        return output, cache
 
     def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
         """The checks of every call, eager or symbolic (see
