@@ -228,8 +228,16 @@ class Generator:
         if isinstance(prompts, dict):
             ids = np.asarray(keras.ops.convert_to_numpy(prompts["token_ids"]))
             if "padding_mask" in prompts:
-                mask = np.asarray(keras.ops.convert_to_numpy(prompts["padding_mask"]))
-                lengths = mask.astype(bool).sum(axis=1)
+                mask = np.asarray(keras.ops.convert_to_numpy(prompts["padding_mask"])).astype(bool)
+                lengths = mask.sum(axis=1)
+                right_padded = mask == (np.arange(mask.shape[1])[None] < lengths[:, None])
+                if not right_padded.all():
+                    row = int(np.argmin(right_padded.all(axis=1)))
+                    raise ValueError(
+                        f"Prompt {row}'s `padding_mask` is not right-padded (real tokens "
+                        "first, then padding); generation continues each prompt after its "
+                        "last real token, so pad prompts on the right."
+                    )
             else:
                 lengths = np.full((ids.shape[0],), ids.shape[1])
             return [list(row) for row in ids], lengths

@@ -116,6 +116,18 @@ def test_tta_cannot_generate():
         model.generate([[2, 3]], max_new_tokens=3)
 
 
+def test_tokenizer_style_prompts_are_right_padded_rows():
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    ids = np.array([[2, 7, 9, 0, 0], [2, 11, 5, 31, 8]], "int32")
+    mask = (ids != 0).astype("int32")
+    np.testing.assert_array_equal(
+        model.generate({"token_ids": ids, "padding_mask": mask}, max_new_tokens=3),
+        model.generate([[2, 7, 9], [2, 11, 5, 31, 8]], max_new_tokens=3),
+    )
+    with pytest.raises(ValueError, match="Prompt 0's `padding_mask` is not right-padded"):
+        model.generate({"token_ids": ids, "padding_mask": mask[:, ::-1]}, max_new_tokens=3)
+
+
 @pytest.mark.parametrize(
     "prompts, kwargs, message",
     [
