@@ -67,7 +67,7 @@ class AutoRegressiveDecoder:
 
     def __init__(self, model, start_id=None, end_id=None, maxlen=None, minlen=1):
         name = type(self).__name__
-        self.generator = Generator(model)
+        self.generator = getattr(model, "generator", None) or Generator(model)
         self.start_id = start_id
         self.end_id = end_id
         self.maxlen = check_number("maxlen", maxlen, name, minimum=1, integer=True)

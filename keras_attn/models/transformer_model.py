@@ -77,11 +77,18 @@ class TransformerModel(keras.Model):
         new_tokens = model.generate([[2, 17, 5]], max_new_tokens=32, sampler="top_p")
         ```
         """
+        return self.generator.generate(prompts, max_new_tokens, sampler=sampler, **kwargs)
+
+    @property
+    def generator(self):
+        """This model's `keras_attn.generation.Generator`, created on first
+        use and kept, so its compiled loops serve every later call (and
+        `AutoRegressiveDecoder`s built on this model)."""
         from keras_attn.generation.generator import Generator
 
         if self._generator is None:
             self._generator = Generator(self)
-        return self._generator.generate(prompts, max_new_tokens, sampler=sampler, **kwargs)
+        return self._generator
 
     def with_outputs(self, outputs, name=None):
         """A model from this model's inputs to `outputs`, checking its
