@@ -30,10 +30,11 @@ class Albert(Transformer):
     approximation); `gelu` in a Google `albert_config.json` is read as the
     exact erf GELU, as Hugging Face's converter reads it.
 
-    Tokenizers: the English releases need their SentencePiece model
-    (`keras_attn.SpTokenizer("30k-clean.model")`, which lowercases like
-    `AlbertTokenizer` only if the text is lowercased first); the Chinese
-    releases ship a WordPiece `vocab_chinese.txt` (`keras_attn.Tokenizer`).
+    Tokenizers: the English releases need their SentencePiece model,
+    `keras_attn.SpTokenizer("30k-clean.model")`. `SpTokenizer` leaves text
+    as given, so lowercase it first: it then gives `AlbertTokenizer`'s ids
+    (which also strips accents and rewrites `` and '' as "). The Chinese
+    releases ship a WordPiece `vocab_chinese.txt`: use `keras_attn.Tokenizer`.
     """
 
     shared_block = True

@@ -1,0 +1,258 @@
+"""ALBERT: parity with `transformers` on random weights saved as Hugging
+Face and as Google TF checkpoints, one shared block, its config rules and
+its tokenizer.
+
+The Google checkpoint is written here from the Hugging Face weights with
+names spelt out independently of the library's tables."""
+
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import keras_attn
+from tests.checkpoint_files import perturb
+from tests.checkpoint_files import write_tf_checkpoint
+from tests.harness import to_numpy
+
+ALBERT = dict(
+    vocab_size=99, embedding_size=16, hidden_size=32, num_hidden_layers=3,
+    num_attention_heads=4, intermediate_size=37, max_position_embeddings=40,
+    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, hidden_act="gelu",
+    type_vocab_size=2, initializer_range=0.02,
+)
+
+# Hugging Face name (after `albert.`) -> Google name, for the shared block.
+GOOGLE_BLOCK = {
+    "attention.query": "attention_1/self/query",
+    "attention.key": "attention_1/self/key",
+    "attention.value": "attention_1/self/value",
+    "attention.dense": "attention_1/output/dense",
+    "attention.LayerNorm": "LayerNorm",
+    "ffn": "ffn_1/intermediate/dense",
+    "ffn_output": "ffn_1/intermediate/output/dense",
+    "full_layer_layer_norm": "LayerNorm_1",
+}
+
+
+def google_albert_name(hf_name):
+    """`AlbertForPreTraining` name -> Google ALBERT TF checkpoint name."""
+    name = hf_name.removeprefix("albert.")
+    block = re.match(r"encoder\.albert_layer_groups\.0\.albert_layers\.0\.(.+)\.(weight|bias)$", name)
+    if block:
+        module, kind = block.groups()
+        name = f"bert/encoder/transformer/group_0/inner_group_0/{GOOGLE_BLOCK[module]}/{kind}"
+    elif name.startswith(("embeddings.", "encoder.")):
+        name = "bert/" + name.replace(".", "/")
+    elif name.startswith("pooler."):
+        name = "bert/pooler/dense/" + name.split(".")[1]
+    elif name == "predictions.bias":
+        name = "cls/predictions/output_bias"
+    elif name.startswith("predictions."):
+        name = "cls/predictions/transform/" + name.removeprefix("predictions.").replace(".", "/")
+    elif name.startswith("sop_classifier."):
+        name = "cls/seq_relationship/output_" + ("weights" if name.endswith("weight") else "bias")
+    name = re.sub(r"LayerNorm(_1)?/weight$", r"LayerNorm\1/gamma", name)
+    name = re.sub(r"LayerNorm(_1)?/bias$", r"LayerNorm\1/beta", name)
+    name = re.sub(r"_embeddings/weight$", "_embeddings", name)
+    return re.sub(r"/weight$", "/kernel", name)
+
+
+@pytest.fixture(scope="module")
+def hf_albert_dir(tmp_path_factory):
+    """A random `AlbertForPreTraining` (encoder, pooler, masked-LM and
+    sentence-order heads) saved as a Hugging Face directory."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    model = transformers.AlbertForPreTraining(transformers.AlbertConfig(**ALBERT))
+    perturb(model, seed=3).eval()
+    directory = tmp_path_factory.mktemp("hf_albert")
+    model.save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def tf_albert_dir(hf_albert_dir, tmp_path_factory):
+    """The same weights as Google's `albert_config.json` + `model.ckpt-*`."""
+    from safetensors.numpy import load_file
+
+    state = load_file(os.path.join(hf_albert_dir, "model.safetensors"))
+    arrays = {}
+    for name, value in state.items():
+        if "position_ids" in name or "decoder" in name:
+            continue
+        if name.endswith(".weight") and value.ndim == 2 and "embeddings" not in name and "sop" not in name:
+            value = value.T  # torch.nn.Linear is (out, in)
+        arrays[google_albert_name(name)] = np.ascontiguousarray(value)
+    arrays["global_step"] = np.array(10, np.int64)
+    directory = tmp_path_factory.mktemp("tf_albert")
+    write_tf_checkpoint(str(directory / "model.ckpt-10"), arrays)
+    config = dict(
+        ALBERT, num_hidden_groups=1, inner_group_num=1, net_structure_type=0,
+        gap_size=0, num_memory_blocks=0, down_scale_factor=1, layers_to_keep=[],
+    )
+    (directory / "albert_config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+def inputs():
+    rng = np.random.default_rng(0)
+    token_ids = rng.integers(5, ALBERT["vocab_size"], size=(2, 9)).astype("int32")
+    token_ids[1, 6:] = 0  # padding
+    segment_ids = np.zeros_like(token_ids)
+    segment_ids[:, 4:] = 1
+    segment_ids[token_ids == 0] = 0
+    return token_ids, segment_ids
+
+
+def hf_outputs(directory):
+    import torch
+    import transformers
+
+    token_ids, segment_ids = inputs()
+    arguments = dict(
+        input_ids=torch.tensor(token_ids, dtype=torch.long),
+        token_type_ids=torch.tensor(segment_ids, dtype=torch.long),
+        attention_mask=torch.tensor(token_ids != 0, dtype=torch.long),
+    )
+    with torch.no_grad():
+        encoder = transformers.AlbertModel.from_pretrained(directory).eval()(**arguments)
+        mlm = transformers.AlbertForMaskedLM.from_pretrained(directory).eval()(**arguments)
+    return encoder.last_hidden_state.numpy(), encoder.pooler_output.numpy(), mlm.logits.numpy()
+
+
+@pytest.mark.parametrize("source", ["huggingface", "google"])
+def test_outputs_equal_transformers_albert(source, hf_albert_dir, tf_albert_dir):
+    if source == "huggingface":
+        config, checkpoint = hf_albert_dir, hf_albert_dir
+    else:
+        config = os.path.join(tf_albert_dir, "albert_config.json")
+        checkpoint = os.path.join(tf_albert_dir, "model.ckpt-10")
+    sequence, pooled, logits = hf_outputs(hf_albert_dir)
+    token_ids, segment_ids = inputs()
+    real = token_ids != 0
+    model_inputs = {"token_ids": token_ids, "segment_ids": segment_ids}
+
+    # The config alone selects the variant.
+    encoder = keras_attn.build_transformer_model(config, checkpoint, with_pool=True)
+    assert isinstance(encoder.get_layer("Transformer-FeedForward"), keras_attn.layers.FeedForward)
+    outputs = {key: to_numpy(value) for key, value in encoder(model_inputs).items()}
+    np.testing.assert_allclose(outputs["sequence_output"][real], sequence[real], atol=1e-4)
+    np.testing.assert_allclose(outputs["pooled_output"], pooled, atol=1e-4)
+
+    mlm = keras_attn.build_transformer_model(config, checkpoint, application="mlm")
+    np.testing.assert_allclose(to_numpy(mlm(model_inputs))[real], logits[real], atol=1e-4)
+
+
+def test_sentence_order_head_loads_from_both_formats(hf_albert_dir, tf_albert_dir):
+    import torch
+    import transformers
+
+    token_ids, segment_ids = inputs()
+    with torch.no_grad():
+        expected = transformers.AlbertForPreTraining.from_pretrained(hf_albert_dir).eval()(
+            input_ids=torch.tensor(token_ids, dtype=torch.long),
+            token_type_ids=torch.tensor(segment_ids, dtype=torch.long),
+            attention_mask=torch.tensor(token_ids != 0, dtype=torch.long),
+        ).sop_logits.numpy()
+    google = os.path.join(tf_albert_dir, "albert_config.json")
+    for config, checkpoint in ((hf_albert_dir, hf_albert_dir),
+                               (google, os.path.join(tf_albert_dir, "model.ckpt-10"))):
+        model = keras_attn.build_transformer_model(config, checkpoint, with_nsp=True)
+        found = to_numpy(model({"token_ids": token_ids, "segment_ids": segment_ids})["nsp_logits"])
+        np.testing.assert_allclose(found, expected, atol=1e-4)
+
+
+def test_one_block_of_weights_serves_every_layer():
+    config = dict(ALBERT, num_hidden_layers=2, initializer_range=0.3)
+    albert = keras_attn.build_transformer_model(config, variant="albert")
+    one_layer = keras_attn.build_transformer_model(
+        dict(config, num_hidden_layers=1), variant="albert"
+    )
+    # Depth adds no weights: one block's variables, whatever num_hidden_layers.
+    assert len(albert.weights) == len(one_layer.weights)
+
+    # A BERT whose two blocks all hold the ALBERT block's weights computes
+    # the same function: the shared block is applied at every layer.
+    bert = keras_attn.build_transformer_model(config, variant="bert")
+    shared = {w.path: to_numpy(w) for w in albert.weights}
+    for weight in bert.weights:
+        weight.assign(shared[re.sub(r"^Transformer-\d+-", "Transformer-", weight.path)])
+    token_ids, segment_ids = inputs()
+    batch = {"token_ids": token_ids, "segment_ids": segment_ids}
+    expected = to_numpy(albert(batch))
+    np.testing.assert_allclose(to_numpy(bert(batch)), expected, atol=1e-5)
+
+    # Changing any one of BERT's copies changes its output, so ALBERT's
+    # equality above needed the shared kernel at both layers.
+    for index in range(2):
+        kernel = bert.get_layer(f"Transformer-{index}-FeedForward").intermediate_dense.kernel
+        original = to_numpy(kernel)
+        kernel.assign(original * 1.5)
+        assert np.abs(to_numpy(bert(batch)) - expected).max() > 1e-3, index
+        kernel.assign(original)
+    kernel = albert.get_layer("Transformer-FeedForward").intermediate_dense.kernel
+    kernel.assign(to_numpy(kernel) * 1.5)
+    assert np.abs(to_numpy(albert(batch)) - expected).max() > 1e-3
+
+
+@pytest.mark.parametrize("field", ["num_hidden_groups", "inner_group_num"])
+def test_grouped_albert_configs_are_refused(field, tmp_path):
+    path = tmp_path / "albert_config.json"
+    path.write_text(json.dumps(dict(ALBERT, **{field: 2})))
+    with pytest.raises(ValueError, match=f"`{field}=2`; this builder supports only `{field}=1`"):
+        keras_attn.build_transformer_model(str(path))
+
+
+def test_albert_configs_take_albert_weights_only(tmp_path):
+    path = tmp_path / "albert_config.json"
+    path.write_text(json.dumps(dict(ALBERT, num_hidden_groups=1)))
+    with pytest.raises(ValueError, match="use variant='albert'"):
+        keras_attn.build_transformer_model(str(path), variant="bert")
+    model = keras_attn.build_transformer_model(dict(ALBERT, model_type="albert"))
+    assert "Transformer-MultiHeadSelfAttention" in {layer.name for layer in model.layers}
+    bert_path = tmp_path / "bert_config.json"
+    bert_path.write_text(json.dumps(ALBERT))
+    with pytest.raises(ValueError, match="use variant='roberta\\+'"):
+        keras_attn.build_transformer_model(str(bert_path), variant="albert")
+
+
+def test_sentencepiece_tokenizer_matches_albert_tokenizer_on_lowercased_text(tmp_path):
+    """English ALBERTs: `SpTokenizer` on their SentencePiece model gives
+    `AlbertTokenizer`'s ids once the text is lowercased (AlbertTokenizer
+    lowercases itself; SpTokenizer leaves text as given), on text without
+    accents or doubled quotes."""
+    sentencepiece = pytest.importorskip("sentencepiece")
+    transformers = pytest.importorskip("transformers")
+    import inspect
+
+    # AlbertTokenizer also rewrites `` and '' as " and strips accents.
+    lines = [
+        line
+        for line in (inspect.getdoc(json) + inspect.getdoc(re)).splitlines()
+        if line.strip() and line.isascii() and "''" not in line and "``" not in line
+    ]
+    prefix = tmp_path / "spm"
+    # ALBERT's layout: <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(line.lower() for line in lines), model_prefix=str(prefix),
+        vocab_size=200, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2,
+    )
+    model_file = str(prefix) + ".model"
+    ours = keras_attn.SpTokenizer(model_file)
+    (tmp_path / "hf").mkdir()
+    shutil.copy(model_file, tmp_path / "hf" / "spiece.model")
+    theirs = transformers.AlbertTokenizer.from_pretrained(str(tmp_path / "hf"))
+    checked = 0
+    for first, second in zip(lines[::2], lines[1::2]):
+        expected = theirs(first, second, return_token_type_ids=True)
+        token_ids, segment_ids = ours.encode(first.lower(), second.lower())
+        assert token_ids == expected["input_ids"], (first, second)
+        assert segment_ids == expected["token_type_ids"]
+        checked += first != first.lower()
+    assert checked  # some lines had capitals: lowercasing was needed
+    assert ours.encode("Json")[0] != theirs("Json")["input_ids"]
