@@ -62,24 +62,40 @@ def google_albert_name(hf_name):
 
 
 @pytest.fixture(scope="module")
-def hf_albert_dir(tmp_path_factory):
-    """A random `AlbertForPreTraining` (encoder, pooler, masked-LM and
-    sentence-order heads) saved as a Hugging Face directory."""
+def hf_albert(tmp_path_factory):
+    """A random `AlbertForPreTraining` (an `AlbertModel` with pooler, the
+    `AlbertForMaskedLM` head and the sentence-order head) saved as a Hugging
+    Face directory, and its outputs on `inputs()`."""
     transformers = pytest.importorskip("transformers")
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     model = transformers.AlbertForPreTraining(transformers.AlbertConfig(**ALBERT))
     perturb(model, seed=3).eval()
     directory = tmp_path_factory.mktemp("hf_albert")
     model.save_pretrained(directory)
-    return str(directory)
+    token_ids, segment_ids = inputs()
+    arguments = dict(
+        input_ids=torch.tensor(token_ids, dtype=torch.long),
+        token_type_ids=torch.tensor(segment_ids, dtype=torch.long),
+        attention_mask=torch.tensor(token_ids != 0, dtype=torch.long),
+    )
+    with torch.no_grad():
+        encoder = model.albert(**arguments)
+        heads = model(**arguments)
+    outputs = {
+        "sequence_output": encoder.last_hidden_state.numpy(),
+        "pooled_output": encoder.pooler_output.numpy(),
+        "nsp_logits": heads.sop_logits.numpy(),
+        "mlm_logits": heads.prediction_logits.numpy(),
+    }
+    return str(directory), outputs
 
 
 @pytest.fixture(scope="module")
-def tf_albert_dir(hf_albert_dir, tmp_path_factory):
+def tf_albert_dir(hf_albert, tmp_path_factory):
     """The same weights as Google's `albert_config.json` + `model.ckpt-*`."""
     from safetensors.numpy import load_file
 
-    state = load_file(os.path.join(hf_albert_dir, "model.safetensors"))
+    state = load_file(os.path.join(hf_albert[0], "model.safetensors"))
     arrays = {}
     for name, value in state.items():
         if "position_ids" in name or "decoder" in name:
@@ -108,62 +124,33 @@ def inputs():
     return token_ids, segment_ids
 
 
-def hf_outputs(directory):
-    import torch
-    import transformers
-
-    token_ids, segment_ids = inputs()
-    arguments = dict(
-        input_ids=torch.tensor(token_ids, dtype=torch.long),
-        token_type_ids=torch.tensor(segment_ids, dtype=torch.long),
-        attention_mask=torch.tensor(token_ids != 0, dtype=torch.long),
-    )
-    with torch.no_grad():
-        encoder = transformers.AlbertModel.from_pretrained(directory).eval()(**arguments)
-        mlm = transformers.AlbertForMaskedLM.from_pretrained(directory).eval()(**arguments)
-    return encoder.last_hidden_state.numpy(), encoder.pooler_output.numpy(), mlm.logits.numpy()
-
-
 @pytest.mark.parametrize("source", ["huggingface", "google"])
-def test_outputs_equal_transformers_albert(source, hf_albert_dir, tf_albert_dir):
+def test_outputs_equal_transformers_albert(source, hf_albert, tf_albert_dir):
+    directory, expected = hf_albert
     if source == "huggingface":
-        config, checkpoint = hf_albert_dir, hf_albert_dir
+        config, checkpoint = directory, directory
     else:
         config = os.path.join(tf_albert_dir, "albert_config.json")
         checkpoint = os.path.join(tf_albert_dir, "model.ckpt-10")
-    sequence, pooled, logits = hf_outputs(hf_albert_dir)
     token_ids, segment_ids = inputs()
     real = token_ids != 0
-    model_inputs = {"token_ids": token_ids, "segment_ids": segment_ids}
+    batch = {"token_ids": token_ids, "segment_ids": segment_ids}
 
-    # The config alone selects the variant.
-    encoder = keras_attn.build_transformer_model(config, checkpoint, with_pool=True)
+    # The config alone selects the variant. ALBERT's sentence-order head
+    # loads as the two-way `NSP` head.
+    encoder = keras_attn.build_transformer_model(config, checkpoint, with_nsp=True)
     assert isinstance(encoder.get_layer("Transformer-FeedForward"), keras_attn.layers.FeedForward)
-    outputs = {key: to_numpy(value) for key, value in encoder(model_inputs).items()}
-    np.testing.assert_allclose(outputs["sequence_output"][real], sequence[real], atol=1e-4)
-    np.testing.assert_allclose(outputs["pooled_output"], pooled, atol=1e-4)
+    outputs = {key: to_numpy(value) for key, value in encoder(batch).items()}
+    np.testing.assert_allclose(
+        outputs["sequence_output"][real], expected["sequence_output"][real], atol=1e-4
+    )
+    for key in ("pooled_output", "nsp_logits"):
+        np.testing.assert_allclose(outputs[key], expected[key], atol=1e-4, err_msg=key)
 
     mlm = keras_attn.build_transformer_model(config, checkpoint, application="mlm")
-    np.testing.assert_allclose(to_numpy(mlm(model_inputs))[real], logits[real], atol=1e-4)
-
-
-def test_sentence_order_head_loads_from_both_formats(hf_albert_dir, tf_albert_dir):
-    import torch
-    import transformers
-
-    token_ids, segment_ids = inputs()
-    with torch.no_grad():
-        expected = transformers.AlbertForPreTraining.from_pretrained(hf_albert_dir).eval()(
-            input_ids=torch.tensor(token_ids, dtype=torch.long),
-            token_type_ids=torch.tensor(segment_ids, dtype=torch.long),
-            attention_mask=torch.tensor(token_ids != 0, dtype=torch.long),
-        ).sop_logits.numpy()
-    google = os.path.join(tf_albert_dir, "albert_config.json")
-    for config, checkpoint in ((hf_albert_dir, hf_albert_dir),
-                               (google, os.path.join(tf_albert_dir, "model.ckpt-10"))):
-        model = keras_attn.build_transformer_model(config, checkpoint, with_nsp=True)
-        found = to_numpy(model({"token_ids": token_ids, "segment_ids": segment_ids})["nsp_logits"])
-        np.testing.assert_allclose(found, expected, atol=1e-4)
+    np.testing.assert_allclose(
+        to_numpy(mlm(batch))[real], expected["mlm_logits"][real], atol=1e-4
+    )
 
 
 def test_one_block_of_weights_serves_every_layer():
