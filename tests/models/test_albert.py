@@ -243,3 +243,29 @@ def test_sentencepiece_tokenizer_matches_albert_tokenizer_on_lowercased_text(tmp
         checked += first != first.lower()
     assert checked  # some lines had capitals: lowercasing was needed
     assert ours.encode("Json")[0] != theirs("Json")["input_ids"]
+
+
+def test_layout_map_shards_the_shared_block():
+    import keras
+
+    devices = [f"cpu:{index}" for index in range(4)]
+    mesh = keras.distribution.DeviceMesh((2, 2), ["batch", "model"], devices=devices)
+    layout_map = keras_attn.get_layout_map(mesh)
+    model = keras_attn.build_transformer_model(dict(ALBERT, model_type="albert"))
+    axes = {
+        variable.path: layout_map[variable.path].axes
+        for variable in model.weights
+        if layout_map[variable.path] is not None
+    }
+    assert axes == {
+        "Transformer-MultiHeadSelfAttention/query_dense/kernel": (None, "model"),
+        "Transformer-MultiHeadSelfAttention/query_dense/bias": ("model",),
+        "Transformer-MultiHeadSelfAttention/key_dense/kernel": (None, "model"),
+        "Transformer-MultiHeadSelfAttention/key_dense/bias": ("model",),
+        "Transformer-MultiHeadSelfAttention/value_dense/kernel": (None, "model"),
+        "Transformer-MultiHeadSelfAttention/value_dense/bias": ("model",),
+        "Transformer-MultiHeadSelfAttention/output_dense/kernel": ("model", None),
+        "Transformer-FeedForward/intermediate_dense/kernel": (None, "model"),
+        "Transformer-FeedForward/intermediate_dense/bias": ("model",),
+        "Transformer-FeedForward/output_dense/kernel": ("model", None),
+    }
