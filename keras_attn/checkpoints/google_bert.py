@@ -1,11 +1,13 @@
 """Name table: Google's TensorFlow BERT checkpoints (and RoBERTa+, which
-are stored the same way) onto this library's variables.
+are stored the same way, and ALBERT, which differs only in its shared
+block) onto this library's variables.
 
 Keys are Keras variable paths (`{layer}` stands for the block index); values
 are the checkpoint names. Weights no checkpoint holds (talking-heads mixing,
 KERPLE's parameters) are declared by their layers and keep their initial
 values, so the table has no rows for them. Kernels are stored as
-`(in, out)`, as Keras keeps them, except the next-sentence weights.
+`(in, out)`, as Keras keeps them, except the next-sentence (ALBERT:
+sentence-order) weights.
 Google's release always ties the masked-LM decoder to the token embedding,
 so an untied `MLM-Decoder` has no name here: a model built with
 `tie_word_embeddings=False` is refused rather than left random.
@@ -14,6 +16,7 @@ so an untied `MLM-Decoder` has no name here: a model built with
 from keras_attn.checkpoints.porting import Source
 
 _LAYER = "bert/encoder/layer_{layer}"
+_ALBERT = "bert/encoder/transformer/group_0/inner_group_0"
 
 TABLE = {
     "Embedding-Token/embeddings": Source("bert/embeddings/word_embeddings"),
@@ -39,6 +42,24 @@ TABLE = {
     "Transformer-{layer}-FeedForward/output_dense/bias": Source(f"{_LAYER}/output/dense/bias"),
     "Transformer-{layer}-FeedForward-Norm/gamma": Source(f"{_LAYER}/output/LayerNorm/gamma"),
     "Transformer-{layer}-FeedForward-Norm/beta": Source(f"{_LAYER}/output/LayerNorm/beta"),
+    # ALBERT's one block, shared by every layer (Google's group 0, inner
+    # layer 0; released ALBERTs have no other).
+    "Transformer-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_ALBERT}/attention_1/self/query/kernel"),
+    "Transformer-MultiHeadSelfAttention/query_dense/bias": Source(f"{_ALBERT}/attention_1/self/query/bias"),
+    "Transformer-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_ALBERT}/attention_1/self/key/kernel"),
+    "Transformer-MultiHeadSelfAttention/key_dense/bias": Source(f"{_ALBERT}/attention_1/self/key/bias"),
+    "Transformer-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_ALBERT}/attention_1/self/value/kernel"),
+    "Transformer-MultiHeadSelfAttention/value_dense/bias": Source(f"{_ALBERT}/attention_1/self/value/bias"),
+    "Transformer-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_ALBERT}/attention_1/output/dense/kernel"),
+    "Transformer-MultiHeadSelfAttention/output_dense/bias": Source(f"{_ALBERT}/attention_1/output/dense/bias"),
+    "Transformer-MultiHeadSelfAttention-Norm/gamma": Source(f"{_ALBERT}/LayerNorm/gamma"),
+    "Transformer-MultiHeadSelfAttention-Norm/beta": Source(f"{_ALBERT}/LayerNorm/beta"),
+    "Transformer-FeedForward/intermediate_dense/kernel": Source(f"{_ALBERT}/ffn_1/intermediate/dense/kernel"),
+    "Transformer-FeedForward/intermediate_dense/bias": Source(f"{_ALBERT}/ffn_1/intermediate/dense/bias"),
+    "Transformer-FeedForward/output_dense/kernel": Source(f"{_ALBERT}/ffn_1/intermediate/output/dense/kernel"),
+    "Transformer-FeedForward/output_dense/bias": Source(f"{_ALBERT}/ffn_1/intermediate/output/dense/bias"),
+    "Transformer-FeedForward-Norm/gamma": Source(f"{_ALBERT}/LayerNorm_1/gamma"),
+    "Transformer-FeedForward-Norm/beta": Source(f"{_ALBERT}/LayerNorm_1/beta"),
     "Pooler-Dense/kernel": Source("bert/pooler/dense/kernel"),
     "Pooler-Dense/bias": Source("bert/pooler/dense/bias"),
     "NSP/kernel": Source("cls/seq_relationship/output_weights", transpose=True),

@@ -1,10 +1,10 @@
-"""Name table: Hugging Face BERT and RoBERTa weights (safetensors or
-PyTorch) onto this library's variables.
+"""Name table: Hugging Face BERT, RoBERTa and ALBERT weights (safetensors
+or PyTorch) onto this library's variables.
 
 Keys are Keras variable paths (`{layer}` stands for the block index); values
 list the accepted checkpoint names, tried in order, each also with the
-`bert.` and `roberta.` prefixes of the task models (`BertForPreTraining`,
-`RobertaForMaskedLM`) and with the older `LayerNorm.gamma`/`.beta`
+`bert.`, `roberta.` and `albert.` prefixes of the task models
+(`BertForPreTraining`, `RobertaForMaskedLM`, `AlbertForMaskedLM`) and with the older `LayerNorm.gamma`/`.beta`
 spellings. `torch.nn.Linear` stores kernels as `(out, in)`, hence the
 transposes. Weights no checkpoint holds are declared by their layers
 (`checkpoint_free_weights`), not listed here.
@@ -13,6 +13,7 @@ transposes. Weights no checkpoint holds are declared by their layers
 from keras_attn.checkpoints.porting import Source
 
 _LAYER = "encoder.layer.{layer}"
+_ALBERT = "encoder.albert_layer_groups.0.albert_layers.0"
 
 TABLE = {
     "Embedding-Token/embeddings": Source("embeddings.word_embeddings.weight"),
@@ -36,24 +37,55 @@ TABLE = {
     "Transformer-{layer}-FeedForward/output_dense/bias": Source(f"{_LAYER}.output.dense.bias"),
     "Transformer-{layer}-FeedForward-Norm/gamma": Source(f"{_LAYER}.output.LayerNorm.weight"),
     "Transformer-{layer}-FeedForward-Norm/beta": Source(f"{_LAYER}.output.LayerNorm.bias"),
-    "Pooler-Dense/kernel": Source("pooler.dense.weight", transpose=True),
-    "Pooler-Dense/bias": Source("pooler.dense.bias"),
-    "NSP/kernel": Source("cls.seq_relationship.weight", transpose=True),
-    "NSP/bias": Source("cls.seq_relationship.bias"),
-    "MLM-Dense/kernel": Source("cls.predictions.transform.dense.weight", "lm_head.dense.weight", transpose=True),
-    "MLM-Dense/bias": Source("cls.predictions.transform.dense.bias", "lm_head.dense.bias"),
-    "MLM-Norm/gamma": Source("cls.predictions.transform.LayerNorm.weight", "lm_head.layer_norm.weight"),
-    "MLM-Norm/beta": Source("cls.predictions.transform.LayerNorm.bias", "lm_head.layer_norm.bias"),
+    # ALBERT's factorised embeddings and its one block, shared by every layer.
+    "Embedding-Mapping/kernel": Source("encoder.embedding_hidden_mapping_in.weight", transpose=True),
+    "Embedding-Mapping/bias": Source("encoder.embedding_hidden_mapping_in.bias"),
+    "Transformer-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_ALBERT}.attention.query.weight", transpose=True),
+    "Transformer-MultiHeadSelfAttention/query_dense/bias": Source(f"{_ALBERT}.attention.query.bias"),
+    "Transformer-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_ALBERT}.attention.key.weight", transpose=True),
+    "Transformer-MultiHeadSelfAttention/key_dense/bias": Source(f"{_ALBERT}.attention.key.bias"),
+    "Transformer-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_ALBERT}.attention.value.weight", transpose=True),
+    "Transformer-MultiHeadSelfAttention/value_dense/bias": Source(f"{_ALBERT}.attention.value.bias"),
+    "Transformer-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_ALBERT}.attention.dense.weight", transpose=True),
+    "Transformer-MultiHeadSelfAttention/output_dense/bias": Source(f"{_ALBERT}.attention.dense.bias"),
+    "Transformer-MultiHeadSelfAttention-Norm/gamma": Source(f"{_ALBERT}.attention.LayerNorm.weight"),
+    "Transformer-MultiHeadSelfAttention-Norm/beta": Source(f"{_ALBERT}.attention.LayerNorm.bias"),
+    "Transformer-FeedForward/intermediate_dense/kernel": Source(f"{_ALBERT}.ffn.weight", transpose=True),
+    "Transformer-FeedForward/intermediate_dense/bias": Source(f"{_ALBERT}.ffn.bias"),
+    "Transformer-FeedForward/output_dense/kernel": Source(f"{_ALBERT}.ffn_output.weight", transpose=True),
+    "Transformer-FeedForward/output_dense/bias": Source(f"{_ALBERT}.ffn_output.bias"),
+    "Transformer-FeedForward-Norm/gamma": Source(f"{_ALBERT}.full_layer_layer_norm.weight"),
+    "Transformer-FeedForward-Norm/beta": Source(f"{_ALBERT}.full_layer_layer_norm.bias"),
+    "Pooler-Dense/kernel": Source("pooler.dense.weight", "pooler.weight", transpose=True),
+    "Pooler-Dense/bias": Source("pooler.dense.bias", "pooler.bias"),
+    # BERT's next-sentence or ALBERT's sentence-order head.
+    "NSP/kernel": Source("cls.seq_relationship.weight", "sop_classifier.classifier.weight", transpose=True),
+    "NSP/bias": Source("cls.seq_relationship.bias", "sop_classifier.classifier.bias"),
+    "MLM-Dense/kernel": Source(
+        "cls.predictions.transform.dense.weight", "lm_head.dense.weight", "predictions.dense.weight",
+        transpose=True,
+    ),
+    "MLM-Dense/bias": Source("cls.predictions.transform.dense.bias", "lm_head.dense.bias", "predictions.dense.bias"),
+    "MLM-Norm/gamma": Source(
+        "cls.predictions.transform.LayerNorm.weight", "lm_head.layer_norm.weight", "predictions.LayerNorm.weight"
+    ),
+    "MLM-Norm/beta": Source(
+        "cls.predictions.transform.LayerNorm.bias", "lm_head.layer_norm.bias", "predictions.LayerNorm.bias"
+    ),
     # The decoder's bias is the one the logits use; `tie_word_embeddings: false`
     # unties it from `*.bias` too, and safetensors stores only one of a tied pair.
     "MLM-Bias/bias": Source(
-        "cls.predictions.decoder.bias", "cls.predictions.bias", "lm_head.decoder.bias", "lm_head.bias"
+        "cls.predictions.decoder.bias", "cls.predictions.bias", "lm_head.decoder.bias", "lm_head.bias",
+        "predictions.decoder.bias", "predictions.bias",
     ),
     # Only in models with `tie_word_embeddings: false`.
-    "MLM-Decoder/kernel": Source("cls.predictions.decoder.weight", "lm_head.decoder.weight", transpose=True),
+    "MLM-Decoder/kernel": Source(
+        "cls.predictions.decoder.weight", "lm_head.decoder.weight", "predictions.decoder.weight",
+        transpose=True,
+    ),
 }
 
-PREFIXES = ("", "bert.", "roberta.")
+PREFIXES = ("", "bert.", "roberta.", "albert.")
 
 # Older checkpoints spell LayerNorm parameters as TensorFlow does.
 SPELLINGS = ((".weight", ".gamma"), (".bias", ".beta"))
@@ -67,6 +99,7 @@ IGNORED = ("embeddings.position_ids",)
 DUPLICATES = {
     "cls.predictions.decoder.weight": "embeddings.word_embeddings.weight",
     "lm_head.decoder.weight": "embeddings.word_embeddings.weight",
+    "predictions.decoder.weight": "embeddings.word_embeddings.weight",
 }
 
 

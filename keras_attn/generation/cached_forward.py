@@ -61,7 +61,8 @@ class CachedForward:
     It calls the model's own layers, found by their stable names (see
     `keras_attn.Transformer`), in the template's order: embeddings (token,
     segment, position at the tokens' absolute positions), the attention
-    blocks (each `MultiHeadAttention` called with its `KeyValueCache`), and
+    blocks (each `MultiHeadAttention` called with its `KeyValueCache`;
+    ALBERT's shared block once per layer, each time with its own cache), and
     the masked-LM head. The mask of a chunk is built from the slots'
     positions by `masking.merge_attention_masks`, the one mask merger, and a
     position bias (ALiBi, KERPLE, Sandwich) by `bias(i - j)` of the model's
@@ -112,15 +113,12 @@ class CachedForward:
         self.position_bias = find("Position-Bias", optional=True)
         self.blocks = []
         while find(f"Transformer-{len(self.blocks)}-MultiHeadSelfAttention", optional=True):
-            prefix = f"Transformer-{len(self.blocks)}"
-            attention = f"{prefix}-MultiHeadSelfAttention"
-            feed_forward = f"{prefix}-FeedForward"
-            self.blocks.append(
-                Block(
-                    find(attention), find(f"{attention}-Add"), find(f"{attention}-Norm"),
-                    find(feed_forward), find(f"{feed_forward}-Add"), find(f"{feed_forward}-Norm"),
-                )
-            )
+            self.blocks.append(_block(find, f"Transformer-{len(self.blocks)}"))
+        shared = find("Transformer-MultiHeadSelfAttention", optional=True)
+        if not self.blocks and shared is not None:
+            # ALBERT's one block, applied once per layer: once per call in the
+            # model's graph, each call with its own cache.
+            self.blocks = [_block(find, "Transformer")] * len(shared._inbound_nodes)
         if not self.blocks:
             raise ValueError(f"{model.name} has no layer `Transformer-0-MultiHeadSelfAttention`.")
         self.mlm_dense = find("MLM-Dense")
@@ -305,6 +303,16 @@ class CachedForward:
         else:
             logits = direct_call(self.mlm_decoder, transformed)
         return direct_call(self.mlm_bias, logits)
+
+
+def _block(find, prefix):
+    """The layers of the block whose names start with `prefix`."""
+    attention = f"{prefix}-MultiHeadSelfAttention"
+    feed_forward = f"{prefix}-FeedForward"
+    return Block(
+        find(attention), find(f"{attention}-Add"), find(f"{attention}-Norm"),
+        find(feed_forward), find(f"{feed_forward}-Add"), find(f"{feed_forward}-Norm"),
+    )
 
 
 def _layer_finder(model):

@@ -29,4 +29,5 @@ from keras_attn.models.kerple import KerpleLog
 from keras_attn.models.kerple import KerplePower
 from keras_attn.models.sandwich import Sandwich
 from keras_attn.models.xpos import Xpos
+from keras_attn.models.albert import Albert
 from keras_attn.models.tta_encoder import TTAEncoder

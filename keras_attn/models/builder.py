@@ -27,6 +27,8 @@ def select_variant(config, variant=None):
     |                                          | or `embedding_size`, | `"tta"`, `"sinusoidal"`, `"roformer"`,|
     |                                          | else `"bert"`        | `"alibi"`, `"kerple_*"`, `"sandwich"`,|
     |                                          |                      | `"xpos"`                              |
+    | `"albert"` (HF `model_type` albert, a    | `"albert"`           | `"albert"` and variants whose         |
+    | Google `albert_config.json`)             |                      | `checkpoint_family` is `"albert"`     |
     | `None` (a dict without `model_type`)     | as for `"bert"`      | all                                   |
 
     The BERT-shaped variants start from BERT's weights (those without learned
@@ -40,8 +42,8 @@ def select_variant(config, variant=None):
             (the message says which variant to use).
     """
     if variant is None:
-        if config.checkpoint_family == "roberta":
-            return "roberta"
+        if config.checkpoint_family in ("roberta", "albert"):
+            return config.checkpoint_family
         if config.attention_key_size is not None or config.embedding_size is not None:
             return "roberta+"
         return "bert"
@@ -88,7 +90,8 @@ def build_transformer_model(
             `attention_key_size`/`embedding_size`, else `"bert"`), `"bert"`,
             `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
             `"sinusoidal"`, `"roformer"`, `"alibi"`, `"kerple_log"`,
-            `"kerple_power"`, `"sandwich"`, `"xpos"`, or a name given to
+            `"kerple_power"`, `"sandwich"`, `"xpos"`, `"albert"` (the
+            default for ALBERT configs), or a name given to
             `keras_attn.register_variant` (see `keras_attn.Transformer` for
             writing one). A variant that contradicts the config's family is
             an error; `select_variant` has the table.

@@ -5,8 +5,9 @@ import keras
 # Any model path before a layer name: a functional model's variables have
 # none, a model nested in another one gets the outer names.
 _PREFIX = r"(?:.*/)?"
-_ATTENTION = _PREFIX + r"Transformer-\d+-MultiHeadSelfAttention"
-_FEED_FORWARD = _PREFIX + r"Transformer-\d+-FeedForward"
+# `Transformer-{i}-...`, or ALBERT's shared `Transformer-...` (no index).
+_ATTENTION = _PREFIX + r"Transformer(?:-\d+)?-MultiHeadSelfAttention"
+_FEED_FORWARD = _PREFIX + r"Transformer(?:-\d+)?-FeedForward"
 
 
 def _megatron_table(model_axis):

@@ -38,6 +38,8 @@ class Transformer:
       given to every block as `distance_bias`, or `None`);
     - the mask: `mask_diagonal` (a query never sees its own key) or
       `apply_attention` (what the queries attend to);
+    - the blocks: `shared_block` (ALBERT: the layers of one block applied
+      at every index, so the model has one block's weights);
     - what it supports: `applications` (the `application=` values it builds;
       any other is a `ValueError` naming them) and `checkpoint_family`
       (`"bert"`, or `"roberta"` for RoBERTa's offset position table), which
@@ -75,7 +77,8 @@ class Transformer:
     are mapped onto them: `Embedding-Token`, `Embedding-Segment`,
     `Embedding-Position`, `Embedding-Norm`, `Embedding-Mapping`,
     `Transformer-{i}-MultiHeadSelfAttention` (`-Dropout`, `-Add`, `-Norm`),
-    `Transformer-{i}-FeedForward` (`-Dropout`, `-Add`, `-Norm`),
+    `Transformer-{i}-FeedForward` (`-Dropout`, `-Add`, `-Norm`) (without
+    the `-{i}` when the variant has `shared_block`, as ALBERT),
     `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Decoder` (untied
     decoders only), `MLM-Bias`.
 
@@ -106,6 +109,9 @@ class Transformer:
     # How its checkpoints store positions: "bert", or "roberta" (offset past
     # the padding row).
     checkpoint_family = "bert"
+    # Whether one block's layers serve every index (ALBERT): the layers of
+    # `make_block_layers(0)`, named `Transformer-MultiHeadSelfAttention`, ...
+    shared_block = False
 
     def __init__(
         self,
@@ -169,7 +175,7 @@ class Transformer:
             position_encoding=self.position_encoding,
             log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),
-            name=f"Transformer-{index}-MultiHeadSelfAttention",
+            name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )
 
     def apply_attention(self, attention, hidden, index, attention_mask, distance_bias):
@@ -240,6 +246,7 @@ class Transformer:
         distance_bias = None
         if position_bias is not None:
             distance_bias = position_bias(hidden, by_distance=True)
+        self.blocks = {}
         for index in range(self.config.num_layers):
             hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
         return inputs, self.apply_final_layers(hidden)
@@ -318,29 +325,52 @@ class Transformer:
             epsilon=self.config.layer_norm_epsilon, name=name
         )
 
+    def block_prefix(self, index):
+        """The name prefix of block `index`'s layers: `Transformer-{index}`,
+        or `Transformer` for every index when the variant shares one block."""
+        return "Transformer" if self.shared_block else f"Transformer-{index}"
+
+    def block_layers(self, index):
+        """The layers of block `index` (see `make_block_layers`), created on
+        first use; with `shared_block`, block 0's layers serve every index."""
+        key = 0 if self.shared_block else index
+        if key not in self.blocks:
+            self.blocks[key] = self.make_block_layers(key)
+        return self.blocks[key]
+
+    def make_block_layers(self, index):
+        """The layers of one post-LN block, by role."""
+        config = self.config
+        attention = f"{self.block_prefix(index)}-MultiHeadSelfAttention"
+        feed_forward = f"{self.block_prefix(index)}-FeedForward"
+        return {
+            "attention": self.make_attention(index),
+            "attention_dropout": keras.layers.Dropout(config.dropout_rate, name=f"{attention}-Dropout"),
+            "attention_add": keras.layers.Add(name=f"{attention}-Add"),
+            "attention_norm": self.layer_norm(f"{attention}-Norm"),
+            "feed_forward": layers.FeedForward(
+                config.intermediate_size,
+                activation=config.hidden_act,
+                kernel_initializer=self.initializer(),
+                name=feed_forward,
+            ),
+            "feed_forward_dropout": keras.layers.Dropout(
+                config.dropout_rate, name=f"{feed_forward}-Dropout"
+            ),
+            "feed_forward_add": keras.layers.Add(name=f"{feed_forward}-Add"),
+            "feed_forward_norm": self.layer_norm(f"{feed_forward}-Norm"),
+        }
+
     def apply_main_layer(self, hidden, index, attention_mask, distance_bias=None):
         """One post-LN block: `x = LN(x + Drop(Attn(x)))`, `x = LN(x + Drop(FFN(x)))`."""
-        config = self.config
-        prefix = f"Transformer-{index}-MultiHeadSelfAttention"
+        block = self.block_layers(index)
         attended = self.apply_attention(
-            self.make_attention(index), hidden, index, attention_mask, distance_bias
+            block["attention"], hidden, index, attention_mask, distance_bias
         )
-        attended = keras.layers.Dropout(config.dropout_rate, name=f"{prefix}-Dropout")(attended)
-        hidden = keras.layers.Add(name=f"{prefix}-Add")([hidden, attended])
-        hidden = self.layer_norm(f"{prefix}-Norm")(hidden)
-
-        prefix = f"Transformer-{index}-FeedForward"
-        transformed = layers.FeedForward(
-            config.intermediate_size,
-            activation=config.hidden_act,
-            kernel_initializer=self.initializer(),
-            name=prefix,
-        )(hidden)
-        transformed = keras.layers.Dropout(config.dropout_rate, name=f"{prefix}-Dropout")(
-            transformed
-        )
-        hidden = keras.layers.Add(name=f"{prefix}-Add")([hidden, transformed])
-        return self.layer_norm(f"{prefix}-Norm")(hidden)
+        attended = block["attention_dropout"](attended)
+        hidden = block["attention_norm"](block["attention_add"]([hidden, attended]))
+        transformed = block["feed_forward_dropout"](block["feed_forward"](hidden))
+        return block["feed_forward_norm"](block["feed_forward_add"]([hidden, transformed]))
 
     def apply_final_layers(self, hidden):
         config = self.config

@@ -26,7 +26,12 @@ MODEL_TYPES = {
     "roberta": "roberta",
     "xlm-roberta": "roberta",
     "camembert": "roberta",
+    "albert": "albert",
 }
+
+# Fields only ALBERT configs have: a Google `albert_config.json` (which names
+# no `model_type`) holding one is an ALBERT checkpoint.
+ALBERT_FIELDS = ("num_hidden_groups", "inner_group_num")
 
 # Metadata that configuration files carry and that does not change the model.
 IGNORED_KEYS = {
@@ -55,6 +60,7 @@ IGNORED_KEYS = {
     "output_attentions",
     "output_hidden_states",
     "chunk_size_feed_forward",
+    "classifier_dropout_prob",
 }
 
 # Keys whose non-default value means an architecture this library does not build.
@@ -63,6 +69,15 @@ REQUIRED_VALUES = {
     "is_decoder": False,
     "add_cross_attention": False,
     "is_encoder_decoder": False,
+    # ALBERT: one shared block (released models); the rest are the defaults
+    # of Google's albert_config.json for the standard architecture.
+    "num_hidden_groups": 1,
+    "inner_group_num": 1,
+    "net_structure_type": 0,
+    "gap_size": 0,
+    "num_memory_blocks": 0,
+    "down_scale_factor": 1,
+    "layers_to_keep": [],
 }
 
 ACTIVATIONS = {
@@ -125,8 +140,9 @@ class TransformerConfig:
     # Whether the masked-LM logits come from the token embedding (BERT's
     # tied decoder) or from an own `MLM-Decoder` kernel.
     tie_word_embeddings: bool = True
-    # How the checkpoint stores its weights: "bert" or "roberta" (from a
-    # Hugging Face `model_type`; a Google `bert_config.json` is "bert");
+    # How the checkpoint stores its weights: "bert", "roberta" or "albert"
+    # (from a Hugging Face `model_type`; a Google `bert_config.json` is
+    # "bert", an `albert_config.json` "albert");
     # None when the source does not say. The builder picks and checks the
     # variant with it.
     checkpoint_family: str | None = None
@@ -328,6 +344,8 @@ def load_config(source, **overrides):
     """
     values, origin = _read_source(source)
     fields = _normalise(values, origin, strict=False)
+    if "checkpoint_family" not in fields and any(key in values for key in ALBERT_FIELDS):
+        fields["checkpoint_family"] = "albert"
     if origin.startswith("configuration file") and "checkpoint_family" not in fields:
         # Google's bert_config.json names no model type: BERT's layout.
         fields["checkpoint_family"] = "bert"

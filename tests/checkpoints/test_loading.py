@@ -101,8 +101,10 @@ def test_variant_defaults_follow_the_config():
     # A dict naming no family takes any variant (random initialisation).
     assert select_variant(load_config(base), "roberta") == "roberta"
     assert select_variant(load_config(dict(base, model_type="bert")), "alibi") == "alibi"
-    with pytest.raises(ValueError, match="albert"):
-        load_config(dict(base, model_type="albert"))
+    assert select_variant(load_config(dict(base, model_type="albert"))) == "albert"
+    assert select_variant(load_config(dict(base, num_hidden_groups=1))) == "albert"
+    with pytest.raises(ValueError, match="electra"):
+        load_config(dict(base, model_type="electra"))
 
 
 # 2. Unused checkpoint weights are listed ------------------------------------------

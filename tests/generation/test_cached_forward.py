@@ -33,6 +33,8 @@ CASES = [
     ("xpos", "lm", {}),
     ("xpos", "lm", {"attention_window": 4, "blockwise_attention": True}),
     ("bert", "lm", {"attention_window": 4, "log_n_train_length": 3}),
+    ("albert", "lm", {"embedding_size": 8}),
+    ("albert", "unilm", {}),
 ]
 
 

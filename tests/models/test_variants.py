@@ -27,7 +27,10 @@ CONFIG = dict(
     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, mask_token_id=3,
 )
 # Fields a variant refuses to build without (documented by its class).
-VARIANT_FIELDS = {"roberta+": dict(attention_key_size=12, embedding_size=12)}
+VARIANT_FIELDS = {
+    "roberta+": dict(attention_key_size=12, embedding_size=12),
+    "albert": dict(embedding_size=12, num_hidden_layers=2),
+}
 
 # The registry as collected: tests that register a variant of their own
 # (removed again by conftest's fixture) do not add cases.
