@@ -122,6 +122,14 @@ class TransformerModel(keras.Model):
         ...}` to choose otherwise. The input checks run while tracing
         (names, dtypes, ranks); values are not checked in the artefact.
 
+        Where Keras supports what (tested in tests/export): `tf_saved_model`
+        on TensorFlow and JAX (torch needs `torch_xla`); `onnx` on torch with
+        an `input_signature` of fixed shapes (Keras' torch exporter fails on
+        `LayerNormalization` with free dimensions; needs the `[export]`
+        extra). Keras converts TensorFlow models to ONNX with `tf2onnx`,
+        whose 1.17 release cannot convert these models (GELU's `Erfc`,
+        dynamic reshapes), and JAX models with `jax2onnx` (not tested).
+
         Example:
 
         ```python
