@@ -30,3 +30,12 @@ def concrete_values(x):
         if torch.compiler.is_compiling():
             return None
     return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+def static_dimension(dim):
+    """`dim` as an `int` when it is a concrete integer, else None: `None`
+    itself, a JAX symbolic dimension (under `jax2tf` export), a size traced
+    by torch's exporters."""
+    if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
+        return int(dim)
+    return None

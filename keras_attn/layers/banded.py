@@ -29,6 +29,7 @@ import collections
 
 from keras import ops
 
+from keras_attn.concrete import static_dimension
 from keras_attn.layers import masking
 from keras_attn.layers.relative_position_bias import gather_distance_bias
 
@@ -63,8 +64,9 @@ def layout_for_call(
         return None
     if attention_mask is not None and not masking.is_key_mask(attention_mask):
         return None
-    length = query.shape[1]
-    if query is not key and (length is None or length != key.shape[1]):
+    # A symbolic length (JAX export) is unknown here: banded, as for None.
+    length = static_dimension(query.shape[1])
+    if query is not key and (length is None or length != static_dimension(key.shape[1])):
         return None
     layout = band_layout(window, causal, blockwise=blockwise and causal)
     if length is not None and length <= keys_per_query(layout):

@@ -3,6 +3,7 @@
 import numpy as np
 
 from keras_attn.concrete import concrete_values
+from keras_attn.concrete import static_dimension
 
 # Names users bring from other libraries, and what to pass instead.
 FOREIGN_NAMES = {
@@ -113,7 +114,12 @@ class InputContract:
             )
         for name, value in inputs.items():
             self._check_dtype(name, value)
-        shapes = {name: tuple(value.shape) for name, value in inputs.items()}
+        # Dimensions that are not plain integers (`None`, JAX's symbolic
+        # dimensions under export, torch's traced sizes) are unknown here.
+        shapes = {
+            name: tuple(static_dimension(dim) for dim in value.shape)
+            for name, value in inputs.items()
+        }
         for name, shape in shapes.items():
             if len(shape) != 2:
                 raise InputError(

@@ -110,6 +110,45 @@ class TransformerModel(keras.Model):
             self.input, outputs, input_contract=self.input_contract, name=name
         )
 
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
+        """Exports the forward pass with Keras' `Model.export`.
+
+        The artefact takes the model's inputs by name (`token_ids`,
+        `segment_ids`, ...), each `(batch, length)` with both dimensions
+        free. On JAX (`tf_saved_model`, through `jax2tf`), every input is
+        given the one symbolic shape `(batch, length)`, which the inputs
+        share; Keras' default gives each input its own length, which the
+        model cannot add together. Pass `jax2tf_kwargs={"polymorphic_shapes":
+        ...}` to choose otherwise. The input checks run while tracing
+        (names, dtypes, ranks); values are not checked in the artefact.
+
+        Where Keras supports what (tested in tests/export): `tf_saved_model`
+        on TensorFlow and JAX (torch needs `torch_xla`); `onnx` on torch with
+        an `input_signature` of fixed shapes (Keras' torch exporter fails on
+        `LayerNormalization` with free dimensions; needs the `[export]`
+        extra). Keras converts TensorFlow models to ONNX with `tf2onnx`,
+        whose 1.17 release cannot convert these models (GELU's `Erfc`,
+        dynamic reshapes), and JAX models with `jax2onnx` (not tested).
+
+        Example:
+
+        ```python
+        model.export("exported", format="tf_saved_model")
+        reloaded = tf.saved_model.load("exported")
+        outputs = reloaded.serve({"token_ids": ids, "segment_ids": segments})
+        ```
+        """
+        if keras.config.backend() == "jax" and format == "tf_saved_model" and input_signature is None:
+            jax2tf_kwargs = dict(kwargs.pop("jax2tf_kwargs", None) or {})
+            jax2tf_kwargs.setdefault(
+                "polymorphic_shapes",
+                [{name: "(batch, length)" for name in self.input_contract.names}],
+            )
+            kwargs["jax2tf_kwargs"] = jax2tf_kwargs
+        return super().export(
+            filepath, format=format, verbose=verbose, input_signature=input_signature, **kwargs
+        )
+
     # Every way in -------------------------------------------------------------
 
     def __call__(self, inputs, *args, **kwargs):
