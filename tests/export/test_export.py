@@ -119,7 +119,6 @@ def test_tf_saved_model_reproduces_keras(variant, tokenizer, batch, tmp_path):
         np.testing.assert_allclose(exported, expected, atol=1e-4, rtol=0)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_onnx_reproduces_keras(variant, tokenizer, batch, tmp_path):
     backend = keras.config.backend()
