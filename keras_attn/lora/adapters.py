@@ -231,10 +231,11 @@ def merge_lora(model):
     for _, dense in adapted:
         # With adapters, `Dense.kernel` is the merged kernel.
         merged = keras.ops.convert_to_numpy(dense.kernel)
-        dense._tracker.unlock()
-        del dense.lora_kernel_a
-        del dense.lora_kernel_b
-        dense._tracker.lock()
+        for attribute in ADAPTER_VARIABLES:
+            # Not `del`: Keras' `Layer.__delattr__` runs a full garbage
+            # collection per variable, seconds on a large model.
+            dense._untrack_variable(getattr(dense, attribute))
+            object.__delattr__(dense, attribute)
         dense.lora_enabled = False
         dense.lora_rank = None
         dense.lora_alpha = None
