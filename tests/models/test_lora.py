@@ -41,7 +41,7 @@ def with_head(backbone):
     "variant, feed_forward",
     [("bert", False), ("roberta+", False), ("talking_heads", False), ("tta", False), ("alibi", True)],
 )
-def test_only_adapters_and_head_train(variant, feed_forward):
+def test_only_adapters_are_trainable(variant, feed_forward):
     backbone = build(variant, "encoder")
     inputs = inputs_for(backbone)
     expected = to_numpy(backbone(inputs))
@@ -64,6 +64,12 @@ def test_only_adapters_and_head_train(variant, feed_forward):
         per_layer += 2 * RANK * (hidden + 24)
     assert added == per_layer  # one layer
 
+
+def test_a_fit_step_changes_only_adapters_and_head():
+    # Talking heads: its mixing weights are not projections and stay frozen.
+    backbone = build("talking_heads", "encoder")
+    inputs = inputs_for(backbone)
+    lora.enable_lora(backbone, RANK, feed_forward=True)
     model = with_head(backbone)
     model.compile(
         optimizer=keras.optimizers.SGD(learning_rate=0.5),
@@ -75,7 +81,8 @@ def test_only_adapters_and_head_train(variant, feed_forward):
     changed = {v.path for v in model.variables if not np.array_equal(before[v.path], to_numpy(v))}
     frozen_changed = [p for p in changed if "lora_kernel" not in p and not p.startswith("head/")]
     assert not frozen_changed
-    assert any("lora_kernel_b" in p for p in changed)
+    assert any("FeedForward/output_dense/lora_kernel_b" in p for p in changed)
+    assert any("MultiHeadSelfAttention/query_dense/lora_kernel_b" in p for p in changed)
     assert any(p.startswith("head/") for p in changed)
 
 

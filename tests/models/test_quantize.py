@@ -31,6 +31,9 @@ CASES = [
     (variant, "mlm" if "mlm" in cls.applications else cls.applications[0])
     for variant, cls in REGISTERED.items()
 ]
+# `.keras` round trips of the distinct layer classes: plain attention,
+# decoupled widths, talking heads, T-TA, a position-bias variant.
+SAVED = ("bert", "roberta+", "talking_heads", "tta", "alibi")
 
 
 def quantize(model):
@@ -74,6 +77,8 @@ def test_int8_quantization(variant, application, tmp_path):
     assert np.all(np.isfinite(quantized))
     assert 0 < relative_error(quantized, expected) < RELATIVE_TOLERANCE
 
+    if variant not in SAVED:
+        return
     path = str(tmp_path / "int8.keras")
     model.save(path)
     loaded = keras.models.load_model(path)
@@ -91,11 +96,13 @@ def test_tied_head_uses_the_dequantized_table(monkeypatch):
     quantize(model)
     assert relative_error(to_numpy(model(inputs)), expected) < RELATIVE_TOLERANCE
 
+    lookup = TokenEmbedding._int8_call
+
     def unscaled(layer, inputs, reverse=False, training=None):
+        if not reverse:
+            return lookup(layer, inputs)
         table = keras.ops.cast(layer._embeddings, inputs.dtype)
-        if reverse:
-            return keras.ops.matmul(inputs, keras.ops.transpose(table))
-        return keras.ops.take(table, inputs, axis=0) / 127.0
+        return keras.ops.matmul(inputs, keras.ops.transpose(table))
 
     monkeypatch.setattr(TokenEmbedding, "_int8_call", unscaled)
     assert relative_error(to_numpy(model(inputs)), expected) > RELATIVE_TOLERANCE
@@ -119,8 +126,9 @@ def test_other_modes_leave_the_token_embedding_in_float():
 
 
 def test_generate_on_a_quantized_model():
-    model = keras_attn.build_transformer_model(GENERATION_CONFIG, variant="bert", application="lm")
+    config = dict(GENERATION_CONFIG, num_hidden_layers=1)
+    model = keras_attn.build_transformer_model(config, variant="bert", application="lm")
     quantize(model)
-    generated = model.generate(PROMPTS, max_new_tokens=4)
+    generated = model.generate(PROMPTS, max_new_tokens=3)
     # The cached loop computes what the full (quantized) pass computes.
-    np.testing.assert_array_equal(generated, uncached_greedy(model, PROMPTS, 4))
+    np.testing.assert_array_equal(generated, uncached_greedy(model, PROMPTS, 3))
