@@ -5,6 +5,7 @@ The public API is what this module exports; everything else is private.
 
 from keras_attn import generation
 from keras_attn import layers
+from keras_attn import lora
 from keras_attn import samplers
 from keras_attn.generation import AutoRegressiveDecoder
 from keras_attn.generation import Generator
@@ -47,6 +48,7 @@ __all__ = [
     "generation",
     "get_layout_map",
     "layers",
+    "lora",
     "load_checkpoint",
     "register_variant",
     "samplers",

@@ -13,7 +13,9 @@ def direct_call(layer, *args, **kwargs):
     the model's size. Without a mixed policy `__call__` changes nothing that
     `call` computes on a built layer (no autocasting), so calling `call` is
     exact. On TensorFlow and JAX the decoding loop is traced once, and under
-    a mixed policy autocasting matters: there `__call__` is used.
+    a mixed policy autocasting matters: there `__call__` is used. A quantized
+    layer (`model.quantize`) is computed by its `quantized_call`, as
+    `__call__` would.
     """
     policy = layer.dtype_policy
     if (
@@ -21,5 +23,7 @@ def direct_call(layer, *args, **kwargs):
         and layer.built
         and policy.compute_dtype == policy.variable_dtype
     ):
+        if policy.quantization_mode is not None:
+            return layer.quantized_call(*args, **kwargs)
         return layer.call(*args, **kwargs)
     return layer(*args, **kwargs)

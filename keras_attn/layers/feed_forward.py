@@ -35,6 +35,10 @@ class FeedForward(keras.layers.Layer):
         out_dim: output width; defaults to the input width.
         use_bias: whether both projections have biases.
         kernel_initializer, bias_initializer: initializers of both projections.
+        projection_policies: dtype policies of single projections by
+            sublayer name (`{"output_dense": "int8_from_float32"}`), as
+            `keras_attn.MultiHeadAttention` takes them: what
+            `model.quantize("int8")` records so a saved model reloads.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
@@ -55,6 +59,7 @@ class FeedForward(keras.layers.Layer):
         use_bias=True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        projection_policies=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -64,6 +69,7 @@ class FeedForward(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.projection_policies = projection_policies
         self.supports_masking = True
 
     def build(self, inputs_shape):

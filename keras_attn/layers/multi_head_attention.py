@@ -118,6 +118,11 @@ class MultiHeadAttention(keras.layers.Layer):
             than the training length. `None` turns it off.
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
+        projection_policies: dtype policies of single projections by
+            sublayer name (`{"query_dense": "int8_from_float32"}`); the rest
+            use the layer's policy. `model.quantize("int8")` quantizes the
+            projections and the config records them here, so a saved
+            quantized model reloads; there is rarely a reason to pass it.
         **kwargs: base layer arguments such as `name` and `dtype`.
 
     Call arguments:
@@ -199,6 +204,7 @@ class MultiHeadAttention(keras.layers.Layer):
         log_n_train_length=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        projection_policies=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -248,6 +254,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.projection_policies = projection_policies
         self.supports_masking = True
         self._dropout = keras.layers.Dropout(
             attention_dropout, dtype=self.dtype_policy, name="attention_dropout"

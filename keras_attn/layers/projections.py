@@ -6,7 +6,12 @@ import keras
 def make_dense(layer, units, name, activation=None):
     """A `Dense` sublayer of `layer` with its `use_bias`, initializers and
     dtype policy. Each sublayer gets its own copy of the initializers, so
-    seeded initializers do not give every projection the same weights."""
+    seeded initializers do not give every projection the same weights.
+
+    A sublayer named in `layer.projection_policies` (the quantized
+    projections of a saved model, see `projection_config`) gets that policy
+    instead, so it is rebuilt with the variables it was saved with."""
+    policies = layer.projection_policies or {}
     return keras.layers.Dense(
         units,
         activation=activation,
@@ -17,14 +22,31 @@ def make_dense(layer, units, name, activation=None):
         bias_initializer=keras.initializers.get(
             keras.initializers.serialize(layer.bias_initializer)
         ),
-        dtype=layer.dtype_policy,
+        dtype=policies.get(name, layer.dtype_policy),
         name=name,
     )
+
+
+def quantized_projection_policies(layer):
+    """`{sublayer name: serialized dtype policy}` of the `Dense` sublayers of
+    `layer` that `keras.Model.quantize` has quantized, or None if none is.
+
+    `Model.quantize` quantizes leaf layers only, so a composite layer's
+    config must record which of its projections hold int8 (or other
+    quantized) variables; otherwise a reloaded `.keras` model would build
+    them in float and fail to load their weights."""
+    policies = {
+        sublayer.name: keras.dtype_policies.serialize(sublayer.dtype_policy)
+        for sublayer in layer._flatten_layers(include_self=False, recursive=False)
+        if isinstance(sublayer, keras.layers.Dense) and sublayer.quantization_mode
+    }
+    return policies or layer.projection_policies or None
 
 
 def projection_config(layer):
     """The config entries `make_dense` reads, serialized."""
     return {
+        "projection_policies": quantized_projection_policies(layer),
         "use_bias": layer.use_bias,
         "kernel_initializer": keras.initializers.serialize(layer.kernel_initializer),
         "bias_initializer": keras.initializers.serialize(layer.bias_initializer),

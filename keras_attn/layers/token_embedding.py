@@ -13,6 +13,15 @@ class TokenEmbedding(keras.layers.Embedding):
     by BERT's masked-LM head (Press & Wolf 2017, "Using the Output Embedding to
     Improve Language Models", https://arxiv.org/abs/1608.05859).
 
+    Quantization: `layer.quantize("int8")` (or `model.quantize("int8")`)
+    stores the table as int8 with one scale per vocabulary row, as
+    `keras.layers.Embedding` does, and both directions use it: a lookup
+    divides the int8 rows by their scales, and the reverse projection
+    computes `(hidden @ E_int8^T) / scale`, which equals `hidden` times the
+    dequantized table without materialising it. Other modes raise
+    `NotImplementedError` (so `model.quantize` leaves the table in float
+    with a warning).
+
     Args: those of `keras.layers.Embedding`.
 
     Call arguments:
@@ -24,6 +33,27 @@ class TokenEmbedding(keras.layers.Embedding):
         if reverse:
             return ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
         return super().call(inputs)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        if mode != "int8":
+            raise NotImplementedError(
+                f"{self.name}: TokenEmbedding supports quantization mode 'int8' "
+                f"(its reverse projection must dequantize the table); received {mode!r}."
+            )
+        super().quantize(mode, type_check=False, config=config)
+
+    def _int8_call(self, inputs, reverse=False, training=None):
+        if not reverse:
+            return super()._int8_call(inputs, training=training)
+        # The table is `E = E_int8 / scale[:, None]`, one scale per vocabulary
+        # row, so `hidden @ E^T` divides column `v` of `hidden @ E_int8^T`.
+        logits = ops.matmul(inputs, ops.transpose(ops.cast(self._embeddings, inputs.dtype)))
+        logits = ops.divide(logits, ops.cast(self.embeddings_scale, inputs.dtype))
+        if self.lora_enabled:
+            delta = ops.matmul(self.lora_embeddings_a, self.lora_embeddings_b)
+            delta = ops.cast((self.lora_alpha / self.lora_rank) * delta, inputs.dtype)
+            logits = ops.add(logits, ops.matmul(inputs, ops.transpose(delta)))
+        return logits
 
     def compute_output_shape(self, input_shape, reverse=False):
         if reverse:

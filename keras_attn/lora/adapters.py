@@ -1,0 +1,248 @@
+"""LoRA adapters on the projections of `MultiHeadAttention` and `FeedForward`."""
+
+import os
+
+import keras
+import numpy as np
+
+from keras_attn.layers.feed_forward import FeedForward
+from keras_attn.layers.multi_head_attention import MultiHeadAttention
+
+ATTENTION_PROJECTIONS = ("query_dense", "key_dense", "value_dense", "output_dense")
+FEED_FORWARD_PROJECTIONS = ("intermediate_dense", "output_dense")
+ADAPTER_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
+
+
+def _projections(model, feed_forward=True):
+    """`(name, Dense)` for every projection LoRA can adapt in `model`, named
+    `"{attention or feed-forward layer}/{projection}"` (for example
+    `"Transformer-0-MultiHeadSelfAttention/query_dense"`): stable names,
+    the same in every model the builder makes from one config, nested models
+    included."""
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, MultiHeadAttention):
+            names = ATTENTION_PROJECTIONS
+        elif isinstance(layer, FeedForward) and feed_forward:
+            names = FEED_FORWARD_PROJECTIONS
+        else:
+            continue
+        for name in names:
+            yield f"{layer.name}/{name}", getattr(layer, name)
+
+
+def _adapted(model):
+    """`(name, Dense)` for the projections of `model` that have adapters."""
+    return [(name, dense) for name, dense in _projections(model) if dense.lora_enabled]
+
+
+def enable_lora(model, rank, feed_forward=False, alpha=None):
+    """Adds LoRA adapters to `model` and makes them its only trainable weights.
+
+    Every attention projection (query, key, value, output `Dense` of each
+    `keras_attn.MultiHeadAttention`, talking-heads and T-TA included) and,
+    with `feed_forward=True`, both `FeedForward` projections get Keras' own
+    adapters (`Dense.enable_lora`): a kernel `W` then computes
+    `W + (alpha / rank) * A @ B`, with `A` (`d_in x rank`, He-uniform) and
+    `B` (`rank x d_out`, zeros), so the adapted model starts out computing
+    exactly what the base model computes (Hu et al., 2021, "LoRA: Low-Rank
+    Adaptation of Large Language Models", https://arxiv.org/abs/2106.09685).
+
+    Every other variable of `model` (kernels, biases, embeddings, layer
+    norms, talking-heads mixing, position biases) is frozen
+    (`variable.trainable = False`). Layers created afterwards stay
+    trainable, so enable LoRA on the backbone, then add a classifier head
+    and compile. Setting `model.trainable = True` later unfreezes
+    everything again.
+
+    Calling it again on a model that already has adapters of this rank only
+    freezes again (useful after loading); a different rank is an error.
+
+    Args:
+        model: a model built by `keras_attn.build_transformer_model`, or a
+            model containing one; it must be built.
+        rank: the adapters' rank, a positive integer.
+        feed_forward: also adapt the feed-forward projections.
+        alpha: LoRA's scale numerator; defaults to `rank` (scale 1).
+
+    Returns:
+        The number of adapter weights (trainable parameters) added.
+
+    Raises:
+        ValueError: `rank` is not a positive integer, `model` has no
+            attention layer, or a projection already has adapters of
+            another rank.
+    """
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise ValueError(f"enable_lora: `rank` must be a positive integer; received {rank!r}.")
+    projections = list(_projections(model, feed_forward))
+    if not projections:
+        raise ValueError(
+            f"enable_lora: model {model.name!r} has no keras_attn.MultiHeadAttention "
+            "layer to adapt; pass a model built by keras_attn.build_transformer_model."
+        )
+    for name, dense in projections:
+        if dense.lora_enabled:
+            if dense.lora_rank != rank:
+                raise ValueError(
+                    f"enable_lora: {name} already has LoRA adapters of rank "
+                    f"{dense.lora_rank}; received rank={rank}."
+                )
+            continue
+        dense.enable_lora(rank, lora_alpha=alpha)
+    adapters = {id(v) for _, dense in _adapted(model) for v in _adapter_variables(dense)}
+    for variable in model.variables:
+        variable.trainable = id(variable) in adapters
+    # A compiled model traced its train step with the old variables.
+    model.train_function = model.test_function = model.predict_function = None
+    return sum(int(np.prod(v.shape)) for _, dense in projections for v in _adapter_variables(dense))
+
+
+def _adapter_variables(dense):
+    return [getattr(dense, name) for name in ADAPTER_VARIABLES]
+
+
+def save_lora_weights(model, path):
+    """Writes the LoRA adapters of `model`, and nothing else, to `path`.
+
+    The file is a NumPy `.npz` archive holding, for each adapted projection
+    `name` (see `enable_lora`), `name/lora_kernel_a`, `name/lora_kernel_b`
+    and the scale `name/lora_alpha`; a few hundred kilobytes for a
+    rank-8 BERT-base, against hundreds of megabytes for the model.
+
+    Args:
+        model: a model on which `enable_lora` was called.
+        path: the file to write; `.npz` is appended if missing (NumPy's rule).
+
+    Raises:
+        ValueError: `model` has no adapters.
+    """
+    adapted = _adapted(model)
+    if not adapted:
+        raise ValueError(
+            f"save_lora_weights: model {model.name!r} has no LoRA adapters; "
+            "call keras_attn.lora.enable_lora(model, rank) first."
+        )
+    arrays = {}
+    for name, dense in adapted:
+        for variable_name, variable in zip(ADAPTER_VARIABLES, _adapter_variables(dense)):
+            arrays[f"{name}/{variable_name}"] = keras.ops.convert_to_numpy(variable)
+        arrays[f"{name}/lora_alpha"] = np.asarray(dense.lora_alpha, "float64")
+    np.savez(path, **arrays)
+
+
+def load_lora_weights(model, path):
+    """Loads adapters written by `save_lora_weights` into `model`.
+
+    `model` must have the same adapters (call `enable_lora` with the same
+    rank, `feed_forward` and `alpha` first, on a model with the base
+    weights); every adapter of the model must be in the file and every
+    adapter in the file must be in the model, with equal shapes and scale.
+    Nothing is assigned unless all of them match.
+
+    Args:
+        model: a model with LoRA adapters.
+        path: a file written by `save_lora_weights`.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        ValueError: `model` has no adapters; an adapter variable is missing
+            from the file or from the model; or a shape or `lora_alpha`
+            differs (the message names the variable, the file and both
+            values).
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"load_lora_weights: no adapter file at {path!r}.")
+    adapted = _adapted(model)
+    if not adapted:
+        raise ValueError(
+            f"load_lora_weights: model {model.name!r} has no LoRA adapters to load "
+            f"{path!r} into; call keras_attn.lora.enable_lora(model, rank) first."
+        )
+    with np.load(path) as archive:
+        stored = {key: archive[key] for key in archive.files}
+    expected = {}
+    for name, dense in adapted:
+        for variable_name, variable in zip(ADAPTER_VARIABLES, _adapter_variables(dense)):
+            expected[f"{name}/{variable_name}"] = variable
+    stored_variables = {key for key in stored if not key.endswith("/lora_alpha")}
+    missing = sorted(set(expected) - stored_variables)
+    if missing:
+        raise ValueError(
+            f"load_lora_weights: {path!r} has no adapter variable {missing[0]!r} "
+            f"({len(missing)} missing in all); were the adapters saved from a model "
+            "with the same layers and `feed_forward` setting?"
+        )
+    unexpected = sorted(stored_variables - set(expected))
+    if unexpected:
+        raise ValueError(
+            f"load_lora_weights: {path!r} holds adapter variable {unexpected[0]!r}, "
+            f"which model {model.name!r} does not have ({len(unexpected)} such in "
+            "all); enable LoRA on the same projections (`feed_forward`) first."
+        )
+    for key, variable in expected.items():
+        if tuple(stored[key].shape) != tuple(variable.shape):
+            raise ValueError(
+                f"load_lora_weights: adapter variable {key!r} has shape "
+                f"{tuple(stored[key].shape)} in {path!r}, but the model's has shape "
+                f"{tuple(variable.shape)} (a different LoRA rank?)."
+            )
+    for name, dense in adapted:
+        alpha = float(stored[f"{name}/lora_alpha"])
+        if alpha != dense.lora_alpha:
+            raise ValueError(
+                f"load_lora_weights: {name!r} has lora_alpha {alpha} in {path!r}, "
+                f"but the model's is {dense.lora_alpha}; pass the same `alpha` to "
+                "enable_lora."
+            )
+    for key, variable in expected.items():
+        variable.assign(stored[key])
+
+
+def merge_lora(model):
+    """Folds the adapters of `model` into its kernels and removes them.
+
+    Each adapted kernel becomes `W + (alpha / rank) * A @ B`, so the model
+    computes what it computed with adapters (to float32 rounding) and is a
+    plain model again: no `lora_*` variables, configs without `lora_rank`,
+    ready to `save`, `quantize` or export. Which variables are trainable is
+    left as it is (the merged kernels frozen).
+
+    Args:
+        model: a model with LoRA adapters.
+
+    Returns:
+        The number of projections merged.
+
+    Raises:
+        ValueError: `model` has no adapters, or an adapted projection is
+            quantized.
+    """
+    adapted = _adapted(model)
+    if not adapted:
+        raise ValueError(
+            f"merge_lora: model {model.name!r} has no LoRA adapters to merge."
+        )
+    for name, dense in adapted:
+        if dense.quantization_mode is not None:
+            raise ValueError(
+                f"merge_lora: {name} is quantized ({dense.quantization_mode}); merge "
+                "the adapters before `model.quantize`."
+            )
+    for _, dense in adapted:
+        # With adapters, `Dense.kernel` is the merged kernel.
+        merged = keras.ops.convert_to_numpy(dense.kernel)
+        for attribute in ADAPTER_VARIABLES:
+            # Not `del`: Keras' `Layer.__delattr__` runs a full garbage
+            # collection per variable, seconds on a large model.
+            dense._untrack_variable(getattr(dense, attribute))
+            object.__delattr__(dense, attribute)
+        dense.lora_enabled = False
+        dense.lora_rank = None
+        dense.lora_alpha = None
+        dense._kernel.assign(merged)
+    if keras.config.backend() == "torch":
+        # Torch modules keep their own list of parameters.
+        for layer in model._flatten_layers():
+            layer._track_variables()
+    model.train_function = model.test_function = model.predict_function = None
+    return len(adapted)
