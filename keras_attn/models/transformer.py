@@ -16,6 +16,14 @@ APPLICATIONS = {
     "unilm": ("unilm", False, True),
 }
 
+# The `OutputMask` layer of each sequence output (`"output"` when the model
+# has one).
+MASK_LAYER_NAMES = {
+    "output": "Output-Mask",
+    "sequence_output": "Sequence-Output-Mask",
+    "mlm_logits": "MLM-Logits-Mask",
+}
+
 
 class Transformer:
     """Builds a BERT-style post-LN Transformer as a functional `keras.Model`.
@@ -242,7 +250,26 @@ class Transformer:
             distance_bias = position_bias(hidden, by_distance=True)
         for index in range(self.config.num_layers):
             hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
-        return inputs, self.apply_final_layers(hidden)
+        return inputs, self.mask_sequence_outputs(inputs, self.apply_final_layers(hidden))
+
+    def mask_sequence_outputs(self, inputs, outputs):
+        """`outputs` with a Keras mask on each `(batch, length, ...)` one: the
+        padding (`padding_mask`, else `token_ids != pad_token_id`), for the
+        mask-consuming layers users stack on the model."""
+        padding_mask = inputs.get("padding_mask")
+        if padding_mask is None:
+            padding_mask = ops.not_equal(inputs["token_ids"], self.config.pad_token_id)
+        single = not isinstance(outputs, dict)
+        named = {"output": outputs} if single else outputs
+        masked = {
+            name: layers.OutputMask(name=MASK_LAYER_NAMES.get(name, f"{name}-Mask"))(
+                value, mask=padding_mask
+            )
+            if len(value.shape) == 3
+            else value
+            for name, value in named.items()
+        }
+        return masked["output"] if single else masked
 
     def get_inputs(self):
         inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
