@@ -12,6 +12,7 @@ from keras_attn.layers import LocalMaskBaseline
 from keras_attn.layers import MultiHeadAttention
 from keras_attn.layers import TalkingHeadsAttention
 from keras_attn.checkpoints import CheckpointError
+from keras_attn.checkpoints import SkippedWeightsWarning
 from keras_attn.checkpoints import UnusedWeightsWarning
 from keras_attn.losses import TokenCrossEntropy
 from keras_attn.models import InputError
@@ -34,6 +35,7 @@ __all__ = [
     "InputError",
     "LocalMaskBaseline",
     "MultiHeadAttention",
+    "SkippedWeightsWarning",
     "SpTokenizer",
     "TTAEncoder",
     "TalkingHeadsAttention",
