@@ -26,6 +26,7 @@ from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
 from keras_attn.tokenizers import SpTokenizer
 from keras_attn.tokenizers import Tokenizer
+from keras_attn.tokenizers import load_vocab
 from keras_attn.version import __version__
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "get_layout_map",
     "layers",
     "load_checkpoint",
+    "load_vocab",
     "register_variant",
     "samplers",
     "__version__",
