@@ -85,7 +85,9 @@ class Transformer:
     `Transformer-{i}-MultiHeadSelfAttention` (`-Dropout`, `-Add`, `-Norm`),
     `Transformer-{i}-FeedForward` (`-Dropout`, `-Add`, `-Norm`),
     `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Decoder` (untied
-    decoders only), `MLM-Bias`.
+    decoders only), `MLM-Bias`, and the `OutputMask` layers that give the
+    sequence outputs their Keras padding mask (`Output-Mask`, or
+    `Sequence-Output-Mask` and `MLM-Logits-Mask` in a dict of outputs).
 
     Args:
         config: a `keras_attn.TransformerConfig`.
