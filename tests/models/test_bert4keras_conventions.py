@@ -324,22 +324,3 @@ def test_skip_missing_entry_matching_nothing_is_an_error(encoder_only_dir, skip_
     with pytest.raises(ValueError, match=r"skip_missing entries \['(MLM-Typo|Pooler-\*)'\] match no weight"):
         keras_attn.load_checkpoint(model, directory, skip_missing=skip_missing)
 
-
-def test_output_mask_layer(tmp_path):
-    from tests.harness import run_layer_test
-
-    rng = np.random.default_rng(1)
-    values = rng.normal(size=(2, 5, 3)).astype("float32")
-    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], "int32")
-    run_layer_test(
-        keras_attn.layers.OutputMask,
-        {},
-        inputs={"inputs": values, "mask": mask},
-        expected_output_shape=(2, 5, 3),
-        reference=lambda layer, inputs: inputs["inputs"],
-        tmp_path=tmp_path,
-    )
-    layer = keras_attn.layers.OutputMask()
-    masked = layer(keras.ops.convert_to_tensor(values), mask=keras.ops.convert_to_tensor(mask))
-    pooled = to_numpy(keras.layers.GlobalAveragePooling1D()(masked))
-    np.testing.assert_allclose(pooled, masked_mean(values, mask.astype(bool)), atol=1e-6)
