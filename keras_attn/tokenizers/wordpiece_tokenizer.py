@@ -144,32 +144,37 @@ def _never_produced(token):
     return len(token) > 1 and any(_is_cjk(c) or _is_punctuation(c) for c in stem)
 
 
-def _is_cjk(character):
-    """BERT's CJK ideograph blocks (the characters its normaliser splits)."""
+# BERT's CJK ideograph blocks (the characters its normaliser splits off).
+CJK_BLOCKS = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+# The printable ASCII characters that are neither letters nor digits, all
+# punctuation to BERT (`$`, `^`, `` ` `` are symbols to Unicode).
+ASCII_PUNCTUATION_BLOCKS = ((33, 47), (58, 64), (91, 96), (123, 126))
+
+
+def _in_blocks(character, blocks):
     code = ord(character)
-    return (
-        0x4E00 <= code <= 0x9FFF
-        or 0x3400 <= code <= 0x4DBF
-        or 0x20000 <= code <= 0x2A6DF
-        or 0x2A700 <= code <= 0x2B73F
-        or 0x2B740 <= code <= 0x2B81F
-        or 0x2B820 <= code <= 0x2CEAF
-        or 0xF900 <= code <= 0xFAFF
-        or 0x2F800 <= code <= 0x2FA1F
-    )
+    return any(low <= code <= high for low, high in blocks)
+
+
+def _is_cjk(character):
+    return _in_blocks(character, CJK_BLOCKS)
 
 
 def _is_punctuation(character):
-    """BERT's punctuation: every non-alphanumeric printable ASCII character
-    and Unicode category P*."""
-    code = ord(character)
-    return (
-        33 <= code <= 47
-        or 58 <= code <= 64
-        or 91 <= code <= 96
-        or 123 <= code <= 126
-        or unicodedata.category(character).startswith("P")
-    )
+    """BERT's punctuation: `ASCII_PUNCTUATION_BLOCKS` and Unicode category P*."""
+    return _in_blocks(character, ASCII_PUNCTUATION_BLOCKS) or unicodedata.category(
+        character
+    ).startswith("P")
 
 
 def _vocabulary_from_dict(token_dict):
