@@ -324,3 +324,13 @@ def test_skip_missing_entry_matching_nothing_is_an_error(encoder_only_dir, skip_
     with pytest.raises(ValueError, match=r"skip_missing entries \['(MLM-Typo|Pooler-\*)'\] match no weight"):
         keras_attn.load_checkpoint(model, directory, skip_missing=skip_missing)
 
+
+
+def test_skip_missing_needs_a_pretrained_checkpoint(google_config, tmp_path):
+    with pytest.raises(ValueError, match="skip_missing applies when a checkpoint is loaded"):
+        keras_attn.build_transformer_model(google_config, skip_missing=["MLM-*"])
+    model = keras_attn.build_transformer_model(google_config, application="mlm")
+    path = str(tmp_path / "own.weights.h5")
+    model.save_weights(path)
+    with pytest.raises(ValueError, match="skip_missing applies to pretrained checkpoints"):
+        keras_attn.load_checkpoint(model, path, skip_missing=["MLM-*"])
