@@ -13,6 +13,7 @@ from keras_attn.layers import LocalMaskBaseline
 from keras_attn.layers import MultiHeadAttention
 from keras_attn.layers import TalkingHeadsAttention
 from keras_attn.checkpoints import CheckpointError
+from keras_attn.checkpoints import SkippedWeightsWarning
 from keras_attn.checkpoints import UnusedWeightsWarning
 from keras_attn.losses import TokenCrossEntropy
 from keras_attn.models import InputError
@@ -26,6 +27,7 @@ from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
 from keras_attn.tokenizers import SpTokenizer
 from keras_attn.tokenizers import Tokenizer
+from keras_attn.tokenizers import load_vocab
 from keras_attn.version import __version__
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "InputError",
     "LocalMaskBaseline",
     "MultiHeadAttention",
+    "SkippedWeightsWarning",
     "SpTokenizer",
     "TTAEncoder",
     "TalkingHeadsAttention",
@@ -50,6 +53,7 @@ __all__ = [
     "layers",
     "lora",
     "load_checkpoint",
+    "load_vocab",
     "register_variant",
     "samplers",
     "__version__",

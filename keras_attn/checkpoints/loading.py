@@ -18,7 +18,7 @@ NAME_TABLES = {
 }
 
 
-def load_checkpoint(model, checkpoint, keep_tokens=None):
+def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None):
     """Loads a checkpoint of any supported format into a built model (see
     `build_transformer_model` for the formats).
 
@@ -28,22 +28,40 @@ def load_checkpoint(model, checkpoint, keep_tokens=None):
     `UnusedWeightsWarning` (optimizer slots, tied duplicates, buffers and the
     heads the model was built without are not).
 
+    `skip_missing` is the one exception, an explicit opt-in: a list of
+    patterns (`fnmatch` style, e.g. `["MLM-*"]` or `["MLM-Dense",
+    "MLM-Norm", "MLM-Bias"]`) naming model weights, by layer name or by
+    variable path, that may stay at their initial values when the
+    checkpoint lacks them, as when an encoder-only checkpoint (most Hugging
+    Face BERTs, sentence encoders) is loaded into an `"mlm"`, `"lm"` or
+    `"unilm"` model or one `with_pool`/`with_nsp`. Those left out are listed
+    in a `SkippedWeightsWarning`; a pattern that matches no weight of the
+    model is an error.
+
     Raises:
         CheckpointError: a name missing, a shape that disagrees, a file that
             cannot be read; nothing was loaded.
         FileNotFoundError: nothing readable at `checkpoint`.
+        ValueError: a `skip_missing` pattern that matches no weight.
     """
     path = os.fspath(checkpoint)
     if path.endswith(".weights.h5"):
-        if keep_tokens is not None:
-            raise ValueError(
-                f"keep_tokens applies to pretrained checkpoints, not to {path!r}, "
-                "which already holds this model's own weights."
-            )
+        for argument, value in (("keep_tokens", keep_tokens), ("skip_missing", skip_missing)):
+            if value is not None:
+                raise ValueError(
+                    f"{argument} applies to pretrained checkpoints, not to {path!r}, "
+                    "which already holds this model's own weights."
+                )
         load_weights_file(model, path)
         return model
     reader = open_checkpoint(path)
     if reader.format not in NAME_TABLES:
         raise CheckpointError(f"No name table for {reader.format!r} checkpoints ({path!r}).")
-    port_weights(model, reader, NAME_TABLES[reader.format], keep_tokens=keep_tokens)
+    port_weights(
+        model,
+        reader,
+        NAME_TABLES[reader.format],
+        keep_tokens=keep_tokens,
+        skip_missing=skip_missing,
+    )
     return model

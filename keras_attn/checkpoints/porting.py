@@ -1,11 +1,13 @@
 """The one weight-porting helper: applies a name table to a model."""
 
+import fnmatch
 import re
 import warnings
 
 import numpy as np
 
 from keras_attn.checkpoints.readers import CheckpointError
+from keras_attn.checkpoints.readers import SkippedWeightsWarning
 from keras_attn.checkpoints.readers import UnusedWeightsWarning
 
 # Variables with a vocabulary axis (its index in the Keras variable):
@@ -50,6 +52,38 @@ def checkpoint_free_paths(model):
     return paths
 
 
+def skip_patterns(model, skip_missing):
+    """`skip_missing` as a tuple of patterns, and a function telling whether
+    a variable path matches one (by its path or its layer's name, the part
+    before the first `/`). A pattern matching no variable of `model` is a
+    ValueError listing the model's layers."""
+    if skip_missing is None:
+        return (), lambda path: False
+    if isinstance(skip_missing, str):
+        skip_missing = (skip_missing,)
+    patterns = tuple(skip_missing)
+    if not all(isinstance(pattern, str) and pattern for pattern in patterns):
+        raise ValueError(
+            f"skip_missing must be a list of layer names or patterns such as 'MLM-*'; "
+            f"received {skip_missing!r}."
+        )
+
+    def matches(pattern, path):
+        return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(
+            path.split("/")[0], pattern
+        )
+
+    paths = [variable.path for variable in model.weights]
+    unmatched = [p for p in patterns if not any(matches(p, path) for path in paths)]
+    if unmatched:
+        layer_names = sorted({path.split("/")[0] for path in paths})
+        raise ValueError(
+            f"skip_missing entries {unmatched} match no weight of model {model.name!r}; "
+            f"its layers with weights are {layer_names}."
+        )
+    return patterns, lambda path: any(matches(p, path) for p in patterns)
+
+
 def _compile(table):
     compiled = []
     for template, source in table.items():
@@ -67,7 +101,7 @@ def _lookup(compiled, path):
     return None, None
 
 
-def port_weights(model, reader, name_table, keep_tokens=None):
+def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None):
     """Loads every variable of `model` from `reader` through a name table, or
     nothing at all.
 
@@ -92,6 +126,9 @@ def port_weights(model, reader, name_table, keep_tokens=None):
         keep_tokens: optional list of vocabulary ids; the token embedding,
             the masked-LM bias and an untied decoder keep these entries, in
             this order.
+        skip_missing: optional patterns (see `load_checkpoint`) naming the
+            variables that keep their initial values when the checkpoint
+            lacks them, instead of failing the load.
 
     Raises:
         CheckpointError: listing every variable not found, every shape that
@@ -101,19 +138,25 @@ def port_weights(model, reader, name_table, keep_tokens=None):
     Variables a layer declares checkpoint-free (see `checkpoint_free_paths`)
     are not looked up and keep their values.
 
+    Raises:
+        ValueError: a `skip_missing` pattern that matches no variable.
+
     Warns:
         UnusedWeightsWarning: after a complete load, listing the checkpoint
             names no variable took (layers beyond the config's, a position
             table the variant has no use for, a decoder differing from the
             embedding), except `ignored` ones, equal `duplicates` and the
             weights of heads the model was built without.
+        SkippedWeightsWarning: after a complete load, listing the variables
+            `skip_missing` left at their initial values.
     """
     table, candidates = name_table.TABLE, name_table.candidates
     ignored, duplicates = name_table.IGNORED, name_table.DUPLICATES
     compiled = _compile(table)
     stored = set(reader.names())
     checkpoint_free = checkpoint_free_paths(model)
-    plan, missing, mismatched, unmapped, used = [], [], [], [], set()
+    patterns, may_skip = skip_patterns(model, skip_missing)
+    plan, missing, mismatched, unmapped, used, skipped = [], [], [], [], set(), []
     # The other accepted names of loaded variables (a stale `cls.predictions.bias`
     # beside the decoder bias the logits use): never reported as unused.
     alternatives = set()
@@ -130,7 +173,10 @@ def port_weights(model, reader, name_table, keep_tokens=None):
             (c for name in names for c in candidates(name) if c in stored), None
         )
         if found is None:
-            missing.append(f"{path} (looked for {' or '.join(names)})")
+            if may_skip(path):
+                skipped.append(path)
+            else:
+                missing.append(f"{path} (looked for {' or '.join(names)})")
             continue
         used.add(found)
         alternatives.update(c for name in names for c in candidates(name))
@@ -167,6 +213,7 @@ def port_weights(model, reader, name_table, keep_tokens=None):
                 ("model variables this checkpoint format has no name for", unmapped),
                 ("unused checkpoint names", unused),
             ],
+            hint=_skip_hint(missing),
         )
 
     arrays = []
@@ -189,11 +236,35 @@ def port_weights(model, reader, name_table, keep_tokens=None):
         model,
         "fewer layers than the checkpoint? a variant without these weights?",
     )
+    if skipped:
+        warnings.warn(
+            SkippedWeightsWarning(
+                f"{len(skipped)} weights of model {model.name!r} are not in "
+                f"{reader.path!r} and keep their initial values, as "
+                f"skip_missing={list(patterns)} allows:\n"
+                + "\n".join(f"    {path}" for path in skipped)
+            ),
+            stacklevel=3,
+        )
 
 
-def refusal(source, model, sections):
+def _skip_hint(missing):
+    """How to load anyway when weights are missing: `skip_missing=` with
+    their layers' names."""
+    if not missing:
+        return None
+    layer_names = sorted({item.split("/")[0] for item in missing})
+    return (
+        "To leave the missing weights at their initial values (an encoder-only "
+        "checkpoint loaded into an 'mlm'/'lm'/'unilm' model or one with_pool, say), "
+        f"pass skip_missing={layer_names}."
+    )
+
+
+def refusal(source, model, sections, hint=None):
     """The `CheckpointError` of a load refused before anything was assigned:
-    `sections` are `(title, items)` pairs, listed where non-empty."""
+    `sections` are `(title, items)` pairs, listed where non-empty, then the
+    `hint`, if any."""
     details = "\n".join(
         f"  {title} ({len(items)}):\n" + "\n".join(f"    {item}" for item in items)
         for title, items in sections
@@ -201,6 +272,7 @@ def refusal(source, model, sections):
     )
     return CheckpointError(
         f"Cannot load {source} into model {model.name!r}; nothing was loaded.\n{details}"
+        + (f"\n{hint}" if hint else "")
     )
 
 

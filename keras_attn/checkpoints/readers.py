@@ -25,6 +25,11 @@ class UnusedWeightsWarning(UserWarning):
     """
 
 
+class SkippedWeightsWarning(UserWarning):
+    """Model weights the checkpoint lacks were left at their initial values,
+    as `skip_missing` allowed (listed in the message)."""
+
+
 def _as_numpy(array):
     array = np.asarray(array)
     # bfloat16 (an ml_dtypes type) and float16 are widened so that every

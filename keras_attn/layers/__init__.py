@@ -9,6 +9,7 @@ from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.local_mask_baseline import LocalMaskBaseline
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.output_mask import OutputMask
 from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.relative_position_bias import RelativePositionBias
 from keras_attn.layers.rotary_embedding import RotaryEmbedding

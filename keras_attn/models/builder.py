@@ -3,6 +3,7 @@
 import os
 
 from keras_attn.checkpoints.loading import load_checkpoint
+from keras_attn.models.bert4keras_names import from_bert4keras
 from keras_attn.models.registry import VARIANTS
 from keras_attn.models.transformer_config import load_config
 
@@ -64,7 +65,7 @@ def select_variant(config, variant=None):
 
 
 def build_transformer_model(
-    config,
+    config=None,
     checkpoint=None,
     variant=None,
     application="encoder",
@@ -72,6 +73,7 @@ def build_transformer_model(
     with_nsp=False,
     keep_tokens=None,
     padding_mask_input=False,
+    skip_missing=None,
     name=None,
     **overrides,
 ):
@@ -107,20 +109,36 @@ def build_transformer_model(
             `len(keep_tokens)`.
         padding_mask_input: take an explicit `padding_mask` input (1 for real
             tokens) instead of deriving padding from `pad_token_id`.
+        skip_missing: layer names or patterns (`["MLM-*"]`) of weights that
+            may keep their initial values when the checkpoint lacks them,
+            e.g. an encoder-only checkpoint loaded into an `"mlm"` model;
+            they are listed in a `SkippedWeightsWarning` (see
+            `load_checkpoint`). Without it a missing weight is an error.
         name: name of the returned model.
         **overrides: config fields to replace, e.g. `dropout_rate=0.0`; an
             unknown field is an error. Inference-time options go here too:
             `attention_window=512` (the LocalMaskBaseline window, any variant)
             and `log_n_train_length=512` (log-n scaling).
 
+    bert4keras's keywords are accepted too: `config_path=`, `checkpoint_path=`,
+    `model=` (`"bert"`; `"roberta"`, which is BERT-format in bert4keras, lets
+    the config decide; `"albert"`), `with_mlm=True` (`application="mlm"`,
+    returning logits). Giving one with its counterpart here is an error, and
+    so are the bert4keras models and keywords this builder does not have
+    (`nezha`, `t5`, `layer_norm_cond`, `sequence_length`, ...): each message
+    says what to write instead.
+
     Returns:
         A `keras_attn.models.TransformerModel` (a functional `keras.Model`
         that checks its inputs) taking a dict with `"token_ids"`,
         `"segment_ids"` (when the config has token types, or for `"unilm"`)
-        and, with `padding_mask_input`, `"padding_mask"`. It returns one
-        tensor when it has one output, else a dict with the keys
+        and, with `padding_mask_input`, `"padding_mask"`, or the list
+        `[token_ids, segment_ids(, padding_mask)]` in that order. It returns
+        one tensor when it has one output, else a dict with the keys
         `"sequence_output"`, `"pooled_output"`, `"nsp_logits"`,
-        `"mlm_logits"` it has.
+        `"mlm_logits"` it has. The sequence outputs (`sequence_output`,
+        `mlm_logits`) carry a Keras mask, false at padding, for the
+        mask-consuming layers stacked on them.
 
     Example:
 
@@ -132,6 +150,11 @@ def build_transformer_model(
     )
     ```
     """
+    arguments = dict(config=config, checkpoint=checkpoint, variant=variant, application=application)
+    from_bert4keras(arguments, overrides)
+    config, checkpoint, variant, application = arguments.values()
+    if config is None:
+        raise ValueError("build_transformer_model needs a `config` (bert4keras: `config_path`).")
     if variant is not None and variant not in VARIANTS:
         raise ValueError(
             f"Unknown variant {variant!r}; known variants: {sorted(VARIANTS)}."
@@ -151,5 +174,7 @@ def build_transformer_model(
         padding_mask_input=padding_mask_input,
     ).build(name=name)
     if checkpoint is not None:
-        load_checkpoint(model, checkpoint, keep_tokens=keep_tokens)
+        load_checkpoint(model, checkpoint, keep_tokens=keep_tokens, skip_missing=skip_missing)
+    elif skip_missing is not None:
+        raise ValueError("skip_missing applies when a checkpoint is loaded; none was given.")
     return model

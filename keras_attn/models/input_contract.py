@@ -71,32 +71,63 @@ class InputContract:
         self.check_values(inputs)
         return selected
 
+    @property
+    def positional_names(self):
+        """The order of the list form, bert4keras's `[token_ids, segment_ids]`:
+        `token_ids`, then `segment_ids` (also where it is droppable), then
+        `padding_mask`, those the model takes."""
+        order = ("token_ids", "segment_ids", "padding_mask")
+        known = set(self.limits) | set(self.droppable)
+        names = [name for name in order if name in known]
+        names += [name for name in self.names if name not in order]
+        return tuple(names)
+
     def as_dict(self, inputs):
-        """`inputs` as a dict of arrays or tensors: nested lists of numbers
-        become arrays, and a single tensor (or a list holding one) is
-        `token_ids` when the model takes nothing else. Positional tensors
-        for a model of several inputs are refused as ambiguous."""
+        """`inputs` as a dict of arrays or tensors.
+
+        Nested lists of numbers become arrays. A list or tuple of tensors
+        (or of nested lists, one per input) is read in the order of
+        `positional_names`, as bert4keras's `[token_ids, segment_ids]`;
+        where `segment_ids` is droppable and last, `[token_ids]` is accepted
+        too. A single tensor is `token_ids` when the model takes nothing
+        else. A list of another length is an `InputError` naming the order.
+        """
         if isinstance(inputs, (list, tuple)):
             if inputs and all(is_array_like(value) for value in inputs):
-                if len(inputs) != 1:
-                    raise InputError(
-                        f"The model takes a dict with the keys {self._expected()}; "
-                        f"received a {type(inputs).__name__} of {len(inputs)} tensors, "
-                        "whose order Keras would guess."
-                    )
-                inputs = inputs[0]
-            else:
-                inputs = np.asarray(inputs)
+                return self._from_positions(inputs)
+            array = np.asarray(inputs) if _is_rectangular(inputs) else None
+            if array is None or array.ndim == 3:
+                return self._from_positions(inputs)
+            inputs = array
         if not isinstance(inputs, dict):
             if len(self.names) == 1 and is_array_like(inputs):
                 return {self.names[0]: inputs}
             raise InputError(
-                f"The model takes a dict with the keys {self._expected()}; "
-                f"received {type(inputs).__name__}."
+                f"The model takes a dict with the keys {self._expected()} or a list "
+                f"in the order {list(self.positional_names)}; received "
+                f"{type(inputs).__name__}."
             )
         return {
             name: np.asarray(value) if isinstance(value, (list, tuple)) else value
             for name, value in inputs.items()
+        }
+
+    def _from_positions(self, inputs):
+        """The dict of a list or tuple of inputs, by `positional_names`."""
+        order = self.positional_names
+        lengths = {len(order)}
+        if order[-1] in self.droppable and order[-1] not in self.limits:
+            lengths.add(len(order) - 1)
+        if len(inputs) not in lengths:
+            accepted = " or ".join(str(list(order[:n])) for n in sorted(lengths))
+            raise InputError(
+                f"The model takes a list in the order {accepted} (or a dict with "
+                f"those keys); received a {type(inputs).__name__} of {len(inputs)} "
+                "inputs."
+            )
+        return {
+            name: value if is_array_like(value) else np.asarray(value)
+            for name, value in zip(order, inputs)
         }
 
     def select(self, inputs):
@@ -216,6 +247,16 @@ class InputContract:
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def _is_rectangular(nested):
+    """Whether nested lists form one rectangular array (not a list of
+    several arrays of different shapes)."""
+    try:
+        np.asarray(nested)
+    except ValueError:
+        return False
+    return True
 
 
 def is_array_like(value):

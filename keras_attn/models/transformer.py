@@ -16,6 +16,14 @@ APPLICATIONS = {
     "unilm": ("unilm", False, True),
 }
 
+# The `OutputMask` layer of each sequence output (`"output"` when the model
+# has one).
+MASK_LAYER_NAMES = {
+    "output": "Output-Mask",
+    "sequence_output": "Sequence-Output-Mask",
+    "mlm_logits": "MLM-Logits-Mask",
+}
+
 
 class Transformer:
     """Builds a BERT-style post-LN Transformer as a functional `keras.Model`.
@@ -80,7 +88,9 @@ class Transformer:
     `Transformer-{i}-FeedForward` (`-Dropout`, `-Add`, `-Norm`) (without
     the `-{i}` when the variant has `shared_block`, as ALBERT),
     `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Decoder` (untied
-    decoders only), `MLM-Bias`.
+    decoders only), `MLM-Bias`, and the `OutputMask` layers that give the
+    sequence outputs their Keras padding mask (`Output-Mask`, or
+    `Sequence-Output-Mask` and `MLM-Logits-Mask` in a dict of outputs).
 
     Args:
         config: a `keras_attn.TransformerConfig`.
@@ -249,7 +259,26 @@ class Transformer:
         self.blocks = {}
         for index in range(self.config.num_layers):
             hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
-        return inputs, self.apply_final_layers(hidden)
+        return inputs, self.mask_sequence_outputs(inputs, self.apply_final_layers(hidden))
+
+    def mask_sequence_outputs(self, inputs, outputs):
+        """`outputs` with a Keras mask on each `(batch, length, ...)` one: the
+        padding (`padding_mask`, else `token_ids != pad_token_id`), for the
+        mask-consuming layers users stack on the model."""
+        padding_mask = inputs.get("padding_mask")
+        if padding_mask is None:
+            padding_mask = ops.not_equal(inputs["token_ids"], self.config.pad_token_id)
+        single = not isinstance(outputs, dict)
+        named = {"output": outputs} if single else outputs
+        masked = {
+            name: layers.OutputMask(name=MASK_LAYER_NAMES.get(name, f"{name}-Mask"))(
+                value, mask=padding_mask
+            )
+            if len(value.shape) == 3
+            else value
+            for name, value in named.items()
+        }
+        return masked["output"] if single else masked
 
     def get_inputs(self):
         inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}

@@ -15,9 +15,13 @@ from keras_attn.models.input_contract import is_array_like
 class TransformerModel(keras.Model):
     """A functional `keras.Model` that checks its inputs before computing.
 
-    Inputs are taken by name, never by position: a dict key the model does
-    not take is an error naming it and the expected keys (Keras itself only
-    warns and feeds the tensors in sorted order). Dtypes, ranks and shapes
+    Inputs are a dict taken by name (a key the model does not take is an
+    error naming it and the expected keys; Keras itself only warns and feeds
+    the tensors in sorted order), or bert4keras's list `[token_ids,
+    segment_ids]` (`[token_ids, segment_ids, padding_mask]` with
+    `padding_mask_input`; `[token_ids]` for a model without token types),
+    read in that fixed order and then checked as the dict is: a list of
+    another length is an error naming the order. Dtypes, ranks and shapes
     are checked on every call, traced or eager; values (ids within the
     vocabulary, segment ids within the token types, lengths within the
     position table, integral floats) are checked wherever they are concrete:
@@ -319,8 +323,13 @@ def _checked_dataset(dataset, contract):
 
     def check(*element):
         element = element if len(element) > 1 else element[0]
-        with tf.control_dependencies(list(assertions(contract.as_dict(_features(element))))):
-            return tf.nest.map_structure(tf.identity, element)
+        inputs = contract.as_dict(_features(element))
+        with tf.control_dependencies(list(assertions(inputs))):
+            # By name, so that Keras never maps a tuple onto the inputs by
+            # its own order.
+            checked = {name: tf.identity(inputs[name]) for name in contract.names}
+            rest = tf.nest.map_structure(tf.identity, element[1:]) if isinstance(element, tuple) else ()
+        return (checked,) + tuple(rest) if isinstance(element, tuple) else checked
 
     return dataset.map(check)
 

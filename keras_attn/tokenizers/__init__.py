@@ -2,3 +2,4 @@
 
 from keras_attn.tokenizers.sentencepiece_tokenizer import SpTokenizer
 from keras_attn.tokenizers.wordpiece_tokenizer import Tokenizer
+from keras_attn.tokenizers.wordpiece_tokenizer import load_vocab

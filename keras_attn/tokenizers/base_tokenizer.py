@@ -231,28 +231,41 @@ class BaseTokenizer:
         return self.tokens_to_ids(tokens), segments
 
     def rematch(self, text, tokens=None):
-        """For every token of `tokenize(text)`, the sorted list of indices of
-        the characters of the original `text` it came from (`[]` for
-        specials). Combining marks (accents of decomposed text) belong to
-        the token of the character they combine with, also where the
-        tokenizer strips them.
+        """For every token of `tokenize(text)` (or of `tokens`), the sorted
+        list of indices of the characters of the original `text` it came
+        from (`[]` for specials). Combining marks (accents of decomposed
+        text) belong to the token of the character they combine with, also
+        where the tokenizer strips them.
 
         Args:
             text: the original text.
-            tokens: optional, the tokens to map; must equal `tokenize(text)`.
+            tokens: optional, the tokens to map: `tokenize(text)` or
+                `tokenize(text, maxlen)`, i.e. the first text tokens of
+                `text`, with or without the start and end specials.
+
+        Raises:
+            ValueError: `tokens` are not such a prefix of the tokenization
+                of `text` (the message gives the first token that differs).
         """
         pieces, spans = self._text_pieces(text, "text")
-        expected, _ = self._wrap(pieces, None)
-        if tokens is not None and list(tokens) != expected:
-            raise ValueError(
-                "`tokens` are not the tokenization of `text`; rematch maps "
-                "tokenize(text) back onto text."
-            )
         mapping = attach_combining_marks(
             text, [list(range(start, end)) for start, end in spans]
         )
-        if self._cls:
-            mapping.insert(0, [])
-        if self._sep:
-            mapping.append([])
-        return mapping
+        if tokens is None:
+            tokens = self._wrap(pieces, None)[0]
+        tokens = list(tokens)
+        start = 1 if self._cls and tokens[:1] == [self._cls] else 0
+        end = len(tokens) - 1 if self._sep and len(tokens) > start and tokens[-1] == self._sep else len(tokens)
+        given = tokens[start:end]
+        differs = next(
+            (i for i, token in enumerate(given) if i >= len(pieces) or pieces[i] != token),
+            None,
+        )
+        if differs is not None:
+            expected = pieces[differs] if differs < len(pieces) else "nothing"
+            raise ValueError(
+                f"`tokens` are not the tokenization of `text`: token {start + differs} "
+                f"is {given[differs]!r} where tokenize(text) has {expected!r}; rematch "
+                "maps tokenize(text) (truncated or not) back onto text."
+            )
+        return [[] for _ in range(start)] + mapping[: len(given)] + [[] for _ in range(len(tokens) - end)]

@@ -1,6 +1,7 @@
 """BERT's WordPiece tokenizer on the `tokenizers` package's fast implementation."""
 
 import codecs
+import re
 import unicodedata
 import warnings
 
@@ -8,6 +9,15 @@ from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
 
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+
+# Characters `decode` writes no space after, as bert4keras does: CJK and
+# full-width punctuation (U+3000, the ideographic space, among them), and
+# `+-/={(<[`.
+NO_SPACE_AFTER = (
+    "＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､\u3000、〃〈〉《》"
+    "「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿–—‘’‛“”„‟…‧﹏﹑﹔·！？｡。"
+    "+-/={(<["
+)
 
 
 def _listed(items, limit=10):
@@ -83,20 +93,106 @@ def vocabulary_ids(tokens):
     return {token: i for i, token in enumerate(tokens) if token}
 
 
-def _is_cjk(character):
+def load_vocab(path, simplified=False, startswith=None):
+    """bert4keras's `load_vocab`: the vocabulary of a BERT `vocab.txt`.
+
+    Args:
+        path: the `vocab.txt` (read by `load_vocabulary`, so ids are line
+            numbers).
+        simplified: drop the tokens WordPiece can never produce from text,
+            by bert4keras's rule: a token of more than one character (`##`
+            included) whose characters after any `##` include a CJK
+            character or a punctuation mark (`[unused1]`, `##中`, `a.b`;
+            also `[CLS]` and the other specials, hence `startswith`).
+        startswith: tokens to put first, in this order (e.g. `["[PAD]",
+            "[UNK]", "[CLS]", "[SEP]", "[MASK]"]`), kept whatever the rule.
+
+    Returns:
+        With `simplified=False`, the dict token -> id. With
+        `simplified=True`, `(token_dict, keep_tokens)`: the kept tokens with
+        their new ids `0..n-1`, and the original id of each, in the new
+        order, for `build_transformer_model(keep_tokens=...)`; then
+        `Tokenizer(token_dict)` encodes to the new ids.
+
+    Raises:
+        ValueError: a `startswith` token the vocabulary lacks (named), or
+            given twice.
+    """
+    tokens = load_vocabulary(path)
+    token_dict = vocabulary_ids(tokens)
+    if not simplified:
+        return token_dict
+    startswith = list(startswith or [])
+    absent = [token for token in startswith if token not in token_dict]
+    if absent:
+        raise ValueError(f"load_vocab(startswith=...): {absent} are not in vocabulary {path!r}.")
+    if len(set(startswith)) != len(startswith):
+        raise ValueError(f"load_vocab(startswith=...) lists a token twice: {startswith}.")
+    kept = startswith + [
+        token
+        for token, _ in sorted(token_dict.items(), key=lambda item: item[1])
+        if token not in startswith and not _never_produced(token)
+    ]
+    return {token: i for i, token in enumerate(kept)}, [token_dict[token] for token in kept]
+
+
+def _never_produced(token):
+    """bert4keras's rule for tokens WordPiece cannot produce: longer than one
+    character, with a CJK character or punctuation after any `##` (text is
+    split around both)."""
+    stem = token[2:] if token.startswith("##") else token
+    return len(token) > 1 and any(_is_cjk(c) or _is_punctuation(c) for c in stem)
+
+
+# BERT's CJK ideograph blocks (the characters its normaliser splits off).
+CJK_BLOCKS = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+# The printable ASCII characters that are neither letters nor digits, all
+# punctuation to BERT (`$`, `^`, `` ` `` are symbols to Unicode).
+ASCII_PUNCTUATION_BLOCKS = ((33, 47), (58, 64), (91, 96), (123, 126))
+
+
+def _in_blocks(character, blocks):
     code = ord(character)
-    return (
-        0x4E00 <= code <= 0x9FFF
-        or 0x3400 <= code <= 0x4DBF
-        or 0x20000 <= code <= 0x2FA1F
-        or 0xF900 <= code <= 0xFAFF
-    )
+    return any(low <= code <= high for low, high in blocks)
+
+
+def _is_cjk(character):
+    return _in_blocks(character, CJK_BLOCKS)
 
 
 def _is_punctuation(character):
-    return unicodedata.category(character).startswith("P") or (
-        character.isascii() and not character.isalnum() and not character.isspace()
-    )
+    """BERT's punctuation: `ASCII_PUNCTUATION_BLOCKS` and Unicode category P*."""
+    return _in_blocks(character, ASCII_PUNCTUATION_BLOCKS) or unicodedata.category(
+        character
+    ).startswith("P")
+
+
+def _vocabulary_from_dict(token_dict):
+    """The list of tokens by id of a dict token -> id, whose ids must be
+    exactly 0..n-1; errors name the offending tokens."""
+    bad = [(token, i) for token, i in token_dict.items() if not isinstance(i, int) or isinstance(i, bool)]
+    if bad or not all(isinstance(token, str) for token in token_dict):
+        raise TypeError(f"The token dict must map str tokens to int ids; received e.g. {bad[:3]}.")
+    tokens = [None] * len(token_dict)
+    for token, i in token_dict.items():
+        if not 0 <= i < len(tokens) or tokens[i] is not None:
+            raise ValueError(
+                f"The token dict's ids must be 0..{len(tokens) - 1}, each once; "
+                f"{token!r} has id {i}"
+                + (f", as {tokens[i]!r} has." if 0 <= i < len(tokens) else ".")
+            )
+        tokens[i] = token
+    return tokens
 
 
 class Tokenizer(BaseTokenizer):
@@ -113,7 +209,9 @@ class Tokenizer(BaseTokenizer):
     `vocab_size` is the number of lines: the number of embedding rows.
 
     Args:
-        vocab_path: path to a BERT `vocab.txt` (UTF-8).
+        vocabulary: path to a BERT `vocab.txt` (UTF-8), or a dict token ->
+            id with the ids `0..n-1` (as `load_vocab(simplified=True)`
+            returns, bert4keras's `token_dict`).
         do_lower_case: lowercase and strip accents, as uncased models expect.
         max_input_chars_per_word: longer words become `[UNK]`.
 
@@ -124,19 +222,25 @@ class Tokenizer(BaseTokenizer):
     >>> tokenizer.decode(token_ids)
     """
 
-    def __init__(self, vocab_path, do_lower_case=True, max_input_chars_per_word=100):
+    def __init__(self, vocabulary, do_lower_case=True, max_input_chars_per_word=100):
         from tokenizers import Tokenizer as FastTokenizer
         from tokenizers import models
         from tokenizers import normalizers
         from tokenizers import pre_tokenizers
 
-        self.vocab_path = vocab_path
+        if isinstance(vocabulary, dict):
+            self.vocab_path = None
+            tokens = _vocabulary_from_dict(vocabulary)
+            origin = "The token dict"
+        else:
+            self.vocab_path = vocabulary
+            tokens = load_vocabulary(vocabulary)
+            origin = f"Vocabulary {vocabulary!r}"
         self.do_lower_case = do_lower_case
-        tokens = load_vocabulary(vocab_path)
         self._vocab = vocabulary_ids(tokens)
         missing = [token for token in REQUIRED_TOKENS if token not in self._vocab]
         if missing:
-            raise ValueError(f"Vocabulary {vocab_path!r} lacks the tokens {missing}.")
+            raise ValueError(f"{origin} lacks the tokens {missing}.")
         self._inverse = dict(enumerate(tokens))
         self._cls, self._sep, self._unk = "[CLS]", "[SEP]", "[UNK]"
         self._pad = "[PAD]" if "[PAD]" in self._vocab else None
@@ -161,18 +265,29 @@ class Tokenizer(BaseTokenizer):
         return list(encoding.tokens), list(encoding.offsets)
 
     def decode(self, ids):
-        """Text of `ids`, without specials: word pieces joined, no spaces
-        around CJK characters or before punctuation."""
+        """Text of `ids`, without specials, joined by bert4keras's rules:
+        `##` pieces glued to the piece before; no space between CJK
+        characters, nor after one; no space before punctuation, nor after
+        CJK punctuation or `+-/={(<[`; `it ' s` -> `it's` (also `'re`,
+        `'m`, `'t`, `'ve`, `'d`, `'ll`) and `3 . 5` -> `3.5`. Unlike
+        bert4keras, a contraction at the very end is joined too."""
         text = ""
         for token in self.ids_to_tokens(ids):
             if not token or token in self.special_tokens:
                 continue
             if token.startswith("##"):
                 text += token[2:]
-            elif not text or (len(token) == 1 and (_is_cjk(token) or _is_punctuation(token))):
+            elif len(token) == 1 and _is_cjk(token):
                 text += token
-            elif _is_cjk(text[-1]):
-                text += token if _is_cjk(token[0]) else " " + token
+            elif len(token) == 1 and _is_punctuation(token):
+                text += token + " "
+            elif text and _is_cjk(text[-1]):
+                text += token
             else:
                 text += " " + token
-        return text
+        # The trailing space lets the rules below match at the very end.
+        text = re.sub(" +", " ", text) + " "
+        text = re.sub(r"' (re|m|s|t|ve|d|ll) ", r"'\1 ", text)
+        text = re.sub(f"([{re.escape(NO_SPACE_AFTER)}]) ", r"\1", text)
+        text = re.sub(r"(\d\.) (\d)", r"\1\2", text)
+        return text.strip()

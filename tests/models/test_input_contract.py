@@ -409,12 +409,15 @@ def test_token_labels_are_checked_before_the_first_step():
     assert all(np.isfinite(to_numpy(v)).all() for v in model.weights)
 
 
-def test_nested_lists_are_ids_and_positional_tensors_are_refused(bert, roberta):
-    inputs = bert_inputs()
+def test_nested_lists_are_ids_and_lists_are_read_in_bert4keras_order(bert, roberta):
+    inputs = bert_inputs(segment_ids=(ids() % 2))
     as_lists = {name: value.tolist() for name, value in inputs.items()}
     np.testing.assert_array_equal(outputs(bert, as_lists), outputs(bert, inputs))
-    with pytest.raises(InputError, match="tuple of 2 tensors"):
-        bert((inputs["token_ids"], inputs["segment_ids"]))
+    positional = (inputs["token_ids"], inputs["segment_ids"])
+    np.testing.assert_array_equal(outputs(bert, positional), outputs(bert, inputs))
+    np.testing.assert_array_equal(outputs(bert, [v.tolist() for v in positional]), outputs(bert, inputs))
+    with pytest.raises(InputError, match=r"order \['token_ids', 'segment_ids'\].*list of 3"):
+        bert([inputs["token_ids"]] * 3)
     token_ids = ids(low=4)
     np.testing.assert_array_equal(outputs(roberta, [token_ids]), outputs(roberta, {"token_ids": token_ids}))
     np.testing.assert_array_equal(outputs(roberta, token_ids.tolist()), outputs(roberta, token_ids))

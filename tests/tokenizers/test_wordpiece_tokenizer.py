@@ -93,7 +93,7 @@ def test_rematch_points_into_the_original_text(vocab_file):
         if token != "[UNK]":
             assert strip_accents(original.lower()) == token.removeprefix("##"), (token, original)
     with pytest.raises(ValueError, match="tokenize"):
-        tokenizer.rematch(text, tokens[:-1])
+        tokenizer.rematch(text, tokens[:1] + tokens[2:])
 
 
 def test_decode_joins_pieces(vocab_file):
