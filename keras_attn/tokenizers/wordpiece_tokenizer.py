@@ -214,6 +214,7 @@ class Tokenizer(BaseTokenizer):
             returns, bert4keras's `token_dict`).
         do_lower_case: lowercase and strip accents, as uncased models expect.
         max_input_chars_per_word: longer words become `[UNK]`.
+        vocab_path: the same as a path `vocabulary` (the earlier keyword).
 
     Example:
 
@@ -222,12 +223,22 @@ class Tokenizer(BaseTokenizer):
     >>> tokenizer.decode(token_ids)
     """
 
-    def __init__(self, vocabulary, do_lower_case=True, max_input_chars_per_word=100):
+    def __init__(
+        self, vocabulary=None, do_lower_case=True, max_input_chars_per_word=100, vocab_path=None
+    ):
         from tokenizers import Tokenizer as FastTokenizer
         from tokenizers import models
         from tokenizers import normalizers
         from tokenizers import pre_tokenizers
 
+        # `vocab_path=` is this constructor's earlier keyword, still accepted.
+        if vocabulary is not None and vocab_path is not None:
+            raise TypeError(
+                "Tokenizer: give the vocabulary once, as `vocabulary` (a vocab.txt "
+                "path or a token dict) or as `vocab_path`."
+            )
+        if vocabulary is None:
+            vocabulary = vocab_path
         if isinstance(vocabulary, dict):
             self.vocab_path = None
             tokens = _vocabulary_from_dict(vocabulary)

@@ -224,3 +224,12 @@ def test_decode_agrees_with_bert4keras_rules_on_text(vocab_file, corpus):
         if re.search(r"' (re|m|s|t|ve|d|ll)$", expected):
             continue  # the one rule joined at the end here, not in bert4keras
         assert tokenizer.decode(token_ids) == expected, text
+
+
+def test_vocab_path_keyword_still_reads_the_file(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n", encoding="utf-8")
+    by_keyword = keras_attn.Tokenizer(vocab_path=str(path))
+    assert by_keyword.encode("hello")[0] == keras_attn.Tokenizer(str(path)).encode("hello")[0] == [2, 4, 3]
+    with pytest.raises(TypeError, match="once"):
+        keras_attn.Tokenizer(str(path), vocab_path=str(path))
