@@ -35,18 +35,19 @@ def crf_with_transitions(transitions, lr_multiplier=1):
     return crf
 
 
-@pytest.mark.parametrize("length", [1, 2, 3, 4])
-def test_likelihood_and_viterbi_against_all_paths(length):
-    batch = 5
+def test_likelihood_and_viterbi_against_all_paths():
+    """Rows with 0 to 4 real positions (lengths 1-4 by post padding), pre
+    padding and a hole, in one batch (one compilation on JAX)."""
+    length = 4
+    valid = np.array(
+        [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0], [0, 1, 1, 1],
+         [1, 0, 1, 1], [0, 0, 0, 1]],
+        bool,
+    )
+    batch = len(valid)
     emissions = RNG.normal(size=(batch, length, LABELS)).astype("float32") * 2
     transitions = RNG.normal(size=(LABELS, LABELS)).astype("float32")
     labels = RNG.integers(0, LABELS, size=(batch, length))
-    valid = np.ones((batch, length), bool)
-    valid[1, length - 1 :] = False  # post padding
-    valid[2, :] = False  # no real position
-    if length > 2:
-        valid[3, 0] = False  # pre padding
-        valid[4, 1] = False  # a hole inside the row
     labels[~valid] = 7  # anything: padding labels are ignored
     crf = crf_with_transitions(transitions, lr_multiplier=2)
     np.testing.assert_allclose(to_numpy(crf.transitions), transitions, rtol=1e-6)
@@ -119,8 +120,8 @@ def test_fit_lowers_the_loss_and_decoding_runs_in_compiled_predict():
     )
 
 
-@pytest.mark.parametrize("optimizer, power", [("sgd", 2), ("adam", 1)])
-def test_lr_multiplier_scales_the_step_of_the_transitions(optimizer, power):
+def test_lr_multiplier_scales_the_step_of_the_transitions():
+    """One SGD step moves the effective transitions lr_multiplier**2 as far."""
     emissions = RNG.normal(size=(8, 4, LABELS)).astype("float32")
     labels = RNG.integers(0, LABELS, size=(8, 4))
     transitions = RNG.normal(size=(LABELS, LABELS)).astype("float32")
@@ -130,13 +131,13 @@ def test_lr_multiplier_scales_the_step_of_the_transitions(optimizer, power):
         inputs = keras.Input((4, LABELS))
         model = keras.Model(inputs, crf(inputs))
         model.compile(
-            optimizer=keras.optimizers.get({"class_name": optimizer, "config": {"learning_rate": 1e-3}}),
+            optimizer=keras.optimizers.SGD(learning_rate=1e-3),
             loss=crf.loss,
         )
         model.fit(emissions, labels, batch_size=8, epochs=1, verbose=0)
         steps[multiplier] = to_numpy(crf.transitions) - transitions
     assert np.abs(steps[1]).max() > 1e-5
-    np.testing.assert_allclose(steps[3], 3**power * steps[1], rtol=2e-3, atol=1e-7)
+    np.testing.assert_allclose(steps[3], 9 * steps[1], rtol=2e-3, atol=1e-7)
 
 
 def test_layer_conventions(tmp_path):

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.layers.dot_product_attention import large_negative
 from tests.harness import supports_jit, to_numpy
 
 RNG = np.random.default_rng(17)
@@ -48,12 +49,13 @@ def test_sparse_form_matches_the_dense_one(mask_zero):
 
 
 def span_case():
-    """GlobalPointer-shaped logits (masked as the layer masks them) and span
-    labels padded with (0, 0); sample 1 has no entity at all."""
-    pointer = keras_attn.layers.GlobalPointer(heads=2, head_size=4)
-    features = RNG.normal(size=(2, 5, 6)).astype("float32")
+    """GlobalPointer-shaped logits, masked as the layer masks them (padding
+    of sample 1 and end < start), and span labels padded with (0, 0);
+    sample 1 has no entity at all."""
+    logits = RNG.normal(size=(2, 2, 5, 5)).astype("float32") * 2
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
-    logits = to_numpy(pointer(features, mask=mask))
+    keep = mask[:, None, :, None] & mask[:, None, None, :] & np.triu(np.ones((5, 5), bool))
+    logits = np.where(keep, logits, large_negative("float32")).astype("float32")
     spans = np.zeros((2, 2, 3, 2), "int32")
     spans[0, 0, :2] = [[1, 2], [3, 3]]
     spans[0, 1, 0] = [2, 4]
