@@ -121,7 +121,8 @@ class ConditionalRandomField(keras.layers.Layer):
         if mask is None:
             return inputs
         mask = ops.cast(mask, "bool")[..., None]
-        return ops.where(mask, inputs, ops.cast(large_negative(inputs.dtype), inputs.dtype))
+        dtype = keras.backend.standardize_dtype(inputs.dtype)
+        return ops.where(mask, inputs, ops.cast(large_negative(dtype), dtype))
 
     def compute_mask(self, inputs, mask=None):
         return None
@@ -164,7 +165,7 @@ class ConditionalRandomField(keras.layers.Layer):
             gained = emitted + ops.where(started, moved, 0.0)
             score = score + ops.where(real, gained, 0.0)
             previous = ops.where(real, label, previous)
-            return (alpha, ops.logical_or(started, real), previous, score), None
+            return alpha, ops.logical_or(started, real), previous, score
 
         batch = ops.shape(emissions)[0]
         init = (
@@ -178,7 +179,7 @@ class ConditionalRandomField(keras.layers.Layer):
             ops.transpose(valid, (1, 0)),
             ops.transpose(labels, (1, 0)),
         )
-        (alpha, started, _, score), _ = ops.scan(step, init, xs)
+        alpha, started, _, score = [x[-1] for x in scan_carries(step, init, xs)]
         log_partition = ops.where(started, ops.logsumexp(alpha, axis=-1), 0.0)
         return log_partition - score
 
@@ -217,7 +218,7 @@ class ConditionalRandomField(keras.layers.Layer):
         stay = ops.arange(num_labels, dtype="int32")[None, :]
 
         def forward(carry, inputs):
-            score, started = carry
+            score, started, _ = carry
             emission, real = inputs
             candidates = score[:, :, None] + transitions[None]
             best = ops.max(candidates, axis=1)
@@ -228,20 +229,24 @@ class ConditionalRandomField(keras.layers.Layer):
             # pointer keeps the label, so backtracking walks through.
             moved = ops.logical_and(real, started)[:, None]
             pointer = ops.where(moved, came_from, stay)
-            return (score, ops.logical_or(started, real)), pointer
+            return score, ops.logical_or(started, real), pointer
 
         batch = ops.shape(emissions)[0]
-        init = (ops.zeros_like(emissions[:, 0]), ops.zeros((batch,), "bool"))
+        init = (
+            ops.zeros_like(emissions[:, 0]),
+            ops.zeros((batch,), "bool"),
+            ops.zeros_like(emissions[:, 0], dtype="int32"),
+        )
         xs = (ops.transpose(emissions, (1, 0, 2)), ops.transpose(valid, (1, 0)))
-        (score, _), pointers = ops.scan(forward, init, xs)
+        scores, _, pointers = scan_carries(forward, init, xs)
 
         def backward(label, pointer):
-            previous = ops.take_along_axis(pointer, label[:, None], axis=1)[:, 0]
-            return previous, label
+            return ops.take_along_axis(pointer, label[:, None], axis=1)[:, 0]
 
-        last = ops.cast(ops.argmax(score, axis=-1), "int32")
-        _, path = ops.scan(backward, last, pointers, reverse=True)
-        path = ops.transpose(path, (1, 0))
+        last = ops.cast(ops.argmax(scores[-1], axis=-1), "int32")
+        # Step t (from the end) leaves the label of position t - 1.
+        earlier = scan_carries(backward, last, pointers, reverse=True)
+        path = ops.transpose(ops.concatenate([earlier[1:], last[None]], axis=0), (1, 0))
         return ops.where(valid, path, 0)
 
     def get_config(self):
@@ -249,3 +254,20 @@ class ConditionalRandomField(keras.layers.Layer):
         config.update({"lr_multiplier": self.lr_multiplier})
         return config
 
+
+def scan_carries(step, init, xs, reverse=False):
+    """The carries after each step of `carry = step(carry, x)` over the
+    leading axis of `xs`, stacked (in the order of `xs`; the same structure
+    as `init`). `keras.ops.scan`, except on TensorFlow, where `tf.scan` sets
+    the `maximum_iterations` that XLA needs to differentiate the loop and
+    Keras' scan does not."""
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.scan(step, xs, initializer=init, reverse=reverse)
+
+    def keras_step(carry, x):
+        carry = step(carry, x)
+        return carry, carry
+
+    return ops.scan(keras_step, init, xs, reverse=reverse)[1]

@@ -127,4 +127,5 @@ def mask_spans(logits, mask, tril_mask):
         keep = ordered if keep is None else ops.logical_and(keep, ordered)
     if keep is None:
         return logits
-    return ops.where(keep, logits, ops.cast(large_negative(logits.dtype), logits.dtype))
+    dtype = keras.backend.standardize_dtype(logits.dtype)
+    return ops.where(keep, logits, ops.cast(large_negative(dtype), dtype))
