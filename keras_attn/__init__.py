@@ -6,6 +6,7 @@ The public API is what this module exports; everything else is private.
 from keras_attn import generation
 from keras_attn import layers
 from keras_attn import lora
+from keras_attn import losses
 from keras_attn import samplers
 from keras_attn.generation import AutoRegressiveDecoder
 from keras_attn.generation import Generator
@@ -25,6 +26,7 @@ from keras_attn.models import build_transformer_model
 from keras_attn.models import get_layout_map
 from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
+from keras_attn.preprocessing import sequence_padding
 from keras_attn.tokenizers import SpTokenizer
 from keras_attn.tokenizers import Tokenizer
 from keras_attn.tokenizers import load_vocab
@@ -54,7 +56,9 @@ __all__ = [
     "lora",
     "load_checkpoint",
     "load_vocab",
+    "losses",
     "register_variant",
     "samplers",
+    "sequence_padding",
     "__version__",
 ]

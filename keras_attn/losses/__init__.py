@@ -1,3 +1,5 @@
 """Losses."""
 
+from keras_attn.losses.sparse_multilabel_cross_entropy import SparseMultilabelCrossEntropy
+from keras_attn.losses.sparse_multilabel_cross_entropy import multilabel_categorical_crossentropy
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy

@@ -1,0 +1,273 @@
+"""Linear-chain conditional random field over per-token emission scores."""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attn.layers.dot_product_attention import large_negative
+
+# A position whose emissions are all at or below this is padding. The layer
+# writes `large_negative(compute dtype)` there (at most -45850, float16's),
+# far below any real emission score.
+PADDING_THRESHOLD = -2e4
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class ConditionalRandomField(keras.layers.Layer):
+    """Linear-chain CRF (Lafferty et al., 2001, "Conditional Random Fields:
+    Probabilistic Models for Segmenting and Labeling Sequence Data"), as
+    bert4keras's `ConditionalRandomField`.
+
+    The layer owns a `(num_labels, num_labels)` transition matrix `T`; its
+    input is the emission scores `E`, `(batch, length, num_labels)`. A label
+    path `y` over the real positions `t_1 < ... < t_n` of a row scores
+
+        s(y) = sum_k E[t_k, y_k] + sum_{k>1} T[y_{k-1}, y_k]
+
+    and has probability `exp(s(y)) / Z`, with the log-partition
+    `log Z = logsumexp_y s(y)` computed by the forward algorithm in log space
+    (`alpha_k = logsumexp_i(alpha_{k-1, i} + T[i, :]) + E[t_k]`), so it is
+    stable for any score range.
+
+    Padding: positions outside the mask (the Keras mask of the input, e.g.
+    from `Embedding(mask_zero=True)` or a masked encoder output, or the
+    explicit `mask` argument) are skipped: the path goes straight from the
+    last real position before them to the next real one, so padding may be at
+    either end or inside a row. The layer returns the emissions unchanged at
+    real positions and `large_negative(dtype)` (finite, at most -45850) at
+    every label of padding positions; a position whose emissions are all at or
+    below -2e4 is padding for `loss`, `accuracy` and `decode`. So padding
+    travels with the output: `crf.decode(model.predict(x))` and the loss need
+    no separate mask. The output carries no Keras mask (it is consumed here).
+
+    `lr_multiplier` (bert4keras's): the stored variable is
+    `T / lr_multiplier` and `T = lr_multiplier * variable`, so the gradient
+    of the stored variable is `lr_multiplier` times that of `T`: one SGD step
+    moves `T` by `lr_multiplier**2` times as much, an Adam step (scale free)
+    by `lr_multiplier` times as much. `transitions` is `T`; the weights
+    (`get_weights`, checkpoints) hold the stored variable.
+
+    Args:
+        lr_multiplier: the learning-rate multiplier of the transitions (> 0).
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: emission scores, `(batch, length, num_labels)`.
+        mask: optional boolean `(batch, length)`, `True` at real positions;
+            defaults to the Keras mask of `inputs`.
+        decode: `False` (default) to return the emissions (padding marked as
+            above); `True` to return the Viterbi best paths, int32
+            `(batch, length)`, 0 at padding positions (what `decode` does).
+
+    Losses and metrics, for `compile`:
+        `crf.loss`: the negative log-likelihood `log Z - s(y_true)` of each
+            row (Keras averages it over the batch); `y_true` holds integer
+            labels `(batch, length)` (or `(batch, length, 1)`), any values at
+            padding positions (ignored).
+        `crf.accuracy`: bert4keras's frame-wise accuracy, the fraction of
+            real positions of a batch where `argmax(E)` is the label (a cheap
+            training proxy; `decode` gives the CRF's prediction).
+
+    Example:
+
+    >>> inputs = keras.Input((None,), dtype="int32")
+    >>> x = keras.layers.Embedding(100, 16, mask_zero=True)(inputs)
+    >>> emissions = keras.layers.Dense(5)(x)
+    >>> crf = keras_attn.layers.ConditionalRandomField(lr_multiplier=100)
+    >>> model = keras.Model(inputs, crf(emissions))
+    >>> model.compile("adam", loss=crf.loss, metrics=[crf.accuracy])
+    >>> model.fit(token_ids, labels)
+    >>> paths = crf.decode(model.predict(token_ids))   # (batch, length) labels
+    >>> decoder = keras.Model(inputs, crf.decode(model.output))  # jit-compiled predict
+    """
+
+    def __init__(self, lr_multiplier=1, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(lr_multiplier, bool) or not (
+            isinstance(lr_multiplier, (int, float, np.integer, np.floating)) and lr_multiplier > 0
+        ):
+            raise ValueError(
+                f"ConditionalRandomField: `lr_multiplier` must be a positive number; "
+                f"received {lr_multiplier!r}."
+            )
+        self.lr_multiplier = lr_multiplier
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        num_labels = input_shape[-1]
+        if num_labels is None:
+            raise ValueError(
+                "ConditionalRandomField: the last axis of the emissions (num_labels) "
+                f"must be known; received input shape {tuple(input_shape)}."
+            )
+        multiplier = self.lr_multiplier
+
+        def initializer(shape, dtype=None):
+            return keras.initializers.GlorotUniform()(shape, dtype) / multiplier
+
+        self._transitions = self.add_weight(
+            name="transitions", shape=(num_labels, num_labels), initializer=initializer
+        )
+
+    @property
+    def transitions(self):
+        """The effective transition matrix `T` (`lr_multiplier * variable`),
+        `T[i, j]` the score of label `j` following label `i`."""
+        return ops.cast(self._transitions, "float32") * float(self.lr_multiplier)
+
+    def call(self, inputs, mask=None, decode=False):
+        if decode:
+            return self._viterbi(inputs, mask)
+        if mask is None:
+            return inputs
+        mask = ops.cast(mask, "bool")[..., None]
+        dtype = keras.backend.standardize_dtype(inputs.dtype)
+        return ops.where(mask, inputs, ops.cast(large_negative(dtype), dtype))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_spec(self, inputs, mask=None, decode=False):
+        if decode:
+            return keras.KerasTensor(inputs.shape[:-1], dtype="int32")
+        return keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+
+    def decode(self, emissions, mask=None):
+        """Viterbi best label paths, int32 `(batch, length)`, 0 at padding.
+
+        Padding comes from `mask` (`True` at real positions) when given, else
+        from the emissions (the padding marks this layer writes). Works on
+        arrays and, on a symbolic tensor, adds the decoding to a functional
+        model (so it runs inside a jit-compiled `predict`).
+        """
+        return self(emissions, mask=mask, decode=True)
+
+    def negative_log_likelihood(self, y_true, emissions, mask=None):
+        """`log Z - s(y_true)` per row, float32 `(batch,)`; 0 for a row with
+        no real position. `mask` as in `decode`."""
+        emissions, valid = self._emissions_and_mask(emissions, mask)
+        labels = ops.cast(y_true, "int32")
+        if len(labels.shape) == 3:
+            labels = ops.squeeze(labels, axis=-1)
+        labels = ops.where(valid, labels, 0)
+        transitions = self.transitions
+        num_labels = ops.shape(transitions)[0]
+        flat_transitions = ops.reshape(transitions, (-1,))
+
+        def step(carry, inputs):
+            alpha, started, previous, score = carry
+            emission, real, label = inputs
+            arriving = ops.logsumexp(alpha[:, :, None] + transitions[None], axis=1)
+            forward = ops.where(started[:, None], arriving, 0.0) + emission
+            alpha = ops.where(real[:, None], forward, alpha)
+            emitted = ops.take_along_axis(emission, label[:, None], axis=1)[:, 0]
+            moved = ops.take(flat_transitions, previous * num_labels + label)
+            gained = emitted + ops.where(started, moved, 0.0)
+            score = score + ops.where(real, gained, 0.0)
+            previous = ops.where(real, label, previous)
+            return alpha, ops.logical_or(started, real), previous, score
+
+        batch = ops.shape(emissions)[0]
+        init = (
+            ops.zeros_like(emissions[:, 0]),
+            ops.zeros((batch,), "bool"),
+            ops.zeros((batch,), "int32"),
+            ops.zeros((batch,), "float32"),
+        )
+        xs = (
+            ops.transpose(emissions, (1, 0, 2)),
+            ops.transpose(valid, (1, 0)),
+            ops.transpose(labels, (1, 0)),
+        )
+        alpha, started, _, score = [x[-1] for x in scan_carries(step, init, xs)]
+        log_partition = ops.where(started, ops.logsumexp(alpha, axis=-1), 0.0)
+        return log_partition - score
+
+    def loss(self, y_true, y_pred):
+        """`negative_log_likelihood` of each row, for `compile(loss=crf.loss)`
+        (Keras averages it over the batch)."""
+        return self.negative_log_likelihood(y_true, y_pred)
+
+    def accuracy(self, y_true, y_pred):
+        """Frame-wise accuracy of the batch, for `compile(metrics=[crf.accuracy])`:
+        the fraction of real positions where `argmax` of the emissions is the
+        label (Keras averages it over batches, as bert4keras)."""
+        emissions, valid = self._emissions_and_mask(y_pred, None)
+        labels = ops.cast(y_true, "int32")
+        if len(labels.shape) == 3:
+            labels = ops.squeeze(labels, axis=-1)
+        hits = ops.equal(ops.cast(ops.argmax(emissions, axis=-1), "int32"), labels)
+        hits = ops.logical_and(hits, valid)
+        return ops.divide_no_nan(
+            ops.sum(ops.cast(hits, "float32")), ops.sum(ops.cast(valid, "float32"))
+        )
+
+    def _emissions_and_mask(self, emissions, mask):
+        """Float32 emissions, 0 at padding, and the boolean real-position mask."""
+        emissions = ops.cast(emissions, "float32")
+        if mask is None:
+            valid = ops.greater(ops.max(emissions, axis=-1), PADDING_THRESHOLD)
+        else:
+            valid = ops.cast(mask, "bool")
+        return ops.where(valid[..., None], emissions, 0.0), valid
+
+    def _viterbi(self, emissions, mask):
+        emissions, valid = self._emissions_and_mask(emissions, mask)
+        transitions = self.transitions
+        num_labels = ops.shape(transitions)[0]
+        stay = ops.arange(num_labels, dtype="int32")[None, :]
+
+        def forward(carry, inputs):
+            score, started, _ = carry
+            emission, real = inputs
+            candidates = score[:, :, None] + transitions[None]
+            best = ops.max(candidates, axis=1)
+            came_from = ops.cast(ops.argmax(candidates, axis=1), "int32")
+            extended = ops.where(started[:, None], best, 0.0) + emission
+            score = ops.where(real[:, None], extended, score)
+            # Where nothing was decided (padding, first real position) the
+            # pointer keeps the label, so backtracking walks through.
+            moved = ops.logical_and(real, started)[:, None]
+            pointer = ops.where(moved, came_from, stay)
+            return score, ops.logical_or(started, real), pointer
+
+        batch = ops.shape(emissions)[0]
+        init = (
+            ops.zeros_like(emissions[:, 0]),
+            ops.zeros((batch,), "bool"),
+            ops.zeros_like(emissions[:, 0], dtype="int32"),
+        )
+        xs = (ops.transpose(emissions, (1, 0, 2)), ops.transpose(valid, (1, 0)))
+        scores, _, pointers = scan_carries(forward, init, xs)
+
+        def backward(label, pointer):
+            return ops.take_along_axis(pointer, label[:, None], axis=1)[:, 0]
+
+        last = ops.cast(ops.argmax(scores[-1], axis=-1), "int32")
+        # Step t (from the end) leaves the label of position t - 1.
+        earlier = scan_carries(backward, last, pointers, reverse=True)
+        path = ops.transpose(ops.concatenate([earlier[1:], last[None]], axis=0), (1, 0))
+        return ops.where(valid, path, 0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"lr_multiplier": self.lr_multiplier})
+        return config
+
+
+def scan_carries(step, init, xs, reverse=False):
+    """The carries after each step of `carry = step(carry, x)` over the
+    leading axis of `xs`, stacked (in the order of `xs`; the same structure
+    as `init`). `keras.ops.scan`, except on TensorFlow, where `tf.scan` sets
+    the `maximum_iterations` that XLA needs to differentiate the loop and
+    Keras' scan does not."""
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.scan(step, xs, initializer=init, reverse=reverse)
+
+    def keras_step(carry, x):
+        carry = step(carry, x)
+        return carry, carry
+
+    return ops.scan(keras_step, init, xs, reverse=reverse)[1]

@@ -1,0 +1,79 @@
+"""Padding a list of arrays along one or several leading dimensions."""
+
+import numpy as np
+
+
+def sequence_padding(inputs, length=None, value=0, seq_dims=1, mode="post"):
+    """Stacks arrays of different sizes into one, padding (and cutting) their
+    first `seq_dims` dimensions, as bert4keras's `sequence_padding`.
+
+    Keras' `keras.utils.pad_sequences` pads one dimension; this pads several,
+    e.g. GlobalPointer labels `(heads, entities, 2)` with `seq_dims=2` or
+    `(length, length)` matrices with `seq_dims=2`.
+
+    Guarantees: the result has shape `(len(inputs), *length, *rest)` where
+    `rest` is the (common) shape of the other dimensions and the dtype numpy
+    gives the non-empty inputs together; each input's entries keep their indices
+    (`mode="post"`) or are shifted to end at `length` (`mode="pre"`); every
+    other entry is `value`. An input longer than `length` in a padded
+    dimension keeps its first `length` entries there, in both modes (as
+    bert4keras; `pad_sequences` has `truncating` for the other choice).
+
+    Args:
+        inputs: a non-empty sequence of array-likes of the same rank.
+        length: `None` (each padded dimension's maximum over the inputs), an
+            int (the size of every padded dimension), or a sequence of
+            `seq_dims` ints.
+        value: the padding value.
+        seq_dims: how many leading dimensions to pad.
+        mode: `"post"` (pad at the end) or `"pre"` (pad at the start).
+
+    Returns a numpy array.
+
+    Example:
+
+    >>> sequence_padding([[1, 2, 3], [4]])
+    array([[1, 2, 3],
+           [4, 0, 0]])
+    >>> sequence_padding([np.ones((1, 2)), np.ones((2, 3))], seq_dims=2).shape
+    (2, 2, 3)
+    """
+    if mode not in ("post", "pre"):
+        raise ValueError(f'sequence_padding: `mode` must be "post" or "pre"; received {mode!r}.')
+    arrays = [np.asarray(x) for x in inputs]
+    if not arrays:
+        raise ValueError("sequence_padding: `inputs` is empty; there is nothing to pad.")
+    if not isinstance(seq_dims, int) or seq_dims < 1:
+        raise ValueError(f"sequence_padding: `seq_dims` must be an int >= 1; received {seq_dims!r}.")
+    for index, array in enumerate(arrays):
+        if array.ndim < seq_dims or array.shape[seq_dims:] != arrays[0].shape[seq_dims:]:
+            raise ValueError(
+                f"sequence_padding: input {index} has shape {array.shape}; with "
+                f"seq_dims={seq_dims} every input needs {seq_dims} padded dimension(s) "
+                f"followed by the shape of input 0's other dimensions, "
+                f"{arrays[0].shape[seq_dims:]}."
+            )
+    if length is None:
+        length = np.max([array.shape[:seq_dims] for array in arrays], axis=0)
+    elif np.ndim(length) == 0:
+        length = [length] * seq_dims
+    if len(length) != seq_dims:
+        raise ValueError(
+            f"sequence_padding: `length` must be None or give {seq_dims} size(s), one per "
+            f"padded dimension (seq_dims={seq_dims}); received {length!r}."
+        )
+    length = [int(size) for size in length]
+    # An empty list becomes a float64 array; it should not decide the dtype.
+    filled = [array for array in arrays if array.size] or arrays[:1]
+    dtype = np.result_type(*filled)
+    outputs = np.full((len(arrays), *length, *arrays[0].shape[seq_dims:]), value, dtype=dtype)
+    for row, array in enumerate(arrays):
+        array = array[tuple(slice(0, size) for size in length)]
+        if mode == "post":
+            place = tuple(slice(0, size) for size in array.shape[:seq_dims])
+        else:
+            place = tuple(
+                slice(total - size, total) for total, size in zip(length, array.shape[:seq_dims])
+            )
+        outputs[(row, *place)] = array
+    return outputs

@@ -1,0 +1,38 @@
+"""The bert4keras task-layer examples' quick modes (slow: `pytest -m slow`),
+and their span bookkeeping against hand-written expectations."""
+
+import json
+import os
+
+import pytest
+
+from tests.examples.test_examples import _example_module, run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["crf_ner", "global_pointer_ner"])
+def test_quick_mode_beats_the_character_baseline(script, tmp_path):
+    output = run(os.path.join("bert4keras", script + ".py"), "--quick", "--output", str(tmp_path))
+    assert "held-out span F1" in output
+    with open(tmp_path / f"{script}.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    assert results["span_f1"]["f1"] > results["baseline_span_f1"]["f1"] + 0.1, results
+
+
+def test_bio_tags_round_trip_and_spans_of_a_line():
+    spans_module = _example_module("bert4keras.python_spans")
+    line = "if x1 in 'ab': return 10"
+    spans = spans_module.line_spans(line)
+    keyword, name, number, string = range(4)
+    assert spans == [
+        (keyword, 0, 1), (name, 3, 4), (keyword, 6, 7), (string, 9, 12),
+        (keyword, 15, 20), (number, 22, 23),
+    ]
+    tags = spans_module.bio_tags(line, spans)
+    assert tags[:6] == [1, 2, 0, 3, 4, 0]
+    assert spans_module.bio_spans(tags) == spans
+    # An I without its B still starts a span.
+    assert spans_module.bio_spans([0, 4, 4, 0, 1]) == [(name, 1, 2), (keyword, 4, 4)]
+    scores = spans_module.span_f1([[(0, 0, 1), (1, 3, 4)]], [[(0, 0, 1), (2, 5, 5)]])
+    assert scores == {"f1": 0.5, "precision": 0.5, "recall": 0.5}
