@@ -3,6 +3,7 @@
 from keras_attn.layers.alibi_bias import ALiBiBias
 from keras_attn.layers.attention_mask import AttentionMask
 from keras_attn.layers.bias_add import BiasAdd
+from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
 from keras_attn.layers.feed_forward import FeedForward
 from keras_attn.layers.kerple_bias import KerpleBias
 from keras_attn.layers.key_value_cache import CacheStep

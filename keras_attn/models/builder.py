@@ -70,6 +70,9 @@ def build_transformer_model(
     with_nsp=False,
     keep_tokens=None,
     padding_mask_input=False,
+    conditional_layer_norm=None,
+    conditional_layer_norm_hidden_size=None,
+    conditional_layer_norm_activation="linear",
     name=None,
     **overrides,
 ):
@@ -104,6 +107,18 @@ def build_transformer_model(
             `len(keep_tokens)`.
         padding_mask_input: take an explicit `padding_mask` input (1 for real
             tokens) instead of deriving padding from `pad_token_id`.
+        conditional_layer_norm: `None`, or the width of a float input
+            `"condition"` `(batch, width)` that modulates the scale and shift
+            of every LayerNorm (a
+            `keras_attn.layers.ConditionalLayerNormalization`, zero-initialised
+            so that the loaded model computes what the checkpoint does until
+            trained): bert4keras's `layer_norm_cond` plus
+            `additional_input_layers`. Such models cannot `generate`.
+        conditional_layer_norm_hidden_size: optional width of a dense layer
+            applied to the condition inside each LayerNorm (bert4keras's
+            `layer_norm_cond_hidden_size`).
+        conditional_layer_norm_activation: that layer's activation
+            (bert4keras's `layer_norm_cond_hidden_act`).
         name: name of the returned model.
         **overrides: config fields to replace, e.g. `dropout_rate=0.0`; an
             unknown field is an error. Inference-time options go here too:
@@ -114,7 +129,8 @@ def build_transformer_model(
         A `keras_attn.models.TransformerModel` (a functional `keras.Model`
         that checks its inputs) taking a dict with `"token_ids"`,
         `"segment_ids"` (when the config has token types, or for `"unilm"`)
-        and, with `padding_mask_input`, `"padding_mask"`. It returns one
+        and, with `padding_mask_input`, `"padding_mask"`, with
+        `conditional_layer_norm`, `"condition"`. It returns one
         tensor when it has one output, else a dict with the keys
         `"sequence_output"`, `"pooled_output"`, `"nsp_logits"`,
         `"mlm_logits"` it has.
@@ -146,6 +162,9 @@ def build_transformer_model(
         with_pool=with_pool,
         with_nsp=with_nsp,
         padding_mask_input=padding_mask_input,
+        conditional_layer_norm=conditional_layer_norm,
+        conditional_layer_norm_hidden_size=conditional_layer_norm_hidden_size,
+        conditional_layer_norm_activation=conditional_layer_norm_activation,
     ).build(name=name)
     if checkpoint is not None:
         load_checkpoint(model, checkpoint, keep_tokens=keep_tokens)
