@@ -1,0 +1,119 @@
+"""The builder's `conditional_layer_norm` hook: every LayerNorm conditioned
+on a `condition` input, equal to the plain model until trained."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn.models.input_contract import InputError
+from tests.harness import supports_jit, to_numpy
+
+TINY = dict(
+    vocab_size=40,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=20,
+    max_position_embeddings=16,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+NORMS = ["Embedding-Norm", "Transformer-0-MultiHeadSelfAttention-Norm",
+         "Transformer-0-FeedForward-Norm", "MLM-Norm"]
+
+
+def batch(vocab=40, seed=0, width=3):
+    rng = np.random.default_rng(seed)
+    return {
+        "token_ids": rng.integers(1, vocab, size=(2, 6)).astype("int32"),
+        "segment_ids": rng.integers(0, 2, size=(2, 6)).astype("int32"),
+        "condition": rng.normal(size=(2, width)).astype("float32"),
+    }
+
+
+@pytest.mark.parametrize("hidden_size", [None, 5], ids=["direct", "hidden"])
+def test_loaded_conditional_model_equals_the_plain_model(hf_bert_dir, hidden_size):
+    plain = keras_attn.build_transformer_model(hf_bert_dir, application="mlm")
+    conditional = keras_attn.build_transformer_model(
+        hf_bert_dir,
+        application="mlm",
+        conditional_layer_norm=3,
+        conditional_layer_norm_hidden_size=hidden_size,
+        conditional_layer_norm_activation="linear" if hidden_size is None else "tanh",
+    )
+    for name in NORMS:
+        assert isinstance(
+            conditional.get_layer(name), keras_attn.layers.ConditionalLayerNormalization
+        ), name
+    inputs = batch(vocab=99)
+    expected = to_numpy(plain({k: v for k, v in inputs.items() if k != "condition"}))
+    np.testing.assert_allclose(to_numpy(conditional(inputs)), expected, atol=1e-4)
+    # The checkpoint's LayerNorm values, not the initial (1, 0), were loaded.
+    assert not np.allclose(to_numpy(conditional.get_layer("MLM-Norm").gamma), 1.0)
+
+
+def test_fit_trains_the_condition_weights_and_the_condition_then_matters(tmp_path):
+    model = keras_attn.build_transformer_model(
+        TINY, application="mlm", conditional_layer_norm=3
+    )
+    inputs = batch()
+    other = dict(inputs, condition=-inputs["condition"])
+    assert np.allclose(to_numpy(model(inputs)), to_numpy(model(other)), atol=1e-5)
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.5),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=supports_jit(),
+    )
+    model.fit(inputs, inputs["token_ids"], epochs=2, batch_size=2, verbose=0)
+    for name in NORMS:
+        assert np.abs(to_numpy(model.get_layer(name).gamma_kernel)).max() > 0, name
+        assert np.abs(to_numpy(model.get_layer(name).beta_kernel)).max() > 0, name
+    outputs = to_numpy(model(inputs))
+    assert np.abs(outputs - to_numpy(model(other))).max() > 1e-4
+
+    path = str(tmp_path / "conditional.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+    assert isinstance(restored.get_layer("MLM-Norm"), keras_attn.layers.ConditionalLayerNormalization)
+    np.testing.assert_allclose(to_numpy(restored(inputs)), outputs, atol=1e-6)
+    with pytest.raises(InputError, match=r"Missing input\(s\) \['condition'\]"):
+        restored({k: v for k, v in inputs.items() if k != "condition"})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"condition": None}, r"Missing input\(s\) \['condition'\]"),
+        ({"condition": np.zeros((2, 4), "float32")}, r"'condition' must be \(batch, 3\); received shape \(2, 4\)"),
+        ({"condition": np.zeros((3, 3), "float32")}, "'condition' has a batch of 3, the ids a batch of 2"),
+        ({"condition": np.full((2, 3), np.nan, "float32")}, "'condition' holds a non-finite value"),
+    ],
+    ids=["missing", "width", "batch", "nan"],
+)
+def test_input_contract_checks_the_condition(change, message):
+    model = keras_attn.build_transformer_model(TINY, conditional_layer_norm=3)
+    inputs = batch()
+    inputs.update(change)
+    inputs = {k: v for k, v in inputs.items() if v is not None}
+    with pytest.raises(InputError, match=message):
+        model(inputs)
+
+
+def test_plain_model_rejects_a_condition():
+    model = keras_attn.build_transformer_model(TINY)
+    with pytest.raises(InputError, match=r"Unknown input key\(s\) \['condition'\]"):
+        model(batch())
+
+
+def test_conditional_width_must_be_a_positive_integer():
+    with pytest.raises(ValueError, match="`conditional_layer_norm` is the width.*received True"):
+        keras_attn.build_transformer_model(TINY, conditional_layer_norm=True)
+
+
+def test_generation_refuses_conditional_models():
+    model = keras_attn.build_transformer_model(
+        TINY, application="lm", conditional_layer_norm=3
+    )
+    with pytest.raises(ValueError, match="conditional LayerNorms.*does not feed a condition"):
+        model.generate([[1, 2, 3]], max_new_tokens=2)
