@@ -5,6 +5,7 @@ The public API is what this module exports; everything else is private.
 
 from keras_attn import generation
 from keras_attn import layers
+from keras_attn import optimizers
 from keras_attn import samplers
 from keras_attn.generation import AutoRegressiveDecoder
 from keras_attn.generation import Generator
@@ -48,6 +49,7 @@ __all__ = [
     "get_layout_map",
     "layers",
     "load_checkpoint",
+    "optimizers",
     "register_variant",
     "samplers",
     "__version__",
