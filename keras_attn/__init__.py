@@ -7,6 +7,7 @@ from keras_attn import generation
 from keras_attn import layers
 from keras_attn import optimizers
 from keras_attn import samplers
+from keras_attn import training
 from keras_attn.generation import AutoRegressiveDecoder
 from keras_attn.generation import Generator
 from keras_attn.layers import LocalMaskBaseline
@@ -52,5 +53,6 @@ __all__ = [
     "optimizers",
     "register_variant",
     "samplers",
+    "training",
     "__version__",
 ]
