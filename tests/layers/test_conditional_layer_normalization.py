@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import keras_attn
-from tests.harness import run_layer_test, to_numpy
+from tests.harness import run_layer_test, supports_jit, to_numpy
 
 RNG = np.random.default_rng(11)
 
@@ -45,6 +45,18 @@ def test_conditional_layer_normalization(init_kwargs, tmp_path):
         tmp_path=tmp_path,
         atol=1e-4,
     )
+
+
+def test_a_fit_step_trains_the_zero_initialised_condition_weights():
+    x = keras.Input((4, 6))
+    condition = keras.Input((3,))
+    layer = keras_attn.layers.ConditionalLayerNormalization(hidden_size=2)
+    model = keras.Model([x, condition], layer(x, condition=condition))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=supports_jit())
+    data = [RNG.normal(size=(2, 4, 6)).astype("float32"), RNG.normal(size=(2, 3)).astype("float32")]
+    model.fit(data, RNG.normal(size=(2, 4, 6)).astype("float32"), batch_size=2, verbose=0)
+    for weight in (layer.gamma_kernel, layer.beta_kernel):
+        assert np.abs(to_numpy(weight)).min() > 0, weight.path
 
 
 def test_zero_initialised_layer_is_the_plain_layer_norm():

@@ -102,6 +102,7 @@ def test_epsilon_zero_is_the_plain_step():
         np.testing.assert_allclose(b, a, atol=1e-7)
 
 
+@pytest.mark.slow  # compiled fits of a whole model: about 40 s each on TF and JAX
 @pytest.mark.parametrize("method", ["fgm", "gradient_penalty"])
 def test_builder_model_fits_with_each_method(method):
     config = dict(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
