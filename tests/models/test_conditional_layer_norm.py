@@ -136,3 +136,16 @@ def test_generation_refuses_conditional_models():
     )
     with pytest.raises(ValueError, match="conditional LayerNorms.*does not feed a condition"):
         model.generate([[1, 2, 3]], max_new_tokens=2)
+
+
+def test_dataset_with_a_condition_is_checked_and_predicted():
+    tf = pytest.importorskip("tensorflow")
+    model = keras_attn.build_transformer_model(TINY, conditional_layer_norm=3)
+    inputs = batch()
+    dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(2)
+    np.testing.assert_allclose(
+        np.asarray(model.predict(dataset, verbose=0)), predict(model, inputs), atol=1e-5
+    )
+    bad = dict(inputs, token_ids=np.where(inputs["token_ids"] > 5, 40, inputs["token_ids"]))
+    with pytest.raises(Exception, match=r"token_ids.{0,3} holds a value >= 40"):
+        model.predict(tf.data.Dataset.from_tensor_slices(bad).batch(2), verbose=0)
