@@ -7,7 +7,9 @@ from keras_attn import generation
 from keras_attn import layers
 from keras_attn import lora
 from keras_attn import losses
+from keras_attn import optimizers
 from keras_attn import samplers
+from keras_attn import training
 from keras_attn.generation import AutoRegressiveDecoder
 from keras_attn.generation import Generator
 from keras_attn.layers import LocalMaskBaseline
@@ -57,8 +59,10 @@ __all__ = [
     "load_checkpoint",
     "load_vocab",
     "losses",
+    "optimizers",
     "register_variant",
     "samplers",
     "sequence_padding",
+    "training",
     "__version__",
 ]

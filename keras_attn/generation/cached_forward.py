@@ -92,6 +92,13 @@ class CachedForward:
                 f"(a language-model head under a causal or seq2seq mask); this model "
                 f"({model.name}) has application={application!r}."
             )
+        if "condition" in model.input:
+            raise ValueError(
+                f"{model.name} has conditional LayerNorms (built with "
+                "conditional_layer_norm=...); cached generation does not feed a "
+                "condition. Decode with the full model instead: call it on the growing "
+                "sequence with its 'condition' and take the last position's logits."
+            )
         self.model = model
         self.application = application
         self.causal = application == "lm"

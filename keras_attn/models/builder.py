@@ -74,6 +74,9 @@ def build_transformer_model(
     keep_tokens=None,
     padding_mask_input=False,
     skip_missing=None,
+    conditional_layer_norm=None,
+    conditional_layer_norm_hidden_size=None,
+    conditional_layer_norm_activation="linear",
     name=None,
     **overrides,
 ):
@@ -114,6 +117,18 @@ def build_transformer_model(
             e.g. an encoder-only checkpoint loaded into an `"mlm"` model;
             they are listed in a `SkippedWeightsWarning` (see
             `load_checkpoint`). Without it a missing weight is an error.
+        conditional_layer_norm: `None`, or the width of a float input
+            `"condition"` `(batch, width)` that modulates the scale and shift
+            of every LayerNorm (a
+            `keras_attn.layers.ConditionalLayerNormalization`, zero-initialised
+            so that the loaded model computes what the checkpoint does until
+            trained): bert4keras's `layer_norm_cond` plus
+            `additional_input_layers`. Such models cannot `generate`.
+        conditional_layer_norm_hidden_size: optional width of a dense layer
+            applied to the condition inside each LayerNorm (bert4keras's
+            `layer_norm_cond_hidden_size`).
+        conditional_layer_norm_activation: that layer's activation
+            (bert4keras's `layer_norm_cond_hidden_act`).
         name: name of the returned model.
         **overrides: config fields to replace, e.g. `dropout_rate=0.0`; an
             unknown field is an error. Inference-time options go here too:
@@ -132,7 +147,8 @@ def build_transformer_model(
         A `keras_attn.models.TransformerModel` (a functional `keras.Model`
         that checks its inputs) taking a dict with `"token_ids"`,
         `"segment_ids"` (when the config has token types, or for `"unilm"`)
-        and, with `padding_mask_input`, `"padding_mask"`, or the list
+        and, with `padding_mask_input`, `"padding_mask"`, with
+        `conditional_layer_norm`, `"condition"`; or the list
         `[token_ids, segment_ids(, padding_mask)]` in that order. It returns
         one tensor when it has one output, else a dict with the keys
         `"sequence_output"`, `"pooled_output"`, `"nsp_logits"`,
@@ -172,6 +188,9 @@ def build_transformer_model(
         with_pool=with_pool,
         with_nsp=with_nsp,
         padding_mask_input=padding_mask_input,
+        conditional_layer_norm=conditional_layer_norm,
+        conditional_layer_norm_hidden_size=conditional_layer_norm_hidden_size,
+        conditional_layer_norm_activation=conditional_layer_norm_activation,
     ).build(name=name)
     if checkpoint is not None:
         load_checkpoint(model, checkpoint, keep_tokens=keep_tokens, skip_missing=skip_missing)

@@ -36,6 +36,11 @@ class InputContract:
     segment_ids)` pair works for every model, while a non-zero segment id,
     which that model cannot represent, is an error.
 
+    `vectors` are the exception to `(batch, length)` ids: float inputs
+    `(batch, width)` of a fixed width, such as the `condition` of a model
+    with conditional LayerNorms; their batch must be the ids' batch and
+    their values finite.
+
     Names, dtypes and shapes are known when a graph is traced and are checked
     on every call; values are checked wherever they are concrete: eager calls,
     and the data given to `fit`, `evaluate` and `predict` before any compiled
@@ -48,17 +53,20 @@ class InputContract:
         droppable: names of all-zero inputs the model accepts and ignores.
         descriptions: dict of input name -> what its limit is, for messages
             (e.g. `"vocab_size"`).
+        vectors: dict of input name -> width, for float `(batch, width)`
+            inputs, after the ids in the model's inputs.
     """
 
-    def __init__(self, limits, max_length=None, droppable=(), descriptions=None):
+    def __init__(self, limits, max_length=None, droppable=(), descriptions=None, vectors=None):
         self.limits = dict(limits)
         self.max_length = max_length
         self.droppable = tuple(droppable)
         self.descriptions = dict(descriptions or {})
+        self.vectors = dict(vectors or {})
 
     @property
     def names(self):
-        return tuple(self.limits)
+        return tuple(self.limits) + tuple(self.vectors)
 
     # Structure: names, dtypes, ranks, shapes -------------------------------
 
@@ -134,7 +142,7 @@ class InputContract:
         """The model's inputs from the dict `inputs`, with droppable
         all-zero inputs left out; checks names, dtypes and shapes (not
         values) and raises `InputError`."""
-        unknown = [key for key in inputs if key not in self.limits and key not in self.droppable]
+        unknown = [key for key in inputs if key not in self.names and key not in self.droppable]
         if unknown:
             raise InputError(self._unknown_message(unknown))
         missing = [name for name in self.names if name not in inputs]
@@ -143,6 +151,8 @@ class InputContract:
                 f"Missing input(s) {missing}: the model takes the keys {self._expected()}; "
                 f"received {sorted(inputs)}."
             )
+        vectors = {name: value for name, value in inputs.items() if name in self.vectors}
+        inputs = {name: value for name, value in inputs.items() if name not in self.vectors}
         for name, value in inputs.items():
             self._check_dtype(name, value)
         # Dimensions that are not plain integers (`None`, JAX's symbolic
@@ -166,7 +176,30 @@ class InputContract:
             raise InputError(f"The inputs must share one shape; received {known}.")
         length = next((shape[1] for shape in shapes.values() if shape[1] is not None), None)
         self._check_length(length)
+        batch = next((shape[0] for shape in shapes.values() if shape[0] is not None), None)
+        for name, value in vectors.items():
+            self._check_vector(name, value, batch)
+        inputs.update(vectors)
         return {name: inputs[name] for name in self.names}
+
+    def _check_vector(self, name, value, batch):
+        dtype = getattr(value, "dtype", None)
+        if dtype is None or _dtype_kind(dtype) not in "iuf":
+            raise InputError(
+                f"Input '{name}' must be a float array or tensor (batch, "
+                f"{self.vectors[name]}); received "
+                f"{type(value).__name__ if dtype is None else f'dtype {dtype}'}."
+            )
+        shape = tuple(value.shape)
+        width = self.vectors[name]
+        if len(shape) != 2 or shape[1] != width:
+            raise InputError(
+                f"Input '{name}' must be (batch, {width}); received shape {shape}."
+            )
+        if batch is not None and shape[0] is not None and shape[0] != batch:
+            raise InputError(
+                f"Input '{name}' has a batch of {shape[0]}, the ids a batch of {batch}."
+            )
 
     def check_values(self, inputs):
         """Checks the values of concrete inputs (numpy arrays or eager
@@ -175,6 +208,10 @@ class InputContract:
         for name, value in inputs.items():
             array = concrete_values(value)
             if array is None:
+                continue
+            if name in self.vectors:
+                if array.size and not np.all(np.isfinite(array)):
+                    raise InputError(f"Input '{name}' holds a non-finite value.")
                 continue
             if array.dtype.kind == "f" and not np.all(np.isfinite(array) & (array == np.round(array))):
                 bad = array[~(np.isfinite(array) & (array == np.round(array)))].ravel()[0]
@@ -242,6 +279,7 @@ class InputContract:
             "max_length": self.max_length,
             "droppable": list(self.droppable),
             "descriptions": self.descriptions,
+            "vectors": self.vectors,
         }
 
     @classmethod

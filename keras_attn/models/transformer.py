@@ -1,5 +1,7 @@
 """The Transformer template every model variant builds on."""
 
+import functools
+
 import keras
 from keras import ops
 
@@ -104,9 +106,20 @@ class Transformer:
         with_nsp: add the next-sentence head (implies `with_pool`).
         padding_mask_input: take an explicit `padding_mask` input instead of
             deriving padding from `config.pad_token_id`.
+        conditional_layer_norm: `None`, or the width of a float input
+            `"condition"` `(batch, width)` that modulates every LayerNorm
+            (embedding, blocks, masked-LM head), each then a
+            `keras_attn.layers.ConditionalLayerNormalization` (bert4keras's
+            `layer_norm_cond` with the condition in `additional_input_layers`).
+        conditional_layer_norm_hidden_size: optional width of the dense layer
+            each conditional LayerNorm applies to the condition first
+            (bert4keras's `layer_norm_cond_hidden_size`).
+        conditional_layer_norm_activation: that dense layer's activation
+            (bert4keras's `layer_norm_cond_hidden_act`).
 
     Raises:
-        ValueError: an `application` the variant does not support.
+        ValueError: an `application` the variant does not support; a
+            `conditional_layer_norm` that is not a positive integer.
     """
 
     attention_layer = layers.MultiHeadAttention
@@ -130,6 +143,9 @@ class Transformer:
         with_pool=False,
         with_nsp=False,
         padding_mask_input=False,
+        conditional_layer_norm=None,
+        conditional_layer_norm_hidden_size=None,
+        conditional_layer_norm_activation="linear",
     ):
         if application not in self.applications:
             raise ValueError(
@@ -142,6 +158,18 @@ class Transformer:
         self.with_pool = self.pool_activation is not None
         self.with_nsp = with_nsp
         self.padding_mask_input = padding_mask_input
+        if conditional_layer_norm is not None and (
+            isinstance(conditional_layer_norm, bool)
+            or not isinstance(conditional_layer_norm, int)
+            or conditional_layer_norm < 1
+        ):
+            raise ValueError(
+                "`conditional_layer_norm` is the width of the condition input, a "
+                f"positive integer (or None); received {conditional_layer_norm!r}."
+            )
+        self.conditional_layer_norm = conditional_layer_norm
+        self.conditional_layer_norm_hidden_size = conditional_layer_norm_hidden_size
+        self.conditional_layer_norm_activation = conditional_layer_norm_activation
         self.mask_mode, self.causal, self.with_mlm = APPLICATIONS[application]
         if config.blockwise_attention and not self.causal:
             raise ValueError(
@@ -227,12 +255,16 @@ class Transformer:
             droppable = ("segment_ids",)
         if self.padding_mask_input:
             limits["padding_mask"] = 2
+        vectors = {}
+        if self.conditional_layer_norm is not None:
+            vectors["condition"] = self.conditional_layer_norm
         position = self.embedding_layers["position"]
         return InputContract(
             limits,
             max_length=getattr(position, "max_length", None),
             droppable=droppable,
             descriptions=descriptions,
+            vectors=vectors,
         )
 
     def build_graph(self):
@@ -288,6 +320,11 @@ class Transformer:
             inputs["padding_mask"] = keras.Input(
                 (None,), dtype="int32", name="padding_mask"
             )
+        if self.conditional_layer_norm is not None:
+            inputs["condition"] = keras.Input(
+                (self.conditional_layer_norm,), dtype="float32", name="condition"
+            )
+            self.condition = inputs["condition"]
         return inputs
 
     def apply_embeddings(self, inputs):
@@ -350,9 +387,19 @@ class Transformer:
         return hidden
 
     def layer_norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.config.layer_norm_epsilon, name=name
+        """A LayerNorm, as a callable of the hidden states: conditioned on
+        the `condition` input when the model has one."""
+        if self.conditional_layer_norm is None:
+            return keras.layers.LayerNormalization(
+                epsilon=self.config.layer_norm_epsilon, name=name
+            )
+        norm = layers.ConditionalLayerNormalization(
+            hidden_size=self.conditional_layer_norm_hidden_size,
+            hidden_activation=self.conditional_layer_norm_activation,
+            epsilon=self.config.layer_norm_epsilon,
+            name=name,
         )
+        return functools.partial(norm, condition=self.condition)
 
     def block_prefix(self, index):
         """The name prefix of block `index`'s layers: `Transformer-{index}`,

@@ -1,0 +1,216 @@
+"""`adversarial_training`: FGM embedding perturbation and the gradient
+penalty, as bert4keras has them, on the TensorFlow, JAX and torch backends.
+
+`keras.ops` has no gradient op, so the one backend-specific piece, the
+gradient of the loss with respect to the embedding table, is written once per
+backend (`_GRADIENTS`); everything else wraps Keras' own train step and
+loss, so loss tracking, metrics, loss scaling and `jit_compile` stay Keras'.
+"""
+
+import keras
+from keras import ops
+
+METHODS = ("fgm", "gradient_penalty")
+
+
+def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embedding-Token"):
+    """Trains `model` adversarially on its embedding table, in `fit` and
+    `train_on_batch`, on every backend (compiled or not).
+
+    - `method="fgm"` (bert4keras's `adversarial_training`, Miyato et al.'s
+      fast gradient method): each step first takes the gradient `g` of the
+      loss with respect to the embedding table, adds
+      `delta = epsilon * g / (||g|| + 1e-8)` to the table, runs the ordinary
+      train step there (its gradients and update, the reported loss and
+      metrics are those of the perturbed model), then removes `delta` again.
+      `epsilon=0` is the ordinary step.
+    - `method="gradient_penalty"` (bert4keras's `loss_with_gradient_penalty`):
+      the training loss becomes `loss + 0.5 * epsilon * ||g||^2`, with `g`
+      the gradient of the loss with respect to the embedding table (dense:
+      one row per vocabulary entry, not per token occurrence as bert4keras's
+      sparse `.values`); evaluation reports the loss without the penalty.
+
+    Both compute the loss twice per step (the penalty differentiates through
+    the gradient, so about three times the cost of a plain step). The
+    change lives on this model instance (its `train_step` or
+    `compute_loss`); `compile` may come before or after, and `.keras` files
+    do not store it.
+
+    Args:
+        model: a `keras.Model` with a trainable embedding layer.
+        method: `"fgm"` or `"gradient_penalty"`.
+        epsilon: the perturbation's norm (FGM) or the penalty's weight, a
+            number >= 0.
+        embedding_layer: the name of the layer whose `embeddings` table is
+            perturbed (the builder's `"Embedding-Token"`).
+
+    Returns:
+        `model`.
+
+    Raises:
+        ValueError: an unknown `method`, a negative `epsilon`, a model without
+            that layer, a layer without a trainable `embeddings` table, or a
+            model already set up for adversarial training.
+
+    Example:
+
+    ```python
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    keras_attn.training.adversarial_training(model, epsilon=0.5)
+    model.fit(x, y)
+    ```
+    """
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {list(METHODS)}; received {method!r}.")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon >= 0:
+        raise ValueError(f"`epsilon` must be a number >= 0; received {epsilon!r}.")
+    if getattr(model, "_adversarial_method", None) is not None:
+        raise ValueError(
+            f"Model {model.name!r} already trains with method="
+            f"{model._adversarial_method!r}; apply adversarial_training once."
+        )
+    try:
+        layer = model.get_layer(embedding_layer)
+    except ValueError as error:
+        raise ValueError(
+            f"Model {model.name!r} has no layer named {embedding_layer!r} to perturb; "
+            "pass the name of its embedding layer as `embedding_layer`."
+        ) from error
+    embeddings = getattr(layer, "embeddings", None)
+    if embeddings is None or not any(v is embeddings for v in model.trainable_variables):
+        raise ValueError(
+            f"Layer {embedding_layer!r} of model {model.name!r} has no trainable "
+            "`embeddings` table; adversarial training perturbs one."
+        )
+    gradient = _GRADIENTS[keras.config.backend()]
+    compute_loss = model.compute_loss  # the model's own, before any change
+    if method == "fgm":
+        step = _jax_fgm_step if keras.config.backend() == "jax" else _stateful_fgm_step
+        model.train_step = step(model, gradient, compute_loss, embeddings, float(epsilon))
+    else:
+        model.compute_loss = _penalised_loss(
+            model, gradient, compute_loss, embeddings, float(epsilon)
+        )
+    model._adversarial_method = method
+    # A train function made before this call would keep the plain step.
+    model.train_function = None
+    return model
+
+
+def _perturbation(gradient, epsilon):
+    norm = ops.sqrt(ops.sum(ops.square(gradient)))
+    return epsilon * gradient / (norm + 1e-8)
+
+
+def _stateful_fgm_step(model, gradient, compute_loss, embeddings, epsilon):
+    """TensorFlow and torch: perturb the table in place around Keras' step."""
+
+    def train_step(data):
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        delta = _perturbation(
+            gradient(model, compute_loss, embeddings, x, y, sample_weight, False), epsilon
+        )
+        embeddings.assign_add(ops.cast(delta, embeddings.dtype))
+        logs = type(model).train_step(model, data)
+        embeddings.assign_sub(ops.cast(delta, embeddings.dtype))
+        return logs
+
+    return train_step
+
+
+def _jax_fgm_step(model, gradient, compute_loss, embeddings, epsilon):
+    """JAX: the same on the stateless step's variable values."""
+    index = next(i for i, v in enumerate(model.trainable_variables) if v is embeddings)
+
+    def train_step(state, data):
+        trainable, non_trainable, optimizer_values, metrics_values = state
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        mapping = (
+            list(zip(model.trainable_variables, trainable))
+            + list(zip(model.non_trainable_variables, non_trainable))
+            + list(zip(model.metrics_variables, metrics_values))
+        )
+        with keras.StatelessScope(state_mapping=mapping):
+            table_gradient = gradient(model, compute_loss, embeddings, x, y, sample_weight, False)
+        delta = _perturbation(table_gradient, epsilon)
+        trainable = list(trainable)
+        trainable[index] = trainable[index] + delta
+        logs, state = type(model).train_step(
+            model, (trainable, non_trainable, optimizer_values, metrics_values), data
+        )
+        trainable = list(state[0])
+        trainable[index] = trainable[index] - delta
+        return logs, (trainable,) + tuple(state[1:])
+
+    return train_step
+
+
+def _penalised_loss(model, gradient, compute_loss, embeddings, epsilon):
+    def penalised(x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss = compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
+        if not training:
+            return loss
+        table_gradient = gradient(model, compute_loss, embeddings, x, y, sample_weight, True)
+        return loss + 0.5 * epsilon * ops.sum(ops.square(ops.cast(table_gradient, loss.dtype)))
+
+    return penalised
+
+
+# The gradient of the loss with respect to the embedding table, dense, at the
+# current variable values; `differentiable`: the result will be
+# differentiated again (the penalty).
+
+
+def _tensorflow_gradient(model, compute_loss, embeddings, x, y, sample_weight, differentiable):
+    import tensorflow as tf
+
+    # An enclosing tape (Keras' step, for the penalty) records this one's
+    # computation too, so the result is differentiable.
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        loss = compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+    return tf.convert_to_tensor(tape.gradient(loss, embeddings))
+
+
+def _torch_gradient(model, compute_loss, embeddings, x, y, sample_weight, differentiable):
+    import torch
+
+    with torch.enable_grad():
+        y_pred = model(x, training=True)
+        loss = compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+        (table_gradient,) = torch.autograd.grad(
+            loss, embeddings.value, create_graph=differentiable
+        )
+    return table_gradient
+
+
+def _jax_gradient(model, compute_loss, embeddings, x, y, sample_weight, differentiable):
+    import jax
+
+    # Inside a StatelessScope (Keras' stateless step), `.value` is the step's
+    # (traced) value, so the result is differentiable by the enclosing grad.
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    metrics = [(v, v.value) for v in model.metrics_variables]
+    index = next(i for i, v in enumerate(model.trainable_variables) if v is embeddings)
+
+    def loss_at(table):
+        values = list(trainable)
+        values[index] = table
+        y_pred, _ = model.stateless_call(values, non_trainable, x, training=True)
+        # Metric updates of the loss are discarded with this scope.
+        with keras.StatelessScope(state_mapping=metrics):
+            return compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            )
+
+    return jax.grad(loss_at)(trainable[index])
+
+
+_GRADIENTS = {
+    "tensorflow": _tensorflow_gradient,
+    "torch": _torch_gradient,
+    "jax": _jax_gradient,
+}
