@@ -90,11 +90,14 @@ def reference_beam_search(model, prompts, max_new_tokens, num_beams, length_pena
 
 
 def middle_token(sequences):
-    """A token some beam generates at step 2 but not earlier: as an end id
-    it stops that beam early."""
-    for beam in sequences.reshape(-1, sequences.shape[-1]):
-        if beam[2] not in beam[:2]:
-            return int(beam[2])
+    """A token some beam first generates at a middle step (2 or later, before
+    the last): as an end id it stops that beam early. The tests check that
+    some beam did end early."""
+    beams = sequences.reshape(-1, sequences.shape[-1])
+    for step in range(2, sequences.shape[-1] - 1):
+        for beam in beams:
+            if beam[step] not in beam[:step]:
+                return int(beam[step])
     raise AssertionError("every beam repeats its first tokens")
 
 

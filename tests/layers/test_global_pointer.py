@@ -85,21 +85,31 @@ def test_span_logits_match_the_papers(layer_cls, numpy_reference):
     np.testing.assert_array_equal(from_keras_mask, explicit)
 
 
-@pytest.mark.parametrize("layer_cls, numpy_reference", CASES)
-def test_global_pointers_through_the_harness(layer_cls, numpy_reference, tmp_path):
+def harness_arguments(numpy_reference, tmp_path):
     # Unmasked here: the harness compares float16 with float32 outputs, whose
     # masked entries are each dtype's own large negative.
     x = 0.5 * RNG.normal(size=(2, LENGTH, HIDDEN)).astype("float32")  # bfloat16 within 0.05
-    run_layer_test(
-        layer_cls,
-        {"heads": HEADS, "head_size": HEAD_SIZE, "tril_mask": False},
-        {"inputs": x},
-        (2, HEADS, LENGTH, LENGTH),
+    return dict(
+        init_kwargs={"heads": HEADS, "head_size": HEAD_SIZE, "tril_mask": False},
+        inputs={"inputs": x},
+        expected_output_shape=(2, HEADS, LENGTH, LENGTH),
         reference=lambda layer, inputs: numpy_reference(
             inputs["inputs"], [to_numpy(w) for w in layer.weights], None, True, False
         ),
         atol=1e-4,
         tmp_path=tmp_path,
+    )
+
+
+def test_global_pointer_through_the_harness(tmp_path):
+    run_layer_test(
+        keras_attn.layers.GlobalPointer, **harness_arguments(global_pointer_reference, tmp_path)
+    )
+
+
+def test_efficient_global_pointer_through_the_harness(tmp_path):
+    run_layer_test(
+        keras_attn.layers.EfficientGlobalPointer, **harness_arguments(efficient_reference, tmp_path)
     )
 
 
