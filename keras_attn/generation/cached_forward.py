@@ -92,13 +92,6 @@ class CachedForward:
                 f"(a language-model head under a causal or seq2seq mask); this model "
                 f"({model.name}) has application={application!r}."
             )
-        if "condition" in model.input:
-            raise ValueError(
-                f"{model.name} has conditional LayerNorms (built with "
-                "conditional_layer_norm=...); cached generation does not feed a "
-                "condition. Decode with the full model instead: call it on the growing "
-                "sequence with its 'condition' and take the last position's logits."
-            )
         self.model = model
         self.application = application
         self.causal = application == "lm"
@@ -110,6 +103,9 @@ class CachedForward:
                 "token in one pass and cannot generate left to right."
             )
         self.pad_token_id = mask_layer.pad_token_id
+        # `conditional_layer_norm` models: every norm takes the `condition`
+        # input, `(batch, width)`, fed to each step.
+        self.conditional = "condition" in model.input
         self.masks_pad_tokens = "padding_mask" not in model.input
         self.token_embedding = find("Embedding-Token")
         self.segment_embedding = find("Embedding-Segment", optional=True)
@@ -189,7 +185,7 @@ class CachedForward:
     # The step --------------------------------------------------------------
 
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
-                 write_rows=None, causal=True, logits=True):
+                 write_rows=None, causal=True, logits=True, condition=None):
         """Runs `token_ids` `(batch, n)`, at positions `position ..
         position + n - 1`, against `cache`.
 
@@ -208,11 +204,19 @@ class CachedForward:
             causal: whether the chunk's tokens see each other causally;
                 False only for a UniLM source encoded in one pass.
             logits: whether to compute the masked-LM logits.
+            condition: float `(batch, width)`, the `condition` input of a
+                model built with `conditional_layer_norm` (required there).
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (None when
             `logits` is False) and the updated cache.
         """
+        if self.conditional != (condition is not None):
+            raise ValueError(
+                f"{self.model.name} "
+                + ("takes a `condition` (it was built with conditional_layer_norm=...); "
+                   "give one per row." if self.conditional else "takes no `condition`.")
+            )
         length = token_ids.shape[1]
         capacity = cache.key_positions.shape[0]
         positions = ops.cast(position, "int32") + ops.arange(length, dtype="int32")
@@ -239,7 +243,7 @@ class CachedForward:
         real_tokens = cache.real_tokens + ops.sum(counted, axis=1)
         step = CacheStep(slot, positions, key_positions, write_rows)
 
-        hidden = self.embed(token_ids, segment_ids, token_positions)
+        hidden = self.embed(token_ids, segment_ids, token_positions, condition)
         mask = self.mask(positions, key_positions, key_valid, causal)
         bias = None
         if self.position_bias is not None:
@@ -252,21 +256,28 @@ class CachedForward:
                 cache=layer_cache, cache_step=step,
             )
             layers.append(layer_cache)
-            hidden = direct_call(
-                block.attention_norm, direct_call(block.attention_add, [hidden, attended])
+            hidden = self.norm(
+                block.attention_norm, direct_call(block.attention_add, [hidden, attended]), condition
             )
             feed_forward = block.feed_forward
             transformed = direct_call(
                 feed_forward.output_dense, direct_call(feed_forward.intermediate_dense, hidden)
             )
-            hidden = direct_call(
+            hidden = self.norm(
                 block.feed_forward_norm,
                 direct_call(block.feed_forward_add, [hidden, transformed]),
+                condition,
             )
         cache = DecodingCache(tuple(layers), key_positions, key_valid, real_tokens)
-        return (self.head(hidden) if logits else None), cache
+        return (self.head(hidden, condition) if logits else None), cache
 
-    def embed(self, token_ids, segment_ids, positions):
+    def norm(self, layer, hidden, condition):
+        """A LayerNorm of the model, conditioned when the model is."""
+        if condition is None:
+            return direct_call(layer, hidden)
+        return direct_call(layer, hidden, condition=condition)
+
+    def embed(self, token_ids, segment_ids, positions, condition=None):
         """The template's `embed` at the given positions."""
         embedded = [direct_call(self.token_embedding, token_ids)]
         if self.segment_embedding is not None:
@@ -276,7 +287,7 @@ class CachedForward:
         if self.position_embedding is not None:
             embedded.append(direct_call(self.position_embedding, token_ids, positions=positions))
         hidden = embedded[0] if len(embedded) == 1 else direct_call(self.embedding_add, embedded)
-        hidden = direct_call(self.embedding_norm, hidden)
+        hidden = self.norm(self.embedding_norm, hidden, condition)
         if self.embedding_mapping is not None:
             hidden = direct_call(self.embedding_mapping, hidden)
         return hidden
@@ -303,8 +314,8 @@ class CachedForward:
             key_positions=key_positions,
         )
 
-    def head(self, hidden):
-        transformed = direct_call(self.mlm_norm, direct_call(self.mlm_dense, hidden))
+    def head(self, hidden, condition=None):
+        transformed = self.norm(self.mlm_norm, direct_call(self.mlm_dense, hidden), condition)
         if self.mlm_decoder is None:
             logits = direct_call(self.token_embedding, transformed, reverse=True)
         else:

@@ -58,7 +58,9 @@ class Generator:
             prompts: token ids: a list of int sequences (of any lengths, at
                 least 1), one sequence, a 2D int array (every row a full
                 prompt), or a dict with `"token_ids"` and a `"padding_mask"`
-                (1 for real tokens, right-padded), as a tokenizer gives.
+                (1 for real tokens, right-padded), as a tokenizer gives, and
+                for a model built with `conditional_layer_norm` its
+                `"condition"`, float `(batch, width)` (required there).
                 For `"unilm"` models a prompt is the source (segment 0) and
                 the generated tokens are the target (segment 1).
             max_new_tokens: the most tokens generated per row.
@@ -96,18 +98,18 @@ class Generator:
                 start_token_id=start_token_id,
             )
             return sequences[:, 0]
-        buffer, lengths, bucket = self._prepare(
+        buffer, lengths, bucket, condition = self._prepare(
             prompts, max_new_tokens, end_token_id, min_new_tokens, start_token_id
         )
         settings = (_sampler_key(sampler), end_token_id, min_new_tokens, start_token_id)
         run = self._compiled_loop(
-            ("sample", buffer.shape, bucket, max_new_tokens) + settings,
+            ("sample", buffer.shape, bucket, max_new_tokens, condition is None) + settings,
             lambda: self._sampling_loop(
                 sampler, end_token_id, min_new_tokens, max_new_tokens, bucket, start_token_id
             ),
         )
         seed = np.array([0 if seed is None else seed, 0], "int32")
-        tokens = keras.ops.convert_to_numpy(run(buffer, lengths, seed))
+        tokens = keras.ops.convert_to_numpy(run(buffer, lengths, seed, condition))
         return _new_tokens(tokens, lengths, max_new_tokens)
 
     def beam_search(
@@ -182,17 +184,19 @@ class Generator:
 
         settings = BeamSearch(num_beams, length_penalty)
         num_beams = settings.num_beams
-        buffer, lengths, bucket = self._prepare(
+        buffer, lengths, bucket, condition = self._prepare(
             prompts, max_new_tokens, end_token_id, min_new_tokens, start_token_id
         )
         run = self._compiled_loop(
             ("beam", buffer.shape, bucket, max_new_tokens, num_beams, end_token_id,
-             min_new_tokens, start_token_id),
+             min_new_tokens, start_token_id, condition is None),
             lambda: self._beam_loop(
                 num_beams, end_token_id, min_new_tokens, max_new_tokens, bucket, start_token_id
             ),
         )
-        tokens, scores, beam_lengths = (keras.ops.convert_to_numpy(x) for x in run(buffer, lengths))
+        tokens, scores, beam_lengths = (
+            keras.ops.convert_to_numpy(x) for x in run(buffer, lengths, condition)
+        )
         batch = len(lengths)
         sequences = _new_tokens(tokens, np.repeat(lengths, num_beams), max_new_tokens)
         sequences = sequences.reshape(batch, num_beams, max_new_tokens)
@@ -206,10 +210,12 @@ class Generator:
 
     def _prepare(self, prompts, max_new_tokens, end_token_id, min_new_tokens, start_token_id):
         """The checked prompts as an int32 buffer `(batch, bucket +
-        max_new_tokens)` (pad id after each prompt), their int32 lengths and
-        the bucket."""
+        max_new_tokens)` (pad id after each prompt), their int32 lengths, the
+        bucket and the float32 `condition` rows (None for a model without
+        conditional LayerNorms)."""
         forward = self.forward
         token_ids, lengths = self._prompts(prompts)
+        condition = self._condition(prompts, len(lengths))
         self._check(lengths, max_new_tokens, end_token_id, min_new_tokens, start_token_id)
         for row, length in zip(token_ids, lengths):
             self.model.input_contract.check_values(
@@ -220,12 +226,44 @@ class Generator:
         buffer = np.full((batch, bucket + max_new_tokens), forward.pad_token_id, "int32")
         for row, length in enumerate(lengths):
             buffer[row, :length] = token_ids[row][:length]
-        return buffer, lengths.astype("int32"), bucket
+        return buffer, lengths.astype("int32"), bucket, condition
+
+    def _condition(self, prompts, batch):
+        """The checked `condition` of dict prompts, float32 `(batch, width)`."""
+        given = isinstance(prompts, dict) and "condition" in prompts
+        if not self.forward.conditional:
+            if given:
+                raise ValueError(
+                    f"{self.model.name} takes no `condition` (it has no conditional "
+                    "LayerNorms); drop the key."
+                )
+            return None
+        if not given:
+            raise ValueError(
+                f"{self.model.name} was built with conditional_layer_norm=...: give the "
+                'prompts as a dict with "token_ids" and "condition" (one row per prompt).'
+            )
+        condition = np.asarray(keras.ops.convert_to_numpy(prompts["condition"]), "float32")
+        width = self.model.input_contract.vectors["condition"]
+        if condition.shape != (batch, width):
+            raise ValueError(
+                f"The prompts' `condition` must be (batch, width) = ({batch}, {width}), "
+                f"one row per prompt; received shape {condition.shape}."
+            )
+        if not np.all(np.isfinite(condition)):
+            raise ValueError("The prompts' `condition` holds a non-finite value.")
+        return condition
 
     # Checks ------------------------------------------------------------------
 
     def _prompts(self, prompts):
         if isinstance(prompts, dict):
+            unknown = sorted(set(prompts) - {"token_ids", "padding_mask", "condition"})
+            if unknown:
+                raise ValueError(
+                    f"Prompt dicts take 'token_ids', 'padding_mask' and (for conditional "
+                    f"LayerNorms) 'condition'; received the unknown keys {unknown}."
+                )
             ids = np.asarray(keras.ops.convert_to_numpy(prompts["token_ids"]))
             if "padding_mask" in prompts:
                 mask = np.asarray(keras.ops.convert_to_numpy(prompts["padding_mask"])).astype(bool)
@@ -319,7 +357,7 @@ class Generator:
             return run
         return loop
 
-    def _prefill(self, tokens, lengths, bucket):
+    def _prefill(self, tokens, lengths, bucket, condition=None):
         """The cache after encoding the prompts `tokens[:, :bucket]`, of
         `lengths` tokens each, in one pass (a UniLM source bidirectionally,
         as segment 0)."""
@@ -330,11 +368,11 @@ class Generator:
         prompt_mask = ops.arange(bucket)[None, :] < lengths[:, None]
         _, cache = forward(
             tokens[:, :bucket], 0, cache, segment_ids=segments, padding_mask=prompt_mask,
-            causal=forward.causal, logits=False,
+            causal=forward.causal, logits=False, condition=condition,
         )
         return cache
 
-    def _next_logits(self, tokens, index, lengths, cache):
+    def _next_logits(self, tokens, index, lengths, cache, condition=None):
         """Float32 logits `(rows, vocab)` for the token after position
         `index`, and the cache with the token at `index` written (for rows
         past their prompt; the prefill wrote the prompts)."""
@@ -344,7 +382,8 @@ class Generator:
         if not self.forward.causal:
             segment = ops.cast(generating, "int32")[:, None]
         logits, cache = self.forward(
-            current, index, cache, segment_ids=segment, write_rows=generating
+            current, index, cache, segment_ids=segment, write_rows=generating,
+            condition=condition,
         )
         return ops.cast(logits[:, 0], "float32"), cache
 
@@ -352,17 +391,19 @@ class Generator:
                        start_token_id):
         pad = self.forward.pad_token_id
 
-        def loop(tokens, lengths, seed):
+        def loop(tokens, lengths, seed, condition):
             tokens = ops.convert_to_tensor(tokens, "int32")
             lengths = ops.convert_to_tensor(lengths, "int32")
             seed = ops.convert_to_tensor(seed, "int32")
+            if condition is not None:
+                condition = ops.convert_to_tensor(condition, "float32")
             batch = tokens.shape[0]
-            cache = self._prefill(tokens, lengths, bucket)
+            cache = self._prefill(tokens, lengths, bucket, condition)
             limits = lengths + max_new_tokens  # each row's final length
             done = ops.zeros((batch,), "bool")
 
             def body(index, tokens, cache, done):
-                logits, cache = self._next_logits(tokens, index, lengths, cache)
+                logits, cache = self._next_logits(tokens, index, lengths, cache, condition)
                 following = index + 1
                 logits = _forbid_early_end(logits, following - lengths, end_token_id, min_new_tokens)
                 step_seed = seed + ops.stack([0, following])
@@ -383,14 +424,20 @@ class Generator:
         pad = self.forward.pad_token_id
         vocab = self.forward.vocab_size
 
-        def loop(prompt_tokens, prompt_lengths):
+        def loop(prompt_tokens, prompt_lengths, prompt_condition):
             prompt_tokens = ops.convert_to_tensor(prompt_tokens, "int32")
             prompt_lengths = ops.convert_to_tensor(prompt_lengths, "int32")
             batch = prompt_tokens.shape[0]
             rows = batch * num_beams
             # Row `b * num_beams + k` is beam k of prompt b.
             beam_rows = ops.repeat(ops.arange(batch, dtype="int32"), num_beams)
-            cache = self._prefill(prompt_tokens, prompt_lengths, bucket).select_rows(beam_rows)
+            condition = None
+            if prompt_condition is not None:
+                prompt_condition = ops.convert_to_tensor(prompt_condition, "float32")
+                condition = ops.take(prompt_condition, beam_rows, axis=0)
+            cache = self._prefill(
+                prompt_tokens, prompt_lengths, bucket, prompt_condition
+            ).select_rows(beam_rows)
             tokens = ops.take(prompt_tokens, beam_rows, axis=0)
             lengths = ops.take(prompt_lengths, beam_rows, axis=0)
             limits = lengths + max_new_tokens
@@ -401,7 +448,7 @@ class Generator:
             row_offsets = ops.arange(batch, dtype="int32")[:, None] * num_beams
 
             def body(index, tokens, cache, done, scores, beam_lengths):
-                logits, cache = self._next_logits(tokens, index, lengths, cache)
+                logits, cache = self._next_logits(tokens, index, lengths, cache, condition)
                 following = index + 1
                 log_probs = ops.log_softmax(logits, axis=-1)
                 log_probs = _forbid_early_end(

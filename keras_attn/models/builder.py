@@ -123,7 +123,8 @@ def build_transformer_model(
             `keras_attn.layers.ConditionalLayerNormalization`, zero-initialised
             so that the loaded model computes what the checkpoint does until
             trained): bert4keras's `layer_norm_cond` plus
-            `additional_input_layers`. Such models cannot `generate`.
+            `additional_input_layers`. `generate` takes the condition in dict
+            prompts: `{"token_ids": ..., "condition": ...}`.
         conditional_layer_norm_hidden_size: optional width of a dense layer
             applied to the condition inside each LayerNorm (bert4keras's
             `layer_norm_cond_hidden_size`).

@@ -121,7 +121,7 @@ class TransformerModel(keras.Model):
         `segment_ids`, ...), each `(batch, length)` with both dimensions
         free. On JAX (`tf_saved_model`, through `jax2tf`), every input is
         given the one symbolic shape `(batch, length)`, which the inputs
-        share; Keras' default gives each input its own length, which the
+        share (a `condition` input is `(batch, width)`); Keras' default gives each input its own length, which the
         model cannot add together. Pass `jax2tf_kwargs={"polymorphic_shapes":
         ...}` to choose otherwise. The input checks run while tracing
         (names, dtypes, ranks); values are not checked in the artefact.
@@ -144,9 +144,17 @@ class TransformerModel(keras.Model):
         """
         if keras.config.backend() == "jax" and format == "tf_saved_model" and input_signature is None:
             jax2tf_kwargs = dict(kwargs.pop("jax2tf_kwargs", None) or {})
+            contract = self.input_contract
             jax2tf_kwargs.setdefault(
                 "polymorphic_shapes",
-                [{name: "(batch, length)" for name in self.input_contract.names}],
+                [
+                    {
+                        name: f"(batch, {contract.vectors[name]})"
+                        if name in contract.vectors
+                        else "(batch, length)"
+                        for name in contract.names
+                    }
+                ],
             )
             kwargs["jax2tf_kwargs"] = jax2tf_kwargs
         return super().export(

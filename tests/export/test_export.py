@@ -119,6 +119,33 @@ def test_tf_saved_model_reproduces_keras(variant, tokenizer, batch, tmp_path):
         np.testing.assert_allclose(exported, expected, atol=1e-4, rtol=0)
 
 
+@pytest.mark.skipif(
+    keras.config.backend() == "torch" and _missing("torch_xla"),
+    reason="Keras exports a SavedModel from torch through torch_xla.",
+)
+def test_model_with_a_condition_input_exports(tokenizer, batch, tmp_path):
+    """A `conditional_layer_norm` model: its float `condition` input is
+    `(batch, width)`, not `(batch, length)`."""
+    import tensorflow as tf
+
+    model = keras_attn.build_transformer_model(
+        dict(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+             num_attention_heads=2, intermediate_size=32, max_position_embeddings=64),
+        conditional_layer_norm=3,
+    )
+    for variable in model.weights:
+        if variable.path.endswith(("gamma_kernel", "beta_kernel")):  # the condition matters
+            variable.assign(np.full(variable.shape, 0.3, "float32"))
+    inputs = dict(batch, condition=np.arange(9, dtype="float32").reshape(3, 3) / 9)
+    path = str(tmp_path / "exported")
+    model.export(path, format="tf_saved_model", verbose=False)
+    reloaded = tf.saved_model.load(path)
+    exported = reloaded.serve(inputs).numpy()
+    np.testing.assert_allclose(exported, keras.ops.convert_to_numpy(model(inputs)), atol=1e-4)
+    other = reloaded.serve(dict(inputs, condition=inputs["condition"][::-1])).numpy()
+    assert np.abs(other - exported).max() > 1e-3
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_onnx_reproduces_keras(variant, tokenizer, batch, tmp_path):
     backend = keras.config.backend()

@@ -12,6 +12,8 @@ from keras_attn.generation import Generator
 from keras_attn.samplers import BeamSearch
 from tests.generation.test_generate import CONFIG
 from tests.generation.test_generate import PROMPTS
+from tests.generation.test_generate import padded_prompts
+from tests.generation.test_generate import randomize_condition_weights
 from tests.generation.test_generate import uncached_greedy
 from tests.harness import to_numpy
 
@@ -26,11 +28,13 @@ def log_softmax(logits):
 
 
 def reference_beam_search(model, prompts, max_new_tokens, num_beams, length_penalty=0.0,
-                          end_token_id=None, min_new_tokens=0, start_token_id=None):
+                          end_token_id=None, min_new_tokens=0, start_token_id=None,
+                          condition=None):
     """Beam search as `Generator.beam_search` documents it, one row at a time
     in plain Python, each step's logits from the full uncached pass over
     every beam's whole sequence (all beams of all rows at one padded width,
-    so JAX compiles its eager ops once)."""
+    so JAX compiles its eager ops once). `condition`: one row per prompt,
+    given to each of its beams."""
     unilm = model.application == "unilm"
     vocab = CONFIG["vocab_size"]
     width = max(len(p) for p in prompts) + max_new_tokens
@@ -54,6 +58,8 @@ def reference_beam_search(model, prompts, max_new_tokens, num_beams, length_pena
         inputs = {"token_ids": ids}
         if "segment_ids" in model.input:
             inputs["segment_ids"] = segments
+        if condition is not None:
+            inputs["condition"] = np.repeat(condition, num_beams, axis=0)
         logits = to_numpy(model(inputs))
         for r, (prompt, beams) in enumerate(zip(prompts, rows)):
             candidates = []  # (score, beam * vocab + token, beam, token)
@@ -219,3 +225,20 @@ def test_bad_decoder_requests_are_errors():
         AutoRegressiveDecoder(model, end_id=3)
     with pytest.raises(ValueError, match="start_token_id=40.*outside the vocabulary"):
         model.generate([[2, 5]], max_new_tokens=2, start_token_id=40)
+
+
+def test_conditional_layer_norm_model_beam_search_follows_each_prompts_condition():
+    """Each prompt's condition goes to each of its beams (a beam fed another
+    prompt's condition scores differently)."""
+    model = keras_attn.build_transformer_model(
+        CONFIG, application="lm", conditional_layer_norm=3
+    )
+    randomize_condition_weights(model)
+    condition = np.random.default_rng(1).normal(size=(len(PROMPTS), 3)).astype("float32")
+    prompts = padded_prompts(PROMPTS)
+    sequences, scores = Generator(model).beam_search(dict(prompts, condition=condition), 4, 2)
+    expected, expected_scores = reference_beam_search(model, PROMPTS, 4, 2, condition=condition)
+    np.testing.assert_array_equal(sequences, expected)
+    np.testing.assert_allclose(scores, expected_scores, rtol=1e-5)
+    _, other_scores = reference_beam_search(model, PROMPTS, 4, 2, condition=condition[::-1])
+    assert np.abs(other_scores - expected_scores).max() > 1e-3

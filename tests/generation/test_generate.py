@@ -16,12 +16,13 @@ CONFIG = dict(
 PROMPTS = [[2, 7, 9], [2, 11, 5, 31, 8, 17, 4], [2, 21]]
 
 
-def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_tokens=0):
+def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_tokens=0,
+                    extra_inputs=None):
     """Greedy decoding by the full pass over every row's whole prefix at each
     step: rows right-padded with the pad id (0) to one width (one shape, so
     JAX compiles its eager ops once), which the full pass masks as keys
     under a causal or UniLM mask, and each row's logits read at its own last
-    token."""
+    token. `extra_inputs` (a `condition`) are added to every call."""
     unilm = model.application == "unilm"
     rows = [list(prompt) for prompt in prompts]
     done = [False] * len(rows)
@@ -36,6 +37,7 @@ def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_t
         inputs = {"token_ids": ids}
         if "segment_ids" in model.input:
             inputs["segment_ids"] = segments
+        inputs.update(extra_inputs or {})
         logits = to_numpy(model(inputs))
         for r, row in enumerate(rows):
             if done[r]:
@@ -164,3 +166,40 @@ def test_models_with_a_padding_mask_input_generate_as_their_full_pass():
             logits = to_numpy(model({"token_ids": ids, "segment_ids": segments, "padding_mask": mask}))
             sequence.append(int(np.argmax(logits[0, len(sequence) - 1])))
         np.testing.assert_array_equal(generated[row], sequence[len(prompt):])
+
+
+def padded_prompts(prompts):
+    """Right-padded `token_ids` and their `padding_mask`, as a tokenizer gives."""
+    width = max(len(p) for p in prompts)
+    token_ids = np.zeros((len(prompts), width), "int32")
+    for row, prompt in enumerate(prompts):
+        token_ids[row, : len(prompt)] = prompt
+    return {"token_ids": token_ids, "padding_mask": (token_ids != 0).astype("int32")}
+
+
+def randomize_condition_weights(model):
+    """Nonzero condition kernels, so that the condition changes every norm."""
+    rng = np.random.default_rng(0)
+    for variable in model.weights:
+        if variable.path.endswith(("gamma_kernel", "beta_kernel", "hidden_kernel")):
+            variable.assign(0.5 * rng.normal(size=variable.shape).astype("float32"))
+
+
+def test_conditional_layer_norm_model_generates_with_its_condition():
+    """A `conditional_layer_norm` UniLM model: cached greedy decoding with
+    each prompt's condition equals the full pass given that condition."""
+    model = keras_attn.build_transformer_model(
+        CONFIG, application="unilm", conditional_layer_norm=3,
+        conditional_layer_norm_hidden_size=4,
+    )
+    randomize_condition_weights(model)
+    condition = np.random.default_rng(1).normal(size=(len(PROMPTS), 3)).astype("float32")
+    generated = model.generate(dict(padded_prompts(PROMPTS), condition=condition), 4)
+    expected = uncached_greedy(model, PROMPTS, 4, extra_inputs={"condition": condition})
+    np.testing.assert_array_equal(generated, expected)
+    swapped = uncached_greedy(model, PROMPTS, 4, extra_inputs={"condition": condition[::-1]})
+    assert (swapped != expected).any()  # the condition decides the tokens
+    with pytest.raises(ValueError, match="condition"):
+        model.generate(PROMPTS, 4)
+    with pytest.raises(ValueError, match="condition"):
+        model.generate(dict(padded_prompts(PROMPTS), condition=condition[:, :2]), 4)

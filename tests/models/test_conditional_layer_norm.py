@@ -126,14 +126,6 @@ def test_conditional_width_must_be_a_positive_integer():
         keras_attn.build_transformer_model(TINY, conditional_layer_norm=True)
 
 
-def test_generation_refuses_conditional_models():
-    model = keras_attn.build_transformer_model(
-        TINY, application="lm", conditional_layer_norm=3
-    )
-    with pytest.raises(ValueError, match="conditional LayerNorms.*does not feed a condition"):
-        model.generate([[1, 2, 3]], max_new_tokens=2)
-
-
 def test_dataset_with_a_condition_is_checked_and_predicted():
     tf = pytest.importorskip("tensorflow")
     model = keras_attn.build_transformer_model(TINY, conditional_layer_norm=3)
