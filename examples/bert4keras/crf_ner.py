@@ -22,10 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
 from python_spans import (  # noqa: E402
-    SMALL_BERT, TYPES, bio_spans, bio_tags, character_baseline, encode, load_lines, span_f1,
-    vocabulary,
+    SMALL_BERT, TYPES, bio_spans, bio_tags, encode, load_lines, report, vocabulary,
 )
-from common import write_results  # noqa: E402
 
 
 def main():
@@ -74,28 +72,9 @@ def main():
     decoder.compile(jit_compile=jit)
     paths = decoder.predict(test_inputs, batch_size=arguments.batch_size, verbose=0)
     predicted = [bio_spans(path[1 : len(line) + 1]) for path, (line, _) in zip(paths, test)]
-    gold = [spans for _, spans in test]
-    scores = span_f1(predicted, gold)
-    baseline = span_f1(character_baseline(train, test), gold)
-    print(
-        f"held-out span F1 {scores['f1']:.3f} (precision {scores['precision']:.3f}, recall "
-        f"{scores['recall']:.3f}); per-character majority-tag baseline {baseline['f1']:.3f}"
-    )
-    line, _ = test[0]
-    print("example:", line)
-    print("  spans:", [(TYPES[t], line[s : e + 1]) for t, s, e in predicted[0]])
-    directory = write_results(
-        "crf_ner",
-        {
-            "span_f1": scores,
-            "baseline_span_f1": baseline,
-            "history": {k: [float(v) for v in values] for k, values in history.history.items()},
-            "_meta": {"backend": keras.config.backend(), "quick": arguments.quick,
-                      "lines": len(examples), "epochs": arguments.epochs},
-        },
-        directory=arguments.output,
-    )
-    print(f"wrote {directory}/crf_ner.json")
+    meta = {"backend": keras.config.backend(), "quick": arguments.quick,
+            "lines": len(examples), "epochs": arguments.epochs}
+    report("crf_ner", predicted, train, test, history, meta, directory=arguments.output)
 
 
 if __name__ == "__main__":

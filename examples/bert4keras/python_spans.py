@@ -20,6 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import standard_library_files  # noqa: E402
+from common import write_results  # noqa: E402
 
 TYPES = ["KEYWORD", "NAME", "NUMBER", "STRING"]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
@@ -140,3 +141,29 @@ def character_baseline(train, test):
             counts.setdefault(character, Counter())[tag] += 1
     best = {c: counter.most_common(1)[0][0] for c, counter in counts.items()}
     return [bio_spans([best.get(c, 0) for c in line]) for line, _ in test]
+
+
+def report(name, predicted, train, test, history, meta, directory=None):
+    """Prints held-out span F1 against the per-character baseline and an
+    example line, and writes `<name>.json`."""
+    gold = [spans for _, spans in test]
+    scores = span_f1(predicted, gold)
+    baseline = span_f1(character_baseline(train, test), gold)
+    print(
+        f"held-out span F1 {scores['f1']:.3f} (precision {scores['precision']:.3f}, recall "
+        f"{scores['recall']:.3f}); per-character majority-tag baseline {baseline['f1']:.3f}"
+    )
+    line, _ = test[0]
+    print("example:", line)
+    print("  spans:", [(TYPES[t], line[s : e + 1]) for t, s, e in predicted[0]])
+    directory = write_results(
+        name,
+        {
+            "span_f1": scores,
+            "baseline_span_f1": baseline,
+            "history": {k: [float(v) for v in values] for k, values in history.history.items()},
+            "_meta": meta,
+        },
+        directory=directory,
+    )
+    print(f"wrote {directory}/{name}.json")
