@@ -196,13 +196,18 @@ def write_results(
     name, results, curves=None, xlabel="step", ylabel="loss", logy=False, logx=False, directory=None
 ):
     """Writes `results` as `<name>.json` and, given `curves` (label ->
-    (x values, y values)), a `<name>.png` plot, under `examples/results/`."""
+    (x values, y values)) and matplotlib, a `<name>.png` plot, under
+    `examples/results/`."""
     directory = directory or RESULTS_DIRECTORY
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, name + ".json"), "w") as file:
         json.dump(results, file, indent=2, sort_keys=True)
     if curves:
-        import matplotlib
+        try:
+            import matplotlib
+        except ImportError:
+            print("matplotlib is not installed: no plot (pip install -e \".[examples]\").")
+            return directory
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt

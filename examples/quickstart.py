@@ -236,18 +236,9 @@ def main():
     write_results(
         "quickstart",
         report,
-        {"training accuracy": (epochs_axis, history.history["accuracy"])}
-        if _have_matplotlib() else None,
+        {"training accuracy": (epochs_axis, history.history["accuracy"])},
         xlabel="epoch", ylabel="accuracy", directory=arguments.output,
     )
-
-
-def _have_matplotlib():
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 if __name__ == "__main__":

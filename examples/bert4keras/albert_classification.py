@@ -28,7 +28,8 @@ sys.path.insert(0, EXAMPLES)
 
 import keras_attn  # noqa: E402
 from common import labelled_lines, write_results  # noqa: E402
-from finetune_classifier import build_classifier, encode  # noqa: E402
+from common import encode_texts  # noqa: E402
+from finetune_classifier import build_classifier  # noqa: E402
 
 
 def train_sentencepiece(texts, directory, size):
@@ -74,7 +75,7 @@ def main():
         texts[:split], tempfile.mkdtemp(), size=500 if arguments.quick else 2000
     )
     tokenizer = keras_attn.SpTokenizer(model_file)
-    inputs = encode(tokenizer, texts, arguments.maxlen)
+    inputs = encode_texts(tokenizer, texts, arguments.maxlen, fixed_width=True)
     train = {key: value[:split] for key, value in inputs.items()}
     test = {key: value[split:] for key, value in inputs.items()}
     majority = max(np.mean(labels[split:] == c) for c in range(len(arguments.packages)))

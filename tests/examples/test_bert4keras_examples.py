@@ -1,5 +1,6 @@
-"""The bert4keras task-layer examples' quick modes (slow: `pytest -m slow`),
-and their span bookkeeping against hand-written expectations."""
+"""The examples of examples/bert4keras: their quick modes run to the end
+and beat their baselines (slow: `pytest -m slow`), and the span bookkeeping
+matches hand-written expectations."""
 
 import json
 import os
@@ -36,3 +37,26 @@ def test_bio_tags_round_trip_and_spans_of_a_line():
     assert spans_module.bio_spans([0, 4, 4, 0, 1]) == [(name, 1, 2), (keyword, 4, 4)]
     scores = spans_module.span_f1([[(0, 0, 1), (1, 3, 4)]], [[(0, 0, 1), (2, 5, 5)]])
     assert scores == {"f1": 0.5, "precision": 0.5, "recall": 0.5}
+
+
+@pytest.mark.slow
+def test_conditional_layer_norm_quick_mode(tmp_path):
+    run(os.path.join("bert4keras", "conditional_layer_norm.py"), "--quick", "--output", str(tmp_path))
+    with open(tmp_path / "conditional_layer_norm.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    assert results["held_out_nll_true_condition"] < results["held_out_nll_untrained"]
+    # The model uses its condition: the true package predicts better.
+    assert results["held_out_nll_true_condition"] < results["held_out_nll_shuffled_condition"]
+
+
+@pytest.mark.slow
+def test_albert_classification_quick_mode(tmp_path):
+    run(os.path.join("bert4keras", "albert_classification.py"), "--quick", "--output", str(tmp_path))
+    with open(tmp_path / "albert_classification.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    # Shared blocks and factorised embeddings: far fewer parameters.
+    assert results["albert"]["encoder_parameters"] < 0.6 * results["bert"]["encoder_parameters"]
+    for name in ("albert", "bert"):
+        assert 0.0 <= results[name]["held_out_accuracy"] <= 1.0
