@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
 from python_spans import (  # noqa: E402
-    SMALL_BERT, TYPES, bio_spans, bio_tags, encode, load_lines, report, vocabulary,
+    SMALL_BERT, TYPES, bio_spans, bio_tags, report, split_and_encode,
 )
 
 
@@ -39,20 +39,16 @@ def main():
         arguments.lines, arguments.epochs, arguments.max_chars = 800, 8, 30
     keras.utils.set_random_seed(0)
 
-    examples = load_lines(arguments.lines, arguments.max_chars)
-    split = int(0.8 * len(examples))
-    train, test = examples[:split], examples[split:]
-    maxlen = arguments.max_chars + 2
-    index = vocabulary([line for line, _ in train])
-    train_inputs = encode([line for line, _ in train], index, maxlen)
-    test_inputs = encode([line for line, _ in test], index, maxlen)
+    train, test, maxlen, vocabulary_size, train_inputs, test_inputs = split_and_encode(
+        arguments.lines, arguments.max_chars
+    )
     labels = np.zeros((len(train), maxlen), "int32")
     for row, (line, spans) in enumerate(train):
         labels[row, 1 : len(line) + 1] = bio_tags(line, spans)
-    print(f"backend={keras.config.backend()}: {len(examples)} source lines, {split} for training")
+    print(f"backend={keras.config.backend()}: {len(train) + len(test)} source lines, {len(train)} for training")
 
     encoder = keras_attn.build_transformer_model(
-        dict(SMALL_BERT, vocab_size=len(index), max_position_embeddings=maxlen)
+        dict(SMALL_BERT, vocab_size=vocabulary_size, max_position_embeddings=maxlen)
     )
     emissions = keras.layers.Dense(1 + 2 * len(TYPES), name="emissions")(encoder.output)
     crf = keras_attn.layers.ConditionalRandomField(lr_multiplier=100, name="crf")
@@ -73,7 +69,7 @@ def main():
     paths = decoder.predict(test_inputs, batch_size=arguments.batch_size, verbose=0)
     predicted = [bio_spans(path[1 : len(line) + 1]) for path, (line, _) in zip(paths, test)]
     meta = {"backend": keras.config.backend(), "quick": arguments.quick,
-            "lines": len(examples), "epochs": arguments.epochs}
+            "lines": len(train) + len(test), "epochs": arguments.epochs}
     report("crf_ner", predicted, train, test, history, meta, directory=arguments.output)
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
 from python_spans import (  # noqa: E402
-    SMALL_BERT, TYPES, encode, load_lines, report, vocabulary,
+    SMALL_BERT, TYPES, report, split_and_encode,
 )
 
 
@@ -56,20 +56,16 @@ def main():
         arguments.lines, arguments.epochs, arguments.max_chars = 800, 30, 30
     keras.utils.set_random_seed(0)
 
-    examples = load_lines(arguments.lines, arguments.max_chars)
-    split = int(0.8 * len(examples))
-    train, test = examples[:split], examples[split:]
-    maxlen = arguments.max_chars + 2
-    index = vocabulary([line for line, _ in train])
-    train_inputs = encode([line for line, _ in train], index, maxlen)
-    test_inputs = encode([line for line, _ in test], index, maxlen)
+    train, test, maxlen, vocabulary_size, train_inputs, test_inputs = split_and_encode(
+        arguments.lines, arguments.max_chars
+    )
     # A fixed entity count keeps one compiled shape for every batch.
-    max_entities = max(len(spans) for _, spans in examples)
+    max_entities = max(len(spans) for _, spans in train + test)
     labels = span_labels(train, max_entities)
-    print(f"backend={keras.config.backend()}: {len(examples)} source lines, {split} for training")
+    print(f"backend={keras.config.backend()}: {len(train) + len(test)} source lines, {len(train)} for training")
 
     encoder = keras_attn.build_transformer_model(
-        dict(SMALL_BERT, vocab_size=len(index), max_position_embeddings=maxlen)
+        dict(SMALL_BERT, vocab_size=vocabulary_size, max_position_embeddings=maxlen)
     )
     pointer_cls = (
         keras_attn.layers.EfficientGlobalPointer if arguments.efficient else keras_attn.layers.GlobalPointer
@@ -93,7 +89,7 @@ def main():
         for row in scores_of_spans
     ]
     meta = {"backend": keras.config.backend(), "quick": arguments.quick,
-            "lines": len(examples), "epochs": arguments.epochs, "layer": pointer_cls.__name__}
+            "lines": len(train) + len(test), "epochs": arguments.epochs, "layer": pointer_cls.__name__}
     report("global_pointer_ner", predicted, train, test, history, meta, directory=arguments.output)
 
 

@@ -143,6 +143,20 @@ def character_baseline(train, test):
     return [bio_spans([best.get(c, 0) for c in line]) for line, _ in test]
 
 
+def split_and_encode(lines, max_chars):
+    """`(train, test, maxlen, vocabulary_size, train_inputs, test_inputs)`:
+    `lines` lines of at most `max_chars` characters, 80/20, encoded with a
+    character vocabulary of the training lines (plus [CLS] and [SEP])."""
+    examples = load_lines(lines, max_chars)
+    split = int(0.8 * len(examples))
+    train, test = examples[:split], examples[split:]
+    maxlen = max_chars + 2
+    index = vocabulary([line for line, _ in train])
+    train_inputs = encode([line for line, _ in train], index, maxlen)
+    test_inputs = encode([line for line, _ in test], index, maxlen)
+    return train, test, maxlen, len(index), train_inputs, test_inputs
+
+
 def report(name, predicted, train, test, history, meta, directory=None):
     """Prints held-out span F1 against the per-character baseline and an
     example line, and writes `<name>.json`."""

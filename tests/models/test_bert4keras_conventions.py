@@ -246,14 +246,7 @@ def encoder_only_dir(tmp_path_factory):
     pytest.importorskip("torch")
     from tests.checkpoint_files import perturb
 
-    config = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=24,
-        max_position_embeddings=10,
-    )
+    config = transformers.BertConfig(**{k: v for k, v in TINY.items() if "dropout" not in k})
     model = perturb(transformers.BertModel(config, add_pooling_layer=False), seed=3).eval()
     directory = tmp_path_factory.mktemp("encoder_only")
     model.save_pretrained(directory)
