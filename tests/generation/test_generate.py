@@ -187,19 +187,27 @@ def randomize_condition_weights(model):
 
 def test_conditional_layer_norm_model_generates_with_its_condition():
     """A `conditional_layer_norm` UniLM model: cached greedy decoding with
-    each prompt's condition equals the full pass given that condition."""
+    each prompt's condition equals the full pass given that condition, for
+    two conditions that change the model's logits."""
     model = keras_attn.build_transformer_model(
         CONFIG, application="unilm", conditional_layer_norm=3,
         conditional_layer_norm_hidden_size=4,
     )
     randomize_condition_weights(model)
     condition = np.random.default_rng(1).normal(size=(len(PROMPTS), 3)).astype("float32")
-    generated = model.generate(dict(padded_prompts(PROMPTS), condition=condition), 4)
-    expected = uncached_greedy(model, PROMPTS, 4, extra_inputs={"condition": condition})
-    np.testing.assert_array_equal(generated, expected)
-    swapped = uncached_greedy(model, PROMPTS, 4, extra_inputs={"condition": condition[::-1]})
-    assert (swapped != expected).any()  # the condition decides the tokens
+    prompts = padded_prompts(PROMPTS)
+    for given in (condition, -3 * condition):
+        generated = model.generate(dict(prompts, condition=given), 4)
+        expected = uncached_greedy(model, PROMPTS, 4, extra_inputs={"condition": given})
+        np.testing.assert_array_equal(generated, expected)
+    # The two conditions are not interchangeable: the logits differ.
+    token_ids = prompts["token_ids"]
+    logits = [
+        to_numpy(model({"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids), "condition": given}))
+        for given in (condition, -3 * condition)
+    ]
+    assert np.abs(logits[0] - logits[1]).max() > 1e-2
     with pytest.raises(ValueError, match="condition"):
         model.generate(PROMPTS, 4)
     with pytest.raises(ValueError, match="condition"):
-        model.generate(dict(padded_prompts(PROMPTS), condition=condition[:, :2]), 4)
+        model.generate(dict(prompts, condition=condition[:, :2]), 4)
