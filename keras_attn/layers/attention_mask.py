@@ -51,22 +51,16 @@ class AttentionMask(keras.layers.Layer):
         self.mask_diagonal = mask_diagonal
 
     def call(self, token_ids, segment_ids=None, padding_mask=None):
-        if padding_mask is None:
-            keep = ops.not_equal(token_ids, self.pad_token_id)
-        else:
-            keep = ops.cast(padding_mask, "bool")
-        mask = keep[:, None, :]
-        if self.mask_diagonal:
-            distance = masking.relative_positions(ops.shape(token_ids)[1], ops.shape(token_ids)[1])
-            mask = ops.logical_and(mask, ops.not_equal(distance, 0)[None])
+        keep = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
+        orders = None
         if self.mode == "unilm":
             if segment_ids is None:
                 raise ValueError("The 'unilm' mask needs `segment_ids`.")
-            position = ops.cumsum(ops.cast(segment_ids, "int32"), axis=1)
-            mask = ops.logical_and(
-                mask, ops.less_equal(position[:, None, :], position[:, :, None])
-            )
-        return mask
+            orders = ops.cumsum(ops.cast(segment_ids, "int32"), axis=1)
+        positions = None
+        if self.mask_diagonal:
+            positions = ops.arange(ops.shape(token_ids)[1], dtype="int32")
+        return masking.sequence_mask(keep, orders, orders, positions, positions)
 
     def get_config(self):
         config = super().get_config()

@@ -180,3 +180,53 @@ def merge_attention_masks(
             ),
         )
     return mask
+
+
+def real_tokens(token_ids, pad_token_id, padding_mask=None):
+    """Boolean `(batch, length)`, True for real tokens: `padding_mask` when
+    given (a model built with `padding_mask_input`), else `token_ids !=
+    pad_token_id`. The one place a model decides what padding is: the
+    attention mask, the position numbering, the output masks and the
+    decoding cache all read it."""
+    if padding_mask is not None:
+        return ops.cast(padding_mask, "bool")
+    return ops.not_equal(token_ids, pad_token_id)
+
+
+def sequence_mask(
+    key_valid, query_orders=None, key_orders=None, query_positions=None, key_positions=None
+):
+    """The boolean self-attention mask a model derives from its inputs,
+    `(batch, query_length, key_length)`, for the full pass and a decoding
+    step alike: causality and the window are the attention layer's (see
+    `merge_attention_masks`).
+
+    Args:
+        key_valid: boolean `(batch, key_length)`, keys holding a real token
+            (padding is never attended to).
+        query_orders, key_orders: int `(batch, length)`, UniLM's seq2seq
+            rule (Dong et al. 2019, https://arxiv.org/abs/1905.03197): query
+            `i` sees key `j` iff `order_j <= order_i`, where the order is the
+            cumulative sum of the segment ids (the source, segment 0, sees
+            itself bidirectionally; each target token sees the source and
+            the target before it). None: no such rule.
+        query_positions, key_positions: int `(query_length,)`,
+            `(key_length,)`: when given, a query never sees the key at its
+            own position (T-TA's diagonal mask).
+
+    Returns:
+        boolean `(batch, 1, key_length)` when only `key_valid` is given,
+        else `(batch, query_length, key_length)`.
+    """
+    mask = ops.cast(key_valid, "bool")[:, None, :]
+    if query_orders is not None:
+        mask = ops.logical_and(
+            mask, ops.less_equal(key_orders[:, None, :], query_orders[:, :, None])
+        )
+    if query_positions is not None:
+        distance = relative_positions(
+            ops.shape(query_positions)[0], ops.shape(key_positions)[0],
+            query_positions, key_positions,
+        )
+        mask = ops.logical_and(mask, ops.not_equal(distance, 0)[None])
+    return mask
