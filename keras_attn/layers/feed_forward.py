@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_attn.layers.direct_call import direct_call
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
 
@@ -82,7 +83,7 @@ class FeedForward(keras.layers.Layer):
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
 
     def call(self, inputs):
-        return self.output_dense(self.intermediate_dense(inputs))
+        return direct_call(self.output_dense, direct_call(self.intermediate_dense, inputs))
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.out_dim or inputs_shape[-1],)

@@ -78,3 +78,11 @@ def register_variant(name, variant_class=None):
 
 def _qualified_name(cls):
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def variant_name(variant_class):
+    """The name `variant_class` is registered under (None if it is not)."""
+    for name, registered in VARIANTS.items():
+        if registered is variant_class:
+            return name
+    return None

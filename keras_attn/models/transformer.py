@@ -1,13 +1,14 @@
 """The Transformer template every model variant builds on."""
 
-import functools
-
 import keras
 from keras import ops
 
 from keras_attn import layers
+from keras_attn.layers import masking
+from keras_attn.layers.direct_call import direct_call
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.models.input_contract import InputContract
+from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_model import TransformerModel
 
 APPLICATIONS = {
@@ -129,12 +130,13 @@ class Transformer:
     mask_diagonal = False
     # The `application=` values this variant builds.
     applications = tuple(APPLICATIONS)
-    # How its checkpoints store positions: "bert", or "roberta" (offset past
-    # the padding row).
+    # How its checkpoints store their weights: one of `CHECKPOINT_FAMILIES`.
     checkpoint_family = "bert"
     # Whether one block's layers serve every index (ALBERT): the layers of
-    # `make_block_layers(0)`, named `Transformer-MultiHeadSelfAttention`, ...
+    # `make_block(0)`, named `Transformer-MultiHeadSelfAttention`, ...
     shared_block = False
+    # The blocks' order: post-LN (BERT) or pre-LN (`True`, GPT-2).
+    norm_first = False
 
     def __init__(
         self,
@@ -176,6 +178,22 @@ class Transformer:
                 "Config field `blockwise_attention=True` is blockwise causal attention "
                 f"(XPOS) and needs application='lm'; received application={application!r}."
             )
+        # The built model's layers by name, while `bind` adopts them.
+        self._existing = None
+        self.condition = None
+
+    def arguments(self):
+        """The constructor's arguments (but `config`), as `build` was given
+        them: what a saved model records to rebuild this template."""
+        return {
+            "application": self.application,
+            "with_pool": self.pool_activation or False,
+            "with_nsp": self.with_nsp,
+            "padding_mask_input": self.padding_mask_input,
+            "conditional_layer_norm": self.conditional_layer_norm,
+            "conditional_layer_norm_hidden_size": self.conditional_layer_norm_hidden_size,
+            "conditional_layer_norm_activation": self.conditional_layer_norm_activation,
+        }
 
     # Hooks a variant may override -------------------------------------------
 
@@ -216,15 +234,43 @@ class Transformer:
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )
 
-    def apply_attention(self, attention, hidden, index, attention_mask, distance_bias):
-        """Self-attention of block `index`; T-TA overrides it to attend to the
-        embeddings instead."""
-        return attention(
-            hidden,
-            attention_mask=attention_mask,
-            distance_bias=distance_bias,
-            use_causal_mask=self.causal,
+    def make_feed_forward(self, index):
+        config = self.config
+        return layers.FeedForward(
+            config.intermediate_size,
+            activation=config.hidden_act,
+            kernel_initializer=self.initializer(),
+            name=f"{self.block_prefix(index)}-FeedForward",
         )
+
+    def make_block(self, index):
+        """Block `index`, a `TransformerBlock` of the attention of
+        `make_attention`, the feed-forward of `make_feed_forward`, and the
+        norms, dropouts and residual adds named after them, in the order
+        `norm_first` says."""
+        config = self.config
+        attention = f"{self.block_prefix(index)}-MultiHeadSelfAttention"
+        feed_forward = f"{self.block_prefix(index)}-FeedForward"
+        return TransformerBlock(
+            attention=self.make_attention(index),
+            feed_forward=self.make_feed_forward(index),
+            attention_norm=self.layer_norm(f"{attention}-Norm"),
+            feed_forward_norm=self.layer_norm(f"{feed_forward}-Norm"),
+            attention_dropout=keras.layers.Dropout(
+                config.dropout_rate, name=f"{attention}-Dropout"
+            ),
+            feed_forward_dropout=keras.layers.Dropout(
+                config.dropout_rate, name=f"{feed_forward}-Dropout"
+            ),
+            attention_add=keras.layers.Add(name=f"{attention}-Add"),
+            feed_forward_add=keras.layers.Add(name=f"{feed_forward}-Add"),
+            norm_first=self.norm_first,
+        )
+
+    def attention_value(self, hidden, index):
+        """What block `index` attends to besides `hidden` (its keys and
+        values), or None for self-attention; T-TA attends to the embeddings."""
+        return None
 
     # The template ------------------------------------------------------------
 
@@ -237,6 +283,7 @@ class Transformer:
             input_contract=self.make_input_contract(),
             application=self.application,
             name=name,
+            template=self,
         )
 
     def make_input_contract(self):
@@ -267,28 +314,82 @@ class Transformer:
             vectors=vectors,
         )
 
+    def make_layers(self):
+        """Creates every layer the forward pass uses (or, bound to a built
+        model, adopts the model's layers of the same names): the attention
+        mask, the embeddings, the position bias, the blocks, the head."""
+        self.attention_mask_layer = self.own(
+            layers.AttentionMask(
+                self.mask_mode,
+                pad_token_id=self.config.pad_token_id,
+                mask_diagonal=self.mask_diagonal,
+                name="Attention-Mask",
+            )
+        )
+        self.embedding_layers = {
+            role: self.own(layer) for role, layer in self.make_embedding_layers().items()
+        }
+        self.embedding_adds = {}
+        self.position_bias = self.own(self.make_position_bias())
+        shared = self.own_block(self.make_block(0)) if self.shared_block else None
+        self.blocks = [
+            shared or self.own_block(self.make_block(index))
+            for index in range(self.config.num_layers)
+        ]
+        self.head_layers = {
+            role: self.own(layer) for role, layer in self.make_head_layers().items()
+        }
+
+    def bind(self, model):
+        """This template over the layers of `model`, a model it built
+        (possibly saved and loaded since): every layer it would create is
+        the model's layer of the same name. Returns the template."""
+        self._existing = {layer.name: layer for layer in model.layers}
+        try:
+            self.make_layers()
+        finally:
+            self._existing = None
+        return self
+
+    def own(self, layer):
+        """`layer`, or, while binding to a built model, the model's layer of
+        its name."""
+        if layer is None or self._existing is None:
+            return layer
+        if layer.name not in self._existing:
+            raise ValueError(
+                f"{type(self).__name__} creates a layer named {layer.name!r} that the "
+                "model does not have: the model was not built by this variant with "
+                "these arguments."
+            )
+        return self._existing[layer.name]
+
+    def own_block(self, block):
+        return TransformerBlock(
+            **{
+                role: self.own(layer)
+                for role, layer in vars(block).items()
+                if role != "norm_first"
+            },
+            norm_first=block.norm_first,
+        )
+
     def build_graph(self):
         """The model's `(inputs, outputs)`, for `keras.Model` or a subclass."""
+        self.make_layers()
         inputs = self.get_inputs()
-        attention_mask = layers.AttentionMask(
-            self.mask_mode,
-            pad_token_id=self.config.pad_token_id,
-            mask_diagonal=self.mask_diagonal,
-            name="Attention-Mask",
-        )(
+        self.condition = inputs.get("condition")
+        attention_mask = self.attention_mask_layer(
             inputs["token_ids"],
             segment_ids=inputs.get("segment_ids"),
             padding_mask=inputs.get("padding_mask"),
         )
-        self.embedding_layers = self.make_embedding_layers()
         hidden = self.apply_embeddings(inputs)
-        position_bias = self.make_position_bias()
         # Once per distance, O(length): windowed layers then take only the
         # blocks of their band.
         distance_bias = None
-        if position_bias is not None:
-            distance_bias = position_bias(hidden, by_distance=True)
-        self.blocks = {}
+        if self.position_bias is not None:
+            distance_bias = self.position_bias(hidden, by_distance=True)
         for index in range(self.config.num_layers):
             hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
         return inputs, self.mask_sequence_outputs(inputs, self.apply_final_layers(hidden))
@@ -297,9 +398,9 @@ class Transformer:
         """`outputs` with a Keras mask on each `(batch, length, ...)` one: the
         padding (`padding_mask`, else `token_ids != pad_token_id`), for the
         mask-consuming layers users stack on the model."""
-        padding_mask = inputs.get("padding_mask")
-        if padding_mask is None:
-            padding_mask = ops.not_equal(inputs["token_ids"], self.config.pad_token_id)
+        padding_mask = masking.real_tokens(
+            inputs["token_ids"], self.config.pad_token_id, inputs.get("padding_mask")
+        )
         single = not isinstance(outputs, dict)
         named = {"output": outputs} if single else outputs
         masked = {
@@ -324,12 +425,14 @@ class Transformer:
             inputs["condition"] = keras.Input(
                 (self.conditional_layer_norm,), dtype="float32", name="condition"
             )
-            self.condition = inputs["condition"]
         return inputs
 
     def apply_embeddings(self, inputs):
         return self.embed(
-            inputs["token_ids"], inputs.get("segment_ids"), inputs.get("padding_mask")
+            inputs["token_ids"],
+            inputs.get("segment_ids"),
+            inputs.get("padding_mask"),
+            condition=self.condition,
         )
 
     def make_embedding_layers(self):
@@ -362,130 +465,158 @@ class Transformer:
             )
         return embedding_layers
 
-    def embed(self, token_ids, segment_ids=None, padding_mask=None, stream=""):
+    def embedding_add(self, stream=""):
+        """The `Add` of the embeddings of `stream` (`Embedding-Add{stream}`)."""
+        if stream not in self.embedding_adds:
+            self.embedding_adds[stream] = self.own(
+                keras.layers.Add(name=f"Embedding-Add{stream}")
+            )
+        return self.embedding_adds[stream]
+
+    def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
+              positions=None, condition=None):
         """`Mapping(Dropout(LN(token + segment + position)))`, the mapping only
-        for factorised embeddings. `stream` suffixes the names of the
-        parameter-free layers when a variant embeds a second stream."""
+        for factorised embeddings.
+
+        The full pass numbers positions itself (from 0, or over real tokens
+        from `padding_mask` for RoBERTa); a decoding step gives `positions`,
+        int `(batch, n)` or `(n,)` (negative for padding), and runs the
+        layers by `call` (see `direct_call`). `stream` suffixes the names of
+        the parameter-free layers when a variant embeds a second stream.
+        """
         config = self.config
         embedding_layers = self.embedding_layers
-        embedded = [embedding_layers["token"](token_ids)]
+        decoding = positions is not None
+        run = direct_call if decoding else _keras_call
+        embedded = [run(embedding_layers["token"], token_ids)]
         if "segment" in embedding_layers:
             if segment_ids is None or config.segment_vocab_size == 1:
                 # A single token type (RoBERTa) still has its embedding row.
                 segment_ids = ops.zeros_like(token_ids)
-            embedded.append(embedding_layers["segment"](segment_ids))
-        if embedding_layers["position"] is not None:
-            if padding_mask is None:
-                padding_mask = ops.not_equal(token_ids, config.pad_token_id)
-            embedded.append(embedding_layers["position"](token_ids, padding_mask=padding_mask))
+            embedded.append(run(embedding_layers["segment"], segment_ids))
+        position = embedding_layers["position"]
+        if position is not None:
+            if decoding:
+                embedded.append(run(position, token_ids, positions=positions))
+            else:
+                padding_mask = masking.real_tokens(token_ids, config.pad_token_id, padding_mask)
+                embedded.append(position(token_ids, padding_mask=padding_mask))
         hidden = embedded[0]
         if len(embedded) > 1:
-            hidden = keras.layers.Add(name=f"Embedding-Add{stream}")(embedded)
-        hidden = embedding_layers["dropout"](embedding_layers["norm"](hidden))
+            hidden = run(self.embedding_add(stream), embedded)
+        hidden = self.norm(embedding_layers["norm"], hidden, condition, run)
+        if not decoding:
+            hidden = embedding_layers["dropout"](hidden)
         if "mapping" in embedding_layers:
-            hidden = embedding_layers["mapping"](hidden)
+            hidden = run(embedding_layers["mapping"], hidden)
         return hidden
 
     def layer_norm(self, name):
-        """A LayerNorm, as a callable of the hidden states: conditioned on
-        the `condition` input when the model has one."""
+        """A LayerNorm, or a `ConditionalLayerNormalization` when the model
+        has a `condition` input (see `norm` for applying it)."""
         if self.conditional_layer_norm is None:
             return keras.layers.LayerNormalization(
                 epsilon=self.config.layer_norm_epsilon, name=name
             )
-        norm = layers.ConditionalLayerNormalization(
+        return layers.ConditionalLayerNormalization(
             hidden_size=self.conditional_layer_norm_hidden_size,
             hidden_activation=self.conditional_layer_norm_activation,
             epsilon=self.config.layer_norm_epsilon,
             name=name,
         )
-        return functools.partial(norm, condition=self.condition)
+
+    @staticmethod
+    def norm(layer, hidden, condition=None, run=None):
+        """`layer(hidden)`, given the `condition` when it is conditional."""
+        run = run or _keras_call
+        if isinstance(layer, layers.ConditionalLayerNormalization):
+            return run(layer, hidden, condition=condition)
+        return run(layer, hidden)
 
     def block_prefix(self, index):
         """The name prefix of block `index`'s layers: `Transformer-{index}`,
         or `Transformer` for every index when the variant shares one block."""
         return "Transformer" if self.shared_block else f"Transformer-{index}"
 
-    def block_layers(self, index):
-        """The layers of block `index` (see `make_block_layers`), created on
-        first use; with `shared_block`, block 0's layers serve every index."""
-        key = 0 if self.shared_block else index
-        if key not in self.blocks:
-            self.blocks[key] = self.make_block_layers(key)
-        return self.blocks[key]
-
-    def make_block_layers(self, index):
-        """The layers of one post-LN block, by role."""
-        config = self.config
-        attention = f"{self.block_prefix(index)}-MultiHeadSelfAttention"
-        feed_forward = f"{self.block_prefix(index)}-FeedForward"
-        return {
-            "attention": self.make_attention(index),
-            "attention_dropout": keras.layers.Dropout(config.dropout_rate, name=f"{attention}-Dropout"),
-            "attention_add": keras.layers.Add(name=f"{attention}-Add"),
-            "attention_norm": self.layer_norm(f"{attention}-Norm"),
-            "feed_forward": layers.FeedForward(
-                config.intermediate_size,
-                activation=config.hidden_act,
-                kernel_initializer=self.initializer(),
-                name=feed_forward,
-            ),
-            "feed_forward_dropout": keras.layers.Dropout(
-                config.dropout_rate, name=f"{feed_forward}-Dropout"
-            ),
-            "feed_forward_add": keras.layers.Add(name=f"{feed_forward}-Add"),
-            "feed_forward_norm": self.layer_norm(f"{feed_forward}-Norm"),
-        }
-
     def apply_main_layer(self, hidden, index, attention_mask, distance_bias=None):
-        """One post-LN block: `x = LN(x + Drop(Attn(x)))`, `x = LN(x + Drop(FFN(x)))`."""
-        block = self.block_layers(index)
-        attended = self.apply_attention(
-            block["attention"], hidden, index, attention_mask, distance_bias
+        """Block `index` on `hidden` (see `TransformerBlock`)."""
+        return self.blocks[index](
+            hidden,
+            attention_mask=attention_mask,
+            distance_bias=distance_bias,
+            use_causal_mask=self.causal,
+            value=self.attention_value(hidden, index),
+            condition=self.condition,
         )
-        attended = block["attention_dropout"](attended)
-        hidden = block["attention_norm"](block["attention_add"]([hidden, attended]))
-        transformed = block["feed_forward_dropout"](block["feed_forward"](hidden))
-        return block["feed_forward_norm"](block["feed_forward_add"]([hidden, transformed]))
 
-    def apply_final_layers(self, hidden):
+    def make_head_layers(self):
+        """The layers after the blocks, by role: `pooler` and `nsp` (with
+        `with_pool`/`with_nsp`), and the masked-LM head (`mlm_dense`,
+        `mlm_norm`, `mlm_decoder` for an untied decoder, `mlm_bias`)."""
         config = self.config
-        outputs = {"sequence_output": hidden}
+        head = {}
         if self.with_pool:
-            pooled = keras.layers.Dense(
+            head["pooler"] = keras.layers.Dense(
                 config.hidden_size,
                 activation=self.pool_activation,
                 kernel_initializer=self.initializer(),
                 name="Pooler-Dense",
-            )(hidden[:, 0])
-            outputs["pooled_output"] = pooled
+            )
             if self.with_nsp:
-                outputs["nsp_logits"] = keras.layers.Dense(
+                head["nsp"] = keras.layers.Dense(
                     2, kernel_initializer=self.initializer(), name="NSP"
-                )(pooled)
+                )
         if self.with_mlm:
-            transformed = keras.layers.Dense(
+            head["mlm_dense"] = keras.layers.Dense(
                 config.embedding_width,
                 activation=resolve_activation(config.hidden_act),
                 kernel_initializer=self.initializer(),
                 name="MLM-Dense",
-            )(hidden)
-            transformed = self.layer_norm("MLM-Norm")(transformed)
-            if config.tie_word_embeddings:
-                logits = self.embedding_layers["token"](transformed, reverse=True)
-            else:
+            )
+            head["mlm_norm"] = self.layer_norm("MLM-Norm")
+            if not config.tie_word_embeddings:
                 # `tie_word_embeddings: false`: the checkpoint's own decoder.
-                logits = keras.layers.Dense(
+                head["mlm_decoder"] = keras.layers.Dense(
                     config.vocab_size,
                     use_bias=False,
                     kernel_initializer=self.initializer(),
                     name="MLM-Decoder",
-                )(transformed)
-            outputs["mlm_logits"] = layers.BiasAdd(name="MLM-Bias")(logits)
+                )
+            head["mlm_bias"] = layers.BiasAdd(name="MLM-Bias")
+        return head
+
+    def language_model_head(self, hidden, condition=None, decoding=False):
+        """The masked-LM logits of `hidden`: `Bias(Decoder(LN(Dense(x))))`,
+        the decoder the token embedding transposed unless untied."""
+        head = self.head_layers
+        run = direct_call if decoding else _keras_call
+        transformed = self.norm(
+            head["mlm_norm"], run(head["mlm_dense"], hidden), condition, run
+        )
+        if "mlm_decoder" in head:
+            logits = run(head["mlm_decoder"], transformed)
+        else:
+            logits = run(self.embedding_layers["token"], transformed, reverse=True)
+        return run(head["mlm_bias"], logits)
+
+    def apply_final_layers(self, hidden):
+        head = self.head_layers
+        outputs = {"sequence_output": hidden}
+        if self.with_pool:
+            pooled = head["pooler"](hidden[:, 0])
+            outputs["pooled_output"] = pooled
+            if self.with_nsp:
+                outputs["nsp_logits"] = head["nsp"](pooled)
+        if self.with_mlm:
+            outputs["mlm_logits"] = self.language_model_head(hidden, self.condition)
             del outputs["sequence_output"]
         if len(outputs) == 1:
             return next(iter(outputs.values()))
         return outputs
+
+
+def _keras_call(layer, *args, **kwargs):
+    return layer(*args, **kwargs)
 
 
 def _pool_activation(with_pool):

@@ -2,6 +2,7 @@
 input contract enforced at the boundary."""
 
 import contextlib
+import dataclasses
 
 import keras
 
@@ -53,10 +54,16 @@ class TransformerModel(keras.Model):
         input_contract: a `keras_attn.models.InputContract`, or its config.
         application: the builder's `application` (`"lm"` and `"unilm"`
             models can `generate`), or None for a model with other outputs.
+        template: the `keras_attn.Transformer` that built the model; its
+            embeddings, blocks and head are what decoding runs.
+        transformer: instead of `template`, its record (see
+            `template_record`), as a saved model's config holds it; the
+            template is rebuilt over the model's layers when first needed.
         **kwargs: other `keras.Model` arguments.
     """
 
-    def __init__(self, *args, input_contract=None, application=None, **kwargs):
+    def __init__(self, *args, input_contract=None, application=None, template=None,
+                 transformer=None, **kwargs):
         super().__init__(*args, **kwargs)
         if isinstance(input_contract, dict):
             input_contract = InputContract.from_config(input_contract)
@@ -64,7 +71,20 @@ class TransformerModel(keras.Model):
             raise ValueError("TransformerModel needs an `input_contract`.")
         self.input_contract = input_contract
         self.application = application
+        self._template = template
+        self._template_record = transformer
+        if template is not None:
+            self._template_record = template_record(template)
         self._generator = None
+
+    @property
+    def template(self):
+        """The `keras_attn.Transformer` whose layers this model runs, or None
+        for a model not built by `build_transformer_model` (or saved before
+        keras_attn recorded it in `.keras` files)."""
+        if self._template is None and self._template_record is not None:
+            self._template = template_from_record(self._template_record).bind(self)
+        return self._template
 
     def generate(self, prompts, max_new_tokens, sampler="greedy", **kwargs):
         """Continues `prompts` token by token with a key/value cache.
@@ -267,7 +287,39 @@ class TransformerModel(keras.Model):
         config = super().get_config()
         config["input_contract"] = self.input_contract.get_config()
         config["application"] = self.application
+        if self._template_record is not None:
+            config["transformer"] = self._template_record
         return config
+
+
+def template_record(template):
+    """What a saved model records of its template, to rebuild it over the
+    loaded layers: the registered variant name, the `TransformerConfig` as a
+    dict and the constructor's arguments; None for an unregistered class."""
+    from keras_attn.models.registry import variant_name
+
+    name = variant_name(type(template))
+    if name is None:
+        return None  # not registered: the model decodes in memory, not after loading
+    return {
+        "variant": name,
+        "config": dataclasses.asdict(template.config),
+        "arguments": template.arguments(),
+    }
+
+
+def template_from_record(record):
+    """The template a `template_record` describes (its layers not made)."""
+    from keras_attn.models.registry import VARIANTS
+    from keras_attn.models.transformer_config import TransformerConfig
+
+    variant = record["variant"]
+    if variant not in VARIANTS:
+        raise ValueError(
+            f"The model was built with variant {variant!r}, which is not registered; "
+            "import the module that registers it (keras_attn.register_variant) first."
+        )
+    return VARIANTS[variant](TransformerConfig(**record["config"]), **record["arguments"])
 
 
 def _is_tf_dataset(value):

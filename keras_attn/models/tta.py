@@ -2,6 +2,7 @@
 
 from keras import ops
 
+from keras_attn.layers import masking
 from keras_attn.models.bert import Bert
 from keras_attn.models.registry import register_variant
 
@@ -49,24 +50,11 @@ class Tta(Bert):
         token_ids = inputs["token_ids"]
         padding_mask = inputs.get("padding_mask")
         self.key_value = self.embed(token_ids, padding_mask=padding_mask)
-        if padding_mask is None:
-            is_padding = ops.equal(token_ids, self.config.pad_token_id)
-        else:
-            is_padding = ops.logical_not(ops.cast(padding_mask, "bool"))
-        mask_ids = ops.where(
-            is_padding, token_ids, ops.full_like(token_ids, self.config.mask_token_id)
-        )
-        if padding_mask is None:
-            padding_mask = ops.logical_not(is_padding)
-        return self.embed(mask_ids, padding_mask=padding_mask, stream="-Query")
+        real = masking.real_tokens(token_ids, self.config.pad_token_id, padding_mask)
+        mask_ids = ops.where(real, ops.full_like(token_ids, self.config.mask_token_id), token_ids)
+        return self.embed(mask_ids, padding_mask=real, stream="-Query")
 
-    def apply_attention(self, attention, hidden, index, attention_mask, distance_bias):
-        key_value = self.key_value
+    def attention_value(self, hidden, index):
         if self.config.tta_naive_key_value and index > 0:
-            key_value = hidden
-        return attention(
-            hidden,
-            value=key_value,
-            attention_mask=attention_mask,
-            distance_bias=distance_bias,
-        )
+            return hidden
+        return self.key_value

@@ -1,0 +1,147 @@
+"""One Transformer block, the same code for the full pass and a decoding step."""
+
+from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
+from keras_attn.layers.direct_call import direct_call
+
+
+class TransformerBlock:
+    """A self-attention sub-layer and a feed-forward sub-layer, each with
+    dropout, a residual connection and a norm, in one order for every pass.
+
+    Post-LN (BERT, Vaswani et al. 2017):
+
+        x = Norm(x + Drop(Attention(x)))
+        x = Norm(x + Drop(FFN(x)))
+
+    Pre-LN (`norm_first=True`, GPT-2; Xiong et al. 2020, "On Layer
+    Normalization in the Transformer Architecture",
+    https://arxiv.org/abs/2002.04745):
+
+        x = x + Drop(Attention(Norm(x)))
+        x = x + Drop(FFN(Norm(x)))
+
+    The block is the model's only statement of this order. The template
+    (`keras_attn.Transformer`) calls it on symbolic tensors to build the
+    functional graph, so each sub-layer stays a layer of the model under its
+    stable name (`Transformer-3-FeedForward-Norm` is a `get_layer` away, with
+    its own output and padding mask, and checkpoint tables and saved
+    `.keras` files address it by that name); a decoding step calls it on
+    concrete tensors with a `KeyValueCache`, running the very same layers in
+    the very same order. That is why it is a plain object over the model's
+    layers rather than one Keras layer: a nested layer would hide the
+    sub-layers from `get_layer` and from files saved before it existed.
+
+    A norm that is a `ConditionalLayerNormalization` is given `condition`.
+    Dropout runs in the full pass only (decoding is inference).
+
+    Args:
+        attention: a `keras_attn.MultiHeadAttention` (or subclass).
+        feed_forward: a `keras_attn.layers.FeedForward`.
+        attention_norm, feed_forward_norm: the two norms.
+        attention_dropout, feed_forward_dropout: the two dropout layers.
+        attention_add, feed_forward_add: the two residual `Add` layers.
+        norm_first: pre-LN order instead of post-LN.
+
+    Call arguments:
+        hidden: `(batch, length, hidden_size)`.
+        attention_mask, distance_bias, use_causal_mask: the attention's
+            (full pass).
+        value: keys and values other than `hidden` (T-TA's embeddings).
+        condition: `(batch, width)`, for conditional norms.
+        cache, cache_step: a `KeyValueCache` and its `CacheStep`: the call
+            is then a decoding step, `attention_mask` the mask of the cache's
+            slots and `attention_bias` the position bias of those slots; it
+            returns `(hidden, updated_cache)`.
+        attention_bias: additive bias for a decoding step.
+
+    Example:
+
+    >>> block = model_template.blocks[0]
+    >>> hidden, cache = block(hidden, mask, cache=cache, cache_step=step)
+    """
+
+    def __init__(
+        self,
+        attention,
+        feed_forward,
+        attention_norm,
+        feed_forward_norm,
+        attention_dropout,
+        feed_forward_dropout,
+        attention_add,
+        feed_forward_add,
+        norm_first=False,
+    ):
+        self.attention = attention
+        self.feed_forward = feed_forward
+        self.attention_norm = attention_norm
+        self.feed_forward_norm = feed_forward_norm
+        self.attention_dropout = attention_dropout
+        self.feed_forward_dropout = feed_forward_dropout
+        self.attention_add = attention_add
+        self.feed_forward_add = feed_forward_add
+        self.norm_first = norm_first
+
+    @property
+    def layers(self):
+        """The block's layers, in the order they are applied."""
+        return [
+            self.attention_norm, self.attention, self.attention_dropout, self.attention_add,
+            self.feed_forward_norm, self.feed_forward, self.feed_forward_dropout,
+            self.feed_forward_add,
+        ]
+
+    def __call__(
+        self,
+        hidden,
+        attention_mask=None,
+        distance_bias=None,
+        use_causal_mask=False,
+        value=None,
+        condition=None,
+        cache=None,
+        cache_step=None,
+        attention_bias=None,
+    ):
+        decoding = cache is not None
+        # A decoding step runs the layers by `call` where that is exact (see
+        # `direct_call`); the full pass goes through Keras' `__call__`, which
+        # records the graph.
+        run = direct_call if decoding else _keras_call
+
+        def norm(layer, x):
+            if isinstance(layer, ConditionalLayerNormalization):
+                return run(layer, x, condition=condition)
+            return run(layer, x)
+
+        def dropout(layer, x):
+            return x if decoding else layer(x)
+
+        residual = hidden
+        normed = norm(self.attention_norm, hidden) if self.norm_first else hidden
+        if decoding:
+            attended, cache = run(
+                self.attention, normed, attention_mask=attention_mask,
+                attention_bias=attention_bias, cache=cache, cache_step=cache_step,
+            )
+        else:
+            arguments = {"attention_mask": attention_mask, "distance_bias": distance_bias}
+            if value is not None:
+                arguments["value"] = value
+            if use_causal_mask:
+                arguments["use_causal_mask"] = True
+            attended = self.attention(normed, **arguments)
+        hidden = run(self.attention_add, [residual, dropout(self.attention_dropout, attended)])
+        if not self.norm_first:
+            hidden = norm(self.attention_norm, hidden)
+        residual = hidden
+        normed = norm(self.feed_forward_norm, hidden) if self.norm_first else hidden
+        transformed = dropout(self.feed_forward_dropout, run(self.feed_forward, normed))
+        hidden = run(self.feed_forward_add, [residual, transformed])
+        if not self.norm_first:
+            hidden = norm(self.feed_forward_norm, hidden)
+        return (hidden, cache) if decoding else hidden
+
+
+def _keras_call(layer, *args, **kwargs):
+    return layer(*args, **kwargs)
