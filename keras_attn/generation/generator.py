@@ -41,6 +41,7 @@ class Generator:
         self.forward = CachedForward(model)
         self.model = model
         self._compiled = {}
+        self._compiled_state = None
 
     def generate(
         self,
@@ -325,7 +326,15 @@ class Generator:
 
     def _compiled_loop(self, key, make_loop):
         """The loop for `key`, compiled on first use: an XLA program on JAX
-        and TensorFlow, a loop under `torch.no_grad()` on torch."""
+        and TensorFlow, a loop under `torch.no_grad()` on torch.
+
+        A compiled program captures which variables the model has (LoRA
+        adapters, quantized kernels), so when `model_state` changes (after
+        `enable_lora`, `merge_lora`, `quantize`) every program is dropped
+        and the next call compiles one for the model as it is now."""
+        state = model_state(self.model)
+        if state != self._compiled_state:
+            self._compiled, self._compiled_state = {}, state
         if key not in self._compiled:
             self._compiled[key] = self._compile(make_loop())
         return self._compiled[key]
@@ -364,11 +373,10 @@ class Generator:
         forward = self.forward
         batch, total = tokens.shape
         cache = forward.empty_cache(batch, forward.capacity(bucket, total))
-        segments = None if forward.causal else ops.zeros((batch, bucket), "int32")
         prompt_mask = ops.arange(bucket)[None, :] < lengths[:, None]
         _, cache = forward(
-            tokens[:, :bucket], 0, cache, segment_ids=segments, padding_mask=prompt_mask,
-            causal=forward.causal, logits=False, condition=condition,
+            tokens[:, :bucket], 0, cache, padding_mask=prompt_mask, logits=False,
+            condition=condition,
         )
         return cache
 
@@ -563,6 +571,14 @@ def prompt_bucket(longest, max_length, max_new_tokens):
     if max_length is not None:
         bucket = min(bucket, max_length - max_new_tokens)
     return max(bucket, longest)
+
+
+def model_state(model):
+    """What a compiled decoding loop depends on besides its inputs: the
+    identity of every variable (`enable_lora` adds variables, `merge_lora`
+    removes them, `quantize` replaces kernels by integer ones and scales).
+    Values are read at run time, so training needs no new program."""
+    return tuple(id(variable) for variable in model.variables)
 
 
 def _sampler_key(sampler):

@@ -6,6 +6,8 @@ import pytest
 
 import keras_attn
 from keras_attn.generation import CachedForward
+from keras_attn.generation.cached_forward import GENERATIVE_APPLICATIONS
+from keras_attn.models import VARIANTS
 from tests.harness import to_numpy
 
 CONFIG = dict(
@@ -15,27 +17,91 @@ CONFIG = dict(
 )
 LENGTH, PROMPT = 16, 6
 
-CASES = [
-    ("bert", "lm", {}),
-    ("bert", "unilm", {}),
-    ("roberta", "lm", {"type_vocab_size": 1}),
-    ("roberta+", "lm", {"attention_key_size": 12}),
-    ("roberta+", "unilm", {"attention_key_size": 12, "embedding_size": 8}),
-    ("talking_heads", "lm", {}),
-    ("sinusoidal", "lm", {}),
-    ("roformer", "lm", {}),
+# Options a variant's cases add to CONFIG: its checkpoint family's shape
+# (RoBERTa's single token type, RoBERTa+'s decoupled widths, ALBERT's
+# factorised embeddings).
+OPTIONS = {
+    "roberta": {"type_vocab_size": 1},
+    "roberta+": {"attention_key_size": 12, "embedding_size": 8},
+    "albert": {"embedding_size": 8},
+}
+# Windows, rings and log-n scaling, on top of each variant's plain cases.
+WINDOWED_CASES = [
     ("roformer", "unilm", {"attention_window": 6}),
     ("alibi", "lm", {"attention_window": 5}),
-    ("alibi", "unilm", {}),
     ("kerple_log", "lm", {"log_n_train_length": 4}),
     ("kerple_power", "lm", {"attention_window": 4}),
-    ("sandwich", "lm", {}),
-    ("xpos", "lm", {}),
     ("xpos", "lm", {"attention_window": 4, "blockwise_attention": True}),
     ("bert", "lm", {"attention_window": 4, "log_n_train_length": 3}),
-    ("albert", "lm", {"embedding_size": 8}),
-    ("albert", "unilm", {}),
+    ("albert", "unilm", {"attention_window": 5}),
 ]
+
+
+class PreNormBert(keras_attn.Transformer):
+    """A variant whose blocks are pre-LN (GPT-2's order)."""
+
+    norm_first = True
+
+
+class LogDistanceBias(keras_attn.layers.RelativePositionBias):
+    """A position bias defined here: `-c_h log(1 + |i - j|)`, a slope per head."""
+
+    def __init__(self, heads, **kwargs):
+        super().__init__(**kwargs)
+        self.heads = heads
+
+    def bias(self, distance):
+        slopes = keras.ops.arange(1, self.heads + 1, dtype="float32") * 0.7
+        magnitude = keras.ops.log1p(keras.ops.abs(keras.ops.cast(distance, "float32")))
+        return -keras.ops.reshape(slopes, (-1,) + (1,) * len(distance.shape)) * magnitude[None]
+
+
+class LogDistanceBert(keras_attn.Transformer):
+    """A variant with its own relative position bias and no position table."""
+
+    def make_position_embedding(self):
+        return None
+
+    def make_position_bias(self):
+        return LogDistanceBias(self.config.num_heads, name="Position-Bias")
+
+
+# Variants registered by the test, with the registry's own.
+TEST_VARIANTS = {"test_pre_norm": PreNormBert, "test_log_distance": LogDistanceBert}
+
+
+def generative_cases():
+    """Every registered variant x every generative application it builds."""
+    variants = dict(VARIANTS, **TEST_VARIANTS)
+    for name, variant_class in variants.items():
+        for application in variant_class.applications:
+            if application in GENERATIVE_APPLICATIONS:
+                yield name, application, OPTIONS.get(name, {})
+
+
+CASES = list(generative_cases()) + WINDOWED_CASES
+
+
+@pytest.fixture
+def test_variants():
+    """The test's variants registered for one test."""
+    for name, variant_class in TEST_VARIANTS.items():
+        keras_attn.register_variant(name, variant_class)
+    yield
+    for name in TEST_VARIANTS:
+        VARIANTS.pop(name, None)
+
+
+def test_the_cases_cover_the_registry():
+    """A variant registered later joins the cases by itself; this fails if
+    the cases stop being drawn from the registry."""
+    covered = {variant for variant, _, _ in CASES}
+    generative = {
+        name for name, cls in VARIANTS.items()
+        if set(cls.applications) & set(GENERATIVE_APPLICATIONS)
+    }
+    assert generative <= covered and set(TEST_VARIANTS) <= covered
+    assert {"bert", "roberta", "albert", "xpos"} <= generative
 
 
 def sequences(pad_token_id, seed=0):
@@ -45,7 +111,7 @@ def sequences(pad_token_id, seed=0):
 
 
 @pytest.mark.parametrize("variant, application, options", CASES)
-def test_each_cached_step_equals_the_full_pass(variant, application, options):
+def test_each_cached_step_equals_the_full_pass(variant, application, options, test_variants):
     model = keras_attn.build_transformer_model(
         CONFIG, variant=variant, application=application, **options
     )
@@ -65,7 +131,7 @@ def test_each_cached_step_equals_the_full_pass(variant, application, options):
     cache = forward.empty_cache(2, capacity)
     logits, cache = forward(
         ids[:, :PROMPT], 0, cache,
-        segment_ids=np.zeros((2, PROMPT), "int32") if unilm else None, causal=not unilm,
+        segment_ids=np.zeros((2, PROMPT), "int32") if unilm else None,
     )
     np.testing.assert_allclose(to_numpy(logits)[:, -1], full[:, PROMPT - 1], atol=1e-5, rtol=1e-5)
     if not unilm:
