@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from keras_attn import keras_internals
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import SkippedWeightsWarning
 from keras_attn.checkpoints.readers import UnusedWeightsWarning
@@ -46,7 +47,7 @@ def checkpoint_free_paths(model):
     path is its layer's path and its name, `layer/name`.
     """
     paths = set()
-    for layer in model._flatten_layers(include_self=False):
+    for layer in keras_internals.all_layers(model):
         for name in getattr(layer, "checkpoint_free_weights", ()):
             paths.add(f"{layer.path}/{name}")
     return paths

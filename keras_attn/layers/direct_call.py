@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_attn import keras_internals
+
 
 def direct_call(layer, *args, **kwargs):
     """`layer(*args, **kwargs)`, computed by `layer.call` on torch when the
@@ -24,6 +26,6 @@ def direct_call(layer, *args, **kwargs):
         and policy.compute_dtype == policy.variable_dtype
     ):
         if policy.quantization_mode is not None:
-            return layer.quantized_call(*args, **kwargs)
+            return keras_internals.quantized_call(layer, *args, **kwargs)
         return layer.call(*args, **kwargs)
     return layer(*args, **kwargs)

@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_attn import keras_internals
+
 
 def make_dense(layer, units, name, activation=None):
     """A `Dense` sublayer of `layer` with its `use_bias`, initializers and
@@ -37,7 +39,7 @@ def quantized_projection_policies(layer):
     them in float and fail to load their weights."""
     policies = {
         sublayer.name: keras.dtype_policies.serialize(sublayer.dtype_policy)
-        for sublayer in layer._flatten_layers(include_self=False, recursive=False)
+        for sublayer in keras_internals.direct_sublayers(layer)
         if isinstance(sublayer, keras.layers.Dense) and sublayer.quantization_mode
     }
     return policies or layer.projection_policies or None

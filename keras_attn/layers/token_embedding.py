@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attn import keras_internals
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class TokenEmbedding(keras.layers.Embedding):
@@ -42,12 +44,15 @@ class TokenEmbedding(keras.layers.Embedding):
             )
         super().quantize(mode, type_check=False, config=config)
 
+    # Keras' hook for an int8 layer's computation (see
+    # `keras_internals.embedding_int8_lookup`).
     def _int8_call(self, inputs, reverse=False, training=None):
         if not reverse:
-            return super()._int8_call(inputs, training=training)
+            return keras_internals.embedding_int8_lookup(self, inputs, training=training)
         # The table is `E = E_int8 / scale[:, None]`, one scale per vocabulary
         # row, so `hidden @ E^T` divides column `v` of `hidden @ E_int8^T`.
-        logits = ops.matmul(inputs, ops.transpose(ops.cast(self._embeddings, inputs.dtype)))
+        table = keras_internals.int8_embedding_table(self)
+        logits = ops.matmul(inputs, ops.transpose(ops.cast(table, inputs.dtype)))
         logits = ops.divide(logits, ops.cast(self.embeddings_scale, inputs.dtype))
         if self.lora_enabled:
             delta = ops.matmul(self.lora_embeddings_a, self.lora_embeddings_b)

@@ -5,6 +5,7 @@ import os
 import keras
 import numpy as np
 
+from keras_attn import keras_internals
 from keras_attn.layers.feed_forward import FeedForward
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 
@@ -19,7 +20,7 @@ def _projections(model, feed_forward=True):
     `"Transformer-0-MultiHeadSelfAttention/query_dense"`): stable names,
     the same in every model the builder makes from one config, nested models
     included."""
-    for layer in model._flatten_layers(include_self=False):
+    for layer in keras_internals.all_layers(model):
         if isinstance(layer, MultiHeadAttention):
             names = ATTENTION_PROJECTIONS
         elif isinstance(layer, FeedForward) and feed_forward:
@@ -232,17 +233,12 @@ def merge_lora(model):
         # With adapters, `Dense.kernel` is the merged kernel.
         merged = keras.ops.convert_to_numpy(dense.kernel)
         for attribute in ADAPTER_VARIABLES:
-            # Not `del`: Keras' `Layer.__delattr__` runs a full garbage
-            # collection per variable, seconds on a large model.
-            dense._untrack_variable(getattr(dense, attribute))
-            object.__delattr__(dense, attribute)
+            keras_internals.drop_variable(dense, attribute)
         dense.lora_enabled = False
         dense.lora_rank = None
         dense.lora_alpha = None
-        dense._kernel.assign(merged)
-    if keras.config.backend() == "torch":
-        # Torch modules keep their own list of parameters.
-        for layer in model._flatten_layers():
-            layer._track_variables()
+        # Without adapters, `Dense.kernel` is the stored kernel variable.
+        dense.kernel.assign(merged)
+    keras_internals.sync_torch_parameters(model)
     model.train_function = model.test_function = model.predict_function = None
     return len(adapted)

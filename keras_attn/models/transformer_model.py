@@ -6,6 +6,7 @@ import dataclasses
 
 import keras
 
+from keras_attn import keras_internals
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
@@ -271,16 +272,8 @@ class TransformerModel(keras.Model):
         try:
             yield
         except BaseException:
-            if getattr(self, "_jax_state", None) and not self._jax_state_synced:
-                try:
-                    self.jax_state_sync()  # progress of the completed steps
-                except Exception:  # noqa: BLE001 - restore the saved values below
-                    pass
-            self._jax_state = None
-            self._jax_state_synced = True
-            for variable, value in zip(variables, saved):
-                if variable._value is None:
-                    variable._value = value
+            keras_internals.end_interrupted_jax_loop(self)
+            keras_internals.reattach_jax_values(variables, saved)
             raise
 
     def get_config(self):

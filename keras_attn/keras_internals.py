@@ -1,0 +1,130 @@
+"""Every private Keras attribute keras_attn uses, each behind one function.
+
+Keras has no public way to do the few things below, so keras_attn reaches
+into its internals here and nowhere else: when a Keras upgrade renames or
+removes one of them, this module and `tests/test_keras_internals.py` (which
+checks each attribute on the installed Keras) are the one place that breaks.
+
+Checked against Keras 3.15.1 (`CHECKED_KERAS_VERSION`). After upgrading Keras,
+run `tests/test_keras_internals.py` on every backend, then raise the version.
+"""
+
+import keras
+
+CHECKED_KERAS_VERSION = "3.15.1"
+
+
+def all_layers(layer):
+    """Every layer nested in `layer`, at any depth, without `layer` itself.
+
+    Uses `Layer._flatten_layers`. Keras has no public way to walk sublayers:
+    `Model.layers` lists only a model's direct layers (a nested
+    `MultiHeadAttention`'s projections are not among them), and a plain
+    `Layer` lists none.
+    """
+    return layer._flatten_layers(include_self=False)
+
+
+def direct_sublayers(layer):
+    """The layers `layer` holds directly (its attributes), not theirs.
+
+    Uses `Layer._flatten_layers(recursive=False)`: a plain `Layer` has no
+    public equivalent of `Model.layers`.
+    """
+    return layer._flatten_layers(include_self=False, recursive=False)
+
+
+def drop_variable(layer, attribute):
+    """Removes the variable `layer.<attribute>` from `layer`: from its
+    attributes and from `layer.variables`, `trainable_variables`, ...
+
+    Uses `Layer._untrack_variable`: Keras can add a variable to a layer
+    (`add_weight`) but has no public way to remove one. The attribute is
+    removed with `object.__delattr__`, not `del`: Keras' `Layer.__delattr__`
+    runs a full garbage collection per variable, seconds on a large model.
+    """
+    layer._untrack_variable(getattr(layer, attribute))
+    object.__delattr__(layer, attribute)
+
+
+def sync_torch_parameters(model):
+    """On torch, makes the `torch.nn.Module` parameters of `model` and of
+    every layer in it match their Keras variables again, after variables
+    were removed (`drop_variable`); on other backends does nothing.
+
+    Uses `TorchLayer._track_variables`: torch modules keep their own list of
+    parameters, made when a layer is built, and Keras has no public way to
+    refresh it.
+    """
+    if keras.config.backend() != "torch":
+        return
+    for layer in [model, *all_layers(model)]:
+        layer._track_variables()
+
+
+def quantized_call(layer, *args, **kwargs):
+    """What `layer(*args, **kwargs)` computes on a quantized layer
+    (`model.quantize`), without `Layer.__call__`'s overhead.
+
+    Uses `Layer.quantized_call`, the undocumented method `__call__` hands a
+    quantized layer to (it picks the mode's `_int8_call`, `_int4_call`,
+    ...); there is no public way to run a quantized layer's computation
+    other than `__call__`.
+    """
+    return layer.quantized_call(*args, **kwargs)
+
+
+def embedding_int8_lookup(embedding, inputs, training=None):
+    """`keras.layers.Embedding`'s own int8 lookup of `inputs` on the
+    quantized `embedding` (a subclass of it).
+
+    Uses `Embedding._int8_call`. A subclass that changes what an int8 layer
+    computes (`TokenEmbedding`'s reverse projection) must override that
+    method, as `Layer.quantized_call` calls it, and falls back to this for
+    a plain lookup; Keras has no public hook for quantized computation.
+    """
+    return keras.layers.Embedding._int8_call(embedding, inputs, training=training)
+
+
+def int8_embedding_table(embedding):
+    """The int8 table of a quantized `keras.layers.Embedding`, without the
+    LoRA delta that `embedding.embeddings` adds to it.
+
+    Uses `Embedding._embeddings`: the public `embeddings` property returns
+    the table plus the LoRA adapters (in float), and there is no public
+    property for the stored table alone.
+    """
+    return embedding._embeddings
+
+
+def end_interrupted_jax_loop(model):
+    """On JAX, ends the state of a `fit`/`evaluate`/`predict` loop that
+    raised: writes the steps it completed back to the variables (if that
+    fails, the caller restores saved values) and forgets the loop's state.
+
+    Uses `JAXTrainer._jax_state` and `_jax_state_synced`: the JAX trainer
+    keeps the loop's variables there and clears them only when the loop
+    ends normally; the public `jax_state_sync` writes them back but cannot
+    tell whether there is anything to write or clear them.
+    """
+    if getattr(model, "_jax_state", None) and not model._jax_state_synced:
+        try:
+            model.jax_state_sync()
+        except Exception:  # noqa: BLE001 - the caller restores saved values
+            pass
+    model._jax_state = None
+    model._jax_state_synced = True
+
+
+def reattach_jax_values(variables, values):
+    """On JAX, gives each variable of `variables` that a compiled loop left
+    without a value (it detaches them while it runs) its value in `values`.
+
+    Uses `Variable._value`, None while a variable is detached: the public
+    `variable.value` of a detached variable calls its initializer (Keras
+    treats it as not yet initialized), which fails once the variable has
+    been created, so there is no public way to tell a detached variable.
+    """
+    for variable, value in zip(variables, values):
+        if variable._value is None:
+            variable._value = value

@@ -1,0 +1,209 @@
+"""The private Keras attributes `keras_attn.keras_internals` relies on still
+exist on the installed Keras, with the expected kind, and behave as relied
+on. A failure names the attribute, the function that needs it and the Keras
+version the module was checked against: fix that function, nothing else."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn import keras_internals
+from keras_attn.layers import TokenEmbedding
+
+BACKEND = keras.config.backend()
+jax_only = pytest.mark.skipif(
+    BACKEND != "jax", reason="the JAX trainer's loop state exists on JAX only"
+)
+torch_only = pytest.mark.skipif(
+    BACKEND != "torch", reason="torch.nn.Module parameters exist on torch only"
+)
+
+
+def removed(owner, attribute, function):
+    return (
+        f"Keras {keras.version()} removed `{owner}.{attribute}`, which "
+        f"keras_attn.keras_internals.{function} relies on (checked against "
+        f"{keras_internals.CHECKED_KERAS_VERSION})"
+    )
+
+
+def changed(owner, attribute, function, how):
+    return (
+        f"Keras {keras.version()} changed `{owner}.{attribute}` ({how}), which "
+        f"keras_attn.keras_internals.{function} relies on (checked against "
+        f"{keras_internals.CHECKED_KERAS_VERSION})"
+    )
+
+
+def require_method(cls, attribute, function):
+    assert callable(getattr(cls, attribute, None)), removed(cls.__name__, attribute, function)
+
+
+def require_attribute(instance, attribute, function):
+    assert hasattr(instance, attribute), removed(type(instance).__name__, attribute, function)
+
+
+class Outer(keras.layers.Layer):
+    """A layer holding a `Dense` and a layer that holds another `Dense`."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2, name="outer_dense")
+        self.inner = Inner()
+
+
+class Inner(keras.layers.Layer):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2, name="inner_dense")
+
+
+def built_dense(units=2, input_dim=3):
+    dense = keras.layers.Dense(units)
+    dense.build((None, input_dim))
+    return dense
+
+
+def test_flatten_layers_walks_nested_layers():
+    require_method(keras.layers.Layer, "_flatten_layers", "all_layers")
+    outer = Outer()
+    names = [layer.name for layer in keras_internals.all_layers(outer)]
+    assert "inner_dense" in names and outer.name not in names, changed(
+        "Layer", "_flatten_layers", "all_layers", f"yields {names}"
+    )
+
+
+def test_flatten_layers_not_recursive_stops_at_direct_sublayers():
+    require_method(keras.layers.Layer, "_flatten_layers", "direct_sublayers")
+    outer = Outer()
+    layers = keras_internals.direct_sublayers(outer)
+    assert layers == [outer.dense, outer.inner], changed(
+        "Layer", "_flatten_layers", "direct_sublayers",
+        f"recursive=False yields {[layer.name for layer in layers]}",
+    )
+
+
+def test_untrack_variable_removes_a_variable():
+    require_method(keras.layers.Layer, "_untrack_variable", "drop_variable")
+    dense = built_dense()
+    bias = dense.bias
+    keras_internals.drop_variable(dense, "bias")
+    assert not any(variable is bias for variable in dense.trainable_variables), changed(
+        "Layer", "_untrack_variable", "drop_variable", "the variable is still trainable"
+    )
+    assert not any(variable is bias for variable in dense.variables)
+    assert "bias" not in vars(dense)
+
+
+@torch_only
+def test_track_variables_refreshes_torch_parameters():
+    dense = built_dense()
+    require_method(keras.layers.Layer, "_track_variables", "sync_torch_parameters")
+    keras_internals.drop_variable(dense, "bias")
+    keras_internals.sync_torch_parameters(dense)
+    shapes = [tuple(parameter.shape) for parameter in dense.parameters()]
+    assert shapes == [(3, 2)], changed(
+        "TorchLayer", "_track_variables", "sync_torch_parameters",
+        f"the parameters after dropping the bias have shapes {shapes}",
+    )
+
+
+def test_quantized_call_computes_a_quantized_dense():
+    dense = built_dense()
+    dense.quantize("int8")
+    require_method(keras.layers.Layer, "quantized_call", "quantized_call")
+    inputs = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(keras_internals.quantized_call(dense, inputs)),
+        keras.ops.convert_to_numpy(dense(inputs)),
+        rtol=1e-6,
+        atol=1e-6,
+        err_msg=changed("Layer", "quantized_call", "quantized_call", "differs from __call__"),
+    )
+
+
+def test_int8_call_is_the_hook_of_a_quantized_embedding():
+    require_method(keras.layers.Embedding, "_int8_call", "embedding_int8_lookup")
+    calls = []
+
+    class Recording(keras.layers.Embedding):
+        def _int8_call(self, inputs, training=None):
+            calls.append(inputs)
+            return keras_internals.embedding_int8_lookup(self, inputs, training=training)
+
+    embedding = Recording(5, 3)
+    embedding.build()
+    expected = keras.ops.convert_to_numpy(embedding(np.array([[1, 4]])))
+    embedding.quantize("int8", type_check=False)  # Keras refuses subclasses by default
+    looked_up = keras.ops.convert_to_numpy(embedding(np.array([[1, 4]])))
+    assert calls, changed(
+        "Embedding", "_int8_call", "embedding_int8_lookup",
+        "an int8 layer's __call__ no longer calls it; TokenEmbedding overrides it",
+    )
+    np.testing.assert_allclose(looked_up, expected, rtol=0.02, atol=0.02)
+
+
+def test_embeddings_holds_the_int8_table_with_lora_enabled():
+    embedding = TokenEmbedding(5, 3)
+    embedding.build()
+    embedding.quantize("int8")
+    embedding.enable_lora(1)
+    require_attribute(embedding, "_embeddings", "int8_embedding_table")
+    table = keras_internals.int8_embedding_table(embedding)
+    assert keras.backend.standardize_dtype(table.dtype) == "int8", changed(
+        "Embedding", "_embeddings", "int8_embedding_table",
+        f"holds {table.dtype}, not the int8 table",
+    )
+    assert tuple(table.shape) == (5, 3)
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Records the JAX trainer's loop state after the first step, then
+    raises, as an error inside a loop would. It holds the model itself:
+    `Callback.model` would write the loop's state back first."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.watched = model
+
+    def on_train_batch_end(self, batch, logs=None):
+        model = self.watched
+        self.state = getattr(model, "_jax_state", None)
+        self.synced = getattr(model, "_jax_state_synced", None)
+        self.detached = [variable._value is None for variable in model.trainable_variables]
+        raise KeyboardInterrupt
+
+
+@jax_only
+def test_jax_state_and_value_are_the_loop_state_and_detached_values():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    require_attribute(model, "_jax_state_synced", "end_interrupted_jax_loop")
+    interrupt = Interrupt(model)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(np.ones((2, 3)), np.ones((2, 1)), batch_size=1, callbacks=[interrupt], verbose=0)
+    assert isinstance(interrupt.state, dict), removed(
+        "JAXTrainer", "_jax_state", "end_interrupted_jax_loop"
+    )
+    assert interrupt.synced is False, changed(
+        "JAXTrainer", "_jax_state_synced", "end_interrupted_jax_loop",
+        f"is {interrupt.synced!r} during a loop",
+    )
+    assert interrupt.detached and all(interrupt.detached), changed(
+        "Variable", "_value", "reattach_jax_values",
+        "a compiled loop no longer sets it to None while it runs",
+    )
+    keras_internals.end_interrupted_jax_loop(model)
+    assert model._jax_state is None and model._jax_state_synced is True
+
+    kernel = model.trainable_variables[0]
+    value = kernel.value
+    kernel._value = None  # as a compiled loop leaves it
+    keras_internals.reattach_jax_values([kernel], [value])
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(kernel.value),
+        keras.ops.convert_to_numpy(value),
+        err_msg=changed(
+            "Variable", "_value", "reattach_jax_values", "setting it no longer reattaches"
+        ),
+    )
