@@ -63,7 +63,7 @@ from bert_base import timed
 from bert_base import timed_side_by_side
 from bert_base import write_result
 from keras_attn.generation import CachedForward
-from keras_attn.generation.generator import prompt_bucket
+from keras_attn.generation.prompts import prompt_bucket
 
 BATCH, PROMPT, NEW_TOKENS = 8, 32, 256
 TOP_P = 0.9

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.samplers import decoding_loop
 from keras_attn.samplers.stateless_random import gumbel_noise
 
 
@@ -37,6 +38,10 @@ class Sampler:
     Subclasses override `filter_logits` (and `get_config` for their
     arguments); `needs_seed = False` makes a deterministic sampler that
     returns the argmax of the filtered logits.
+
+    A sampler also owns the decoding loop (`run_loop`), as keras-hub's
+    samplers do: the generator hands it a step function and the prompts, and
+    the sampler decides what each step keeps. `BeamSearch` runs its own.
 
     Args:
         temperature: the logits are divided by it before filtering and
@@ -76,6 +81,41 @@ class Sampler:
         row_max = ops.max(logits, axis=-1, keepdims=True)
         logits = ops.subtract(logits, ops.where(ops.isfinite(row_max), row_max, 0.0))
         return lowest_argmax(ops.add(logits, gumbel_noise(ops.shape(logits), seed)))
+
+    def run_loop(self, step, tokens, lengths, cache, settings, seed):
+        """Decodes every row token by token, picking each with this sampler.
+
+        Args:
+            step: `step(tokens, index, cache) -> (logits, cache)`: float32
+                logits `(rows, vocab)` for the token after position `index`.
+            tokens: int32 `(rows, total)`, the prompts then the pad id.
+            lengths: int32 `(rows,)`, each prompt's length.
+            cache: the decoding cache after the prompts.
+            settings: a `decoding_loop.DecodingSettings`.
+            seed: int32 `(2,)`; step `t` draws with `seed + [0, t]`.
+
+        Returns:
+            int32 `(rows, total)`: the prompts and their continuations (the
+            pad id after a row's end).
+        """
+        pad = settings.pad_token_id
+        limits = lengths + settings.max_new_tokens  # each row's final length
+        done = ops.zeros((tokens.shape[0],), "bool")
+
+        def body(index, tokens, cache, done):
+            logits, cache = step(tokens, index, cache)
+            following = index + 1
+            logits = decoding_loop.forbid_early_end(logits, following - lengths, settings)
+            step_seed = seed + ops.stack([0, following])
+            chosen = ops.cast(self(logits, step_seed if self.needs_seed else None), "int32")
+            forced, forced_token = decoding_loop.forced_tokens(tokens, following, lengths, settings)
+            chosen = ops.where(forced, forced_token, chosen)
+            chosen = ops.where(done, pad, chosen)
+            tokens = ops.slice_update(tokens, (0, following), chosen[:, None])
+            finished = decoding_loop.finishes(chosen, forced, following, lengths, limits, settings)
+            return index + 1, tokens, cache, ops.logical_or(done, finished)
+
+        return decoding_loop.run_steps(body, lengths, limits, (tokens, cache, done))[0]
 
     def filter_logits(self, logits):
         """Returns float32 `logits` `(batch, vocab)` (already divided by the

@@ -1,0 +1,72 @@
+"""The bookkeeping every decoding loop shares: which step runs, which tokens
+are forced (a prompt being read, a start token), which rows have finished."""
+
+from typing import NamedTuple
+from typing import Optional
+
+import numpy as np
+from keras import ops
+
+
+class DecodingSettings(NamedTuple):
+    """What a decoding loop is asked to do (see `Generator.generate`).
+
+    Attributes:
+        max_new_tokens: the most tokens generated per row.
+        pad_token_id: what a finished row holds.
+        end_token_id: a row stops after generating it (None: never).
+        min_new_tokens: `end_token_id` is forbidden before this many tokens.
+        start_token_id: forced as every row's first generated token.
+    """
+
+    max_new_tokens: int
+    pad_token_id: int
+    end_token_id: Optional[int] = None
+    min_new_tokens: int = 0
+    start_token_id: Optional[int] = None
+
+
+def run_steps(body, lengths, limits, state):
+    """Runs `body(index, tokens, cache, done, ...)` from the last token of
+    the shortest prompt until every row is done or full; returns the final
+    state without the index. `state` starts with `(tokens, cache, done)`."""
+
+    def condition(index, tokens, cache, done, *rest):
+        return ops.logical_and(index < ops.max(limits) - 1, ops.logical_not(ops.all(done)))
+
+    return ops.while_loop(condition, body, (ops.min(lengths) - 1,) + tuple(state))[1:]
+
+
+def forbid_early_end(logits, generated, settings):
+    """`logits` `(rows, vocab)` with `end_token_id` at -inf in rows that
+    have generated fewer than `min_new_tokens` tokens (`generated`)."""
+    if settings.end_token_id is None or settings.min_new_tokens == 0:
+        return logits
+    early = ops.less(generated, settings.min_new_tokens)[:, None]
+    is_end = ops.equal(ops.arange(logits.shape[-1]), settings.end_token_id)[None]
+    return ops.where(ops.logical_and(early, is_end), -np.inf, logits)
+
+
+def forced_tokens(tokens, following, lengths, settings):
+    """`(forced, token)`, both `(rows,)`: the rows whose token at position
+    `following` is not chosen by the model (their prompt's, or the start
+    token as their first generated one) and that token."""
+    token = ops.slice(tokens, (0, following), (tokens.shape[0], 1))[:, 0]
+    forced = ops.less(following, lengths)
+    if settings.start_token_id is not None:
+        starts = ops.equal(following, lengths)
+        token = ops.where(starts, settings.start_token_id, token)
+        forced = ops.logical_or(forced, starts)
+    return forced, token
+
+
+def finishes(chosen, forced, following, lengths, limits, settings):
+    """Rows past their prompt whose token at `following` ends them: their
+    last allowed token, or a generated (not forced) `end_token_id`."""
+    finished = ops.greater_equal(following + 1, limits)
+    if settings.end_token_id is not None:
+        ends = ops.logical_and(
+            ops.equal(chosen, settings.end_token_id), ops.logical_not(forced)
+        )
+        finished = ops.logical_or(finished, ends)
+    return ops.logical_and(ops.greater_equal(following, lengths), finished)
