@@ -4,6 +4,9 @@ import numpy as np
 
 from keras_attn.concrete import concrete_values
 from keras_attn.concrete import static_dimension
+from keras_attn.models.input_rules import LENGTH_RULE
+from keras_attn.models.input_rules import NUMPY_OPS
+from keras_attn.models.input_rules import VALUE_RULES
 
 # Names users bring from other libraries, and what to pass instead.
 FOREIGN_NAMES = {
@@ -44,7 +47,10 @@ class InputContract:
     Names, dtypes and shapes are known when a graph is traced and are checked
     on every call; values are checked wherever they are concrete: eager calls,
     and the data given to `fit`, `evaluate` and `predict` before any compiled
-    step runs (see `keras_attn.models.TransformerModel`).
+    step runs (see `keras_attn.models.TransformerModel`), a `tf.data`
+    pipeline's in the pipeline. Each value rule, and the length's, is stated
+    once (`keras_attn.models.input_rules`) and checked with numpy or with
+    TensorFlow ops from that one statement, with the same message.
 
     Args:
         limits: dict of input name -> number of allowed values, in the order
@@ -203,42 +209,36 @@ class InputContract:
 
     def check_values(self, inputs):
         """Checks the values of concrete inputs (numpy arrays or eager
-        tensors): integral, in range, all-zero where droppable. Returns
+        tensors) by the rules of `keras_attn.models.input_rules`: integral,
+        in range, all-zero where droppable, finite vectors. Returns
         `inputs`."""
+        concrete = {}
         for name, value in inputs.items():
             array = concrete_values(value)
-            if array is None:
-                continue
-            if name in self.vectors:
-                if array.size and not np.all(np.isfinite(array)):
-                    raise InputError(f"Input '{name}' holds a non-finite value.")
-                continue
-            if array.dtype.kind == "f" and not np.all(np.isfinite(array) & (array == np.round(array))):
-                bad = array[~(np.isfinite(array) & (array == np.round(array)))].ravel()[0]
-                raise InputError(
-                    f"Input '{name}' holds the non-integer value {float(bad)}; ids must be integers."
-                )
-            if array.size == 0:
-                continue
-            if name in self.droppable and name not in self.limits:
-                if np.any(array != 0):
-                    raise InputError(
-                        f"Input '{name}' is not all zero, but this model has no "
-                        f"'{name}' (it takes {self._expected()}); it ignores "
-                        f"'{name}' only when every value is 0."
-                    )
-                continue
-            low, high = array.min(), array.max()
-            limit = self.limits[name]
-            if low < 0 or high >= limit:
-                bad = low if low < 0 else high
-                where = tuple(int(i) for i in np.argwhere(array == bad)[0])
-                described = self.descriptions.get(name, "limit")
-                raise InputError(
-                    f"Input '{name}' holds {int(bad)} at {where}; it must be in "
-                    f"[0, {limit}) ({described}={limit})."
-                )
+            if array is not None:
+                concrete[name] = array
+        _raise_first_broken(self.value_checks(concrete, NUMPY_OPS))
         return inputs
+
+    def value_checks(self, inputs, ops):
+        """For each of `inputs`, in the order of `names` (then droppable
+        ones), each rule of `VALUE_RULES` that applies to it: `(broken,
+        message)` (see `Rule.check`), computed with `ops`: numpy here,
+        TensorFlow ops in a `tf.data` pipeline. The first broken one is the
+        error."""
+        for name in dict.fromkeys((*self.names, *self.droppable)):
+            if name not in inputs:
+                continue
+            values = ops.values(inputs[name])
+            for rule in VALUE_RULES:
+                if rule.applies(self, name, ops.is_float(values)):
+                    yield rule.check(ops, values, self, name)
+
+    def length_checks(self, length, ops):
+        """`(broken, message)` of `LENGTH_RULE` for the inputs' sequence
+        `length`, where the model has a position table (else nothing)."""
+        if LENGTH_RULE.applies(self, name=None, is_float=False):
+            yield LENGTH_RULE.check(ops, ops.values(length), self)
 
     def _check_dtype(self, name, value):
         dtype = getattr(value, "dtype", None)
@@ -254,12 +254,8 @@ class InputContract:
             raise InputError(f"Input '{name}' must hold {what}; received dtype {dtype}.")
 
     def _check_length(self, length):
-        if self.max_length is not None and length is not None and length > self.max_length:
-            raise InputError(
-                f"Sequence length {length} exceeds the {self.max_length} positions "
-                "this model has (its learned position table); truncate the inputs, "
-                "e.g. with the tokenizer's maxlen."
-            )
+        if length is not None:
+            _raise_first_broken(self.length_checks(length, NUMPY_OPS))
 
     def _expected(self):
         return list(self.names)
@@ -285,6 +281,13 @@ class InputContract:
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def _raise_first_broken(checks):
+    """Raises the message of the first broken `(broken, message)` check."""
+    for broken, message in checks:
+        if broken:
+            raise InputError(message())
 
 
 def _is_rectangular(nested):

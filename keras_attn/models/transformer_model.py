@@ -333,52 +333,37 @@ def _with_checked_features(batch, check):
 
 def _checked_dataset(dataset, contract):
     """`dataset` whose elements' model inputs are checked in the pipeline:
-    names, dtypes and shapes once, on its element spec; values by assertions
-    on every element (the rules of `InputContract.check_values`, in
-    TensorFlow ops, since the values exist only inside the pipeline)."""
+    names, dtypes and shapes once, on its element spec; the length and the
+    values on every element, by assertions made from the rules
+    `InputContract.check` applies (`keras_attn.models.input_rules`),
+    computed with TensorFlow ops, since the values exist only inside the
+    pipeline. An assertion's message is the one `check` raises."""
     import tensorflow as tf
+
+    from keras_attn.models.input_rules import TENSORFLOW_OPS
 
     spec = contract.as_dict(_features(dataset.element_spec))
     contract.select({name: _SpecView(value.shape, value.dtype.name) for name, value in spec.items()})
 
     def assertions(inputs):
-        inputs = {name: value for name, value in inputs.items() if name not in contract.vectors}
-        for name, value in inputs.items():
-            if not value.dtype.is_integer and not value.dtype.is_bool:
-                yield tf.debugging.assert_equal(
-                    value, tf.round(value),
-                    message=f"Input '{name}' holds non-integer values; ids must be integers.",
-                )
-            value = tf.cast(value, "int64")
-            if name not in contract.limits:
-                yield tf.debugging.assert_equal(
-                    value, tf.zeros_like(value),
-                    message=f"Input '{name}' is not all zero, but this model has no '{name}'.",
-                )
-                continue
-            limit = contract.limits[name]
-            described = contract.descriptions.get(name, "limit")
-            yield tf.debugging.assert_non_negative(
-                value, message=f"Input '{name}' holds a negative value; it must be in [0, {limit})."
-            )
-            yield tf.debugging.assert_less(
-                value, tf.constant(limit, "int64"),
-                message=f"Input '{name}' holds a value >= {limit} ({described}={limit}).",
-            )
-        if contract.max_length is not None:
-            any_input = next(iter(inputs.values()))
-            yield tf.debugging.assert_less_equal(
-                tf.shape(any_input)[-1], contract.max_length,
-                message=(
-                    f"Sequence length exceeds the {contract.max_length} positions "
-                    "this model has; truncate the inputs."
-                ),
-            )
+        length = tf.shape(inputs[next(iter(contract.limits))])[-1]
+        checks = [
+            *contract.length_checks(length, TENSORFLOW_OPS),
+            *contract.value_checks(inputs, TENSORFLOW_OPS),
+        ]
+        # Each after the one before, so the first broken rule is reported,
+        # as `check` reports it; a message is built only where it is needed.
+        asserted = []
+        for broken, message in checks:
+            with tf.control_dependencies(asserted):
+                text = tf.cond(broken, message, lambda: tf.constant(""))
+                asserted = [tf.debugging.Assert(tf.logical_not(broken), [text])]
+        return asserted
 
     def check(*element):
         element = element if len(element) > 1 else element[0]
         inputs = contract.as_dict(_features(element))
-        with tf.control_dependencies(list(assertions(inputs))):
+        with tf.control_dependencies(assertions(inputs)):
             # By name, so that Keras never maps a tuple onto the inputs by
             # its own order.
             checked = {name: tf.identity(inputs[name]) for name in contract.names}

@@ -245,6 +245,98 @@ def test_batches_of_different_lengths(roberta):
             roberta.predict(dataset(), verbose=0)
 
 
+# The same rules eagerly and in a tf.data pipeline ----------------------------------
+
+
+def build_conditional():
+    """A model without token types (`segment_ids` droppable) and with a
+    `condition` of width 3: every value rule applies to one of its inputs."""
+    return build(
+        "roberta",
+        dict(type_vocab_size=1, pad_token_id=1, max_position_embeddings=MAX_LENGTH + 2),
+        conditional_layer_norm=3,
+    )
+
+
+@pytest.fixture(scope="module")
+def conditional():
+    return build_conditional()
+
+
+def conditional_inputs(**changes):
+    inputs = {
+        "token_ids": np.array([[5, 6, 7]], "int32"),
+        "segment_ids": np.zeros((1, 3), "int32"),
+        "condition": np.array([[0.5, -1.0, 2.0]], "float32"),
+    }
+    inputs.update({name: np.asarray(value) for name, value in changes.items()})
+    return inputs
+
+
+def pipeline_text(error):
+    """An error from a `tf.data` pipeline as its assertion wrote it:
+    TensorFlow's `Assert` escapes the quotes of the messages it prints."""
+    return str(error).replace("\\'", "'")
+
+
+def test_dataset_with_a_non_finite_condition_is_refused(conditional):
+    tf = pytest.importorskip("tensorflow")
+    inputs = conditional_inputs(condition=[[0.5, np.nan, 2.0]])
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        conditional.predict(tf.data.Dataset.from_tensor_slices(inputs).batch(1), verbose=0)
+    assert "Input 'condition' holds a non-finite value (nan at (0, 1))" in pipeline_text(raised.value)
+
+    model = build_conditional()
+    model.compile(optimizer="sgd", loss="mse")
+    before = [to_numpy(v) for v in model.weights]
+    inputs = conditional_inputs(condition=[[0.5, -1.0, np.inf]])
+    dataset = tf.data.Dataset.from_tensor_slices((inputs, np.zeros((1, 3, 16), "float32"))).batch(1)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        model.fit(dataset, verbose=0)
+    assert "Input 'condition' holds a non-finite value (inf at (0, 2))" in pipeline_text(raised.value)
+    for old, variable in zip(before, model.weights):
+        np.testing.assert_array_equal(old, to_numpy(variable))
+
+
+AGREEMENT_CASES = {
+    "valid, integral float ids": dict(token_ids=np.array([[5.0, 6.0, 7.0]], "float32")),
+    "negative id": dict(token_ids=[[5, -1, 7]]),
+    "id == vocab_size": dict(token_ids=[[5, 6, 30]]),
+    "non-integer float id": dict(token_ids=np.array([[5.0, 6.25, 7.0]], "float32")),
+    "infinite float id": dict(token_ids=np.array([[5.0, 6.0, -np.inf]], "float32")),
+    "non-zero droppable segment id": dict(segment_ids=[[0, 0, 1]]),
+    "too long": dict(token_ids=np.full((1, 11), 5), segment_ids=np.zeros((1, 11), "int32")),
+    "non-finite condition": dict(condition=[[np.nan, 0.0, 0.0]]),
+}
+
+
+@pytest.mark.parametrize("case", list(AGREEMENT_CASES))
+def test_eager_and_pipeline_checks_agree(conditional, case):
+    """Each rule is stated once (`keras_attn.models.input_rules`); an eager
+    call and a `tf.data` pipeline must accept the same inputs and refuse the
+    others in the same words. The dataset's shapes are unknown, so that every
+    rule, the length's included, is tested inside the pipeline."""
+    tf = pytest.importorskip("tensorflow")
+    inputs = conditional_inputs(**AGREEMENT_CASES[case])
+    try:
+        conditional(inputs)
+        eager = None
+    except InputError as error:
+        eager = str(error)
+    assert (eager is None) == case.startswith("valid"), eager
+    signature = {
+        name: tf.TensorSpec((None, 3 if name == "condition" else None), value.dtype)
+        for name, value in inputs.items()
+    }
+    dataset = tf.data.Dataset.from_generator(lambda: iter([inputs]), output_signature=signature)
+    if eager is None:
+        conditional.predict(dataset, verbose=0)
+        return
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        conditional.predict(dataset, verbose=0)
+    assert f"assertion failed: [{eager}]" in pipeline_text(raised.value)
+
+
 # Shapes ------------------------------------------------------------------------
 
 
