@@ -114,8 +114,7 @@ def prompt_condition(forward, prompts, batch):
             f"The prompts' `condition` must be (batch, width) = ({batch}, {width}), "
             f"one row per prompt; received shape {condition.shape}."
         )
-    if not np.all(np.isfinite(condition)):
-        raise ValueError("The prompts' `condition` holds a non-finite value.")
+    model.input_contract.check_values({"condition": condition})
     return condition
 
 
