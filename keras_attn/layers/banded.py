@@ -68,7 +68,7 @@ def layout_for_call(
     length = static_dimension(query.shape[1])
     if query is not key and (length is None or length != static_dimension(key.shape[1])):
         return None
-    layout = band_layout(window, causal, blockwise=blockwise and causal)
+    layout = band_layout(window, causal, blockwise=blockwise)
     if length is not None and length <= keys_per_query(layout):
         return None
     return layout
@@ -90,7 +90,6 @@ def attend(
     neighbourhood, the same for every block since `i - j` is. Returns
     `(batch, length, heads, head_size)`.
     """
-    blockwise = blockwise and causal
     shape = ops.shape(query)
     batch, length = shape[0], shape[1]
     everything = ops.ones((batch, length), "bool")

@@ -141,7 +141,9 @@ def merge_attention_masks(
             the causal and local masks.
         attention_window: keep only a local band (see `local_mask`), causal
             when `use_causal_mask`.
-        blockwise: make a causal band blockwise (see `local_mask`).
+        blockwise: a blockwise causal band (see `local_mask`); only with
+            `use_causal_mask`, which callers check (`MultiHeadAttention`
+            refuses a non-causal call, the builder a non-causal model).
         query_positions, key_positions: the positions of the queries and
             keys for the causal and local masks (see `relative_positions`);
             default `0, 1, ...`.
@@ -174,7 +176,7 @@ def merge_attention_masks(
                 key_length,
                 attention_window,
                 causal=use_causal_mask,
-                blockwise=blockwise and use_causal_mask,
+                blockwise=blockwise,
                 query_positions=query_positions,
                 key_positions=key_positions,
             ),

@@ -7,8 +7,8 @@ Every built-in variant module registers itself with `@register_variant`, and
 """
 
 from keras_attn.models.transformer import APPLICATIONS
+from keras_attn.models.transformer import CHECKPOINT_FAMILIES
 from keras_attn.models.transformer import Transformer
-from keras_attn.models.transformer_config import MODEL_TYPES
 
 # Variant name -> `Transformer` subclass, in registration order.
 VARIANTS = {}
@@ -19,9 +19,9 @@ def register_variant(name, variant_class=None):
 
     Use it as a class decorator, `@register_variant("my_bert")`, or call it
     as `register_variant("my_bert", MyBert)`; either returns the class. The
-    class's `checkpoint_family` (`"bert"` unless it says `"roberta"`) decides
-    which checkpoints it reads, its `applications` which `application=` it
-    builds.
+    class's `checkpoint_family` (`"bert"` unless it names another of
+    `CHECKPOINT_FAMILIES`) decides which checkpoints it reads, its
+    `applications` which `application=` it builds.
 
     Args:
         name: the `variant=` name, a non-empty string.
@@ -48,7 +48,7 @@ def register_variant(name, variant_class=None):
                 f"register_variant({name!r}): the variant must be a subclass of "
                 f"keras_attn.Transformer; received {variant_class!r}."
             )
-        families = sorted(set(MODEL_TYPES.values()))
+        families = sorted(CHECKPOINT_FAMILIES)
         if variant_class.checkpoint_family not in families:
             raise TypeError(
                 f"register_variant({name!r}): {variant_class.__name__}.checkpoint_family "

@@ -1,5 +1,7 @@
 """The Transformer template every model variant builds on."""
 
+from typing import NamedTuple
+
 import keras
 from keras import ops
 
@@ -11,12 +13,38 @@ from keras_attn.models.input_contract import InputContract
 from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_model import TransformerModel
 
+class Application(NamedTuple):
+    """What an `application=` builds.
+
+    Attributes:
+        mask_mode: the `AttentionMask` mode, `"bidirectional"` (padding
+            only) or `"unilm"` (the seq2seq order of the segment ids).
+        causal: whether every attention layer is causal (`use_causal_mask`).
+        language_model_head: whether the output is the masked-LM head's
+            logits (else the sequence output).
+    """
+
+    mask_mode: str
+    causal: bool
+    language_model_head: bool
+
+
 APPLICATIONS = {
-    # application: (attention mask mode, causal, has the masked-LM head)
-    "encoder": ("bidirectional", False, False),
-    "mlm": ("bidirectional", False, True),
-    "lm": ("bidirectional", True, True),
-    "unilm": ("unilm", False, True),
+    "encoder": Application("bidirectional", causal=False, language_model_head=False),
+    "mlm": Application("bidirectional", causal=False, language_model_head=True),
+    "lm": Application("bidirectional", causal=True, language_model_head=True),
+    "unilm": Application("unilm", causal=False, language_model_head=True),
+}
+
+# How checkpoints store a variant's weights (its `checkpoint_family`), which
+# decides the checkpoints and configs `build_transformer_model` lets it read:
+CHECKPOINT_FAMILIES = {
+    "bert": "BERT's names and layout (Google `bert_model.ckpt`, Hugging Face "
+    "`model_type: bert`); positions from row 0",
+    "roberta": "RoBERTa's (`model_type: roberta`, `xlm-roberta`, `camembert`): BERT's "
+    "names, positions offset past the padding row",
+    "albert": "ALBERT's (Google `albert_config.json`, `model_type: albert`): "
+    "factorised embeddings, one shared block",
 }
 
 # The `OutputMask` layer of each sequence output (`"output"` when the model
@@ -29,32 +57,47 @@ MASK_LAYER_NAMES = {
 
 
 class Transformer:
-    """Builds a BERT-style post-LN Transformer as a functional `keras.Model`.
+    """Builds a BERT-style Transformer as a functional `keras.Model`.
 
-    A template method, as in bert4keras: `build()` creates the inputs, then
-    calls `apply_embeddings`, `apply_main_layer` once per layer and
-    `apply_final_layers`. The attention mask and any position bias are
-    computed once and passed to every layer.
+    A template method, as in bert4keras: `build()` creates every layer
+    (`make_layers`), then the inputs, then calls `apply_embeddings`,
+    `apply_main_layer` once per layer and `apply_final_layers`. The
+    attention mask and any position bias are computed once and passed to
+    every layer. Each block is a `TransformerBlock`, the one statement of
+    the block's order, and cached decoding (`model.generate`) runs the same
+    `embed`, blocks and `language_model_head` on one token at a time, so the
+    model exists once.
 
     A variant is a subclass registered with `keras_attn.register_variant`
     that says what differs, and nothing else:
 
     - the attention: `attention_layer` (a `keras_attn.MultiHeadAttention`
       subclass) and `position_encoding` (`None`, `"rotary"` or `"xpos"`,
-      applied inside it);
+      applied inside it), or `make_attention(index)`;
     - the position encoding: `make_position_embedding()` (an absolute
       position layer named `Embedding-Position`, or `None`) and
       `make_position_bias()` (a `keras_attn.layers.RelativePositionBias`
       named `Position-Bias`, whose bias by distance is computed once and
       given to every block as `distance_bias`, or `None`);
-    - the mask: `mask_diagonal` (a query never sees its own key) or
-      `apply_attention` (what the queries attend to);
-    - the blocks: `shared_block` (ALBERT: the layers of one block applied
-      at every index, so the model has one block's weights);
-    - what it supports: `applications` (the `application=` values it builds;
-      any other is a `ValueError` naming them) and `checkpoint_family`
-      (`"bert"`, or `"roberta"` for RoBERTa's offset position table), which
+    - the blocks: `norm_first` (pre-LN instead of post-LN), `shared_block`
+      (ALBERT: the layers of one block applied at every index, so the model
+      has one block's weights), `make_feed_forward(index)`, or
+      `make_block(index)` for a `TransformerBlock` of its own;
+    - the embeddings and the head: `embed` and `language_model_head`;
+    - the mask: `mask_diagonal` (a query never sees its own key);
+    - what it supports: `applications` (the `application=` values it builds,
+      keys of `APPLICATIONS`; any other is a `ValueError` naming them) and
+      `checkpoint_family` (one of `CHECKPOINT_FAMILIES`: `"bert"`,
+      `"roberta"` for RoBERTa's offset position table, `"albert"`), which
       decides the checkpoints `build_transformer_model` lets it read.
+
+    Everything above is what cached decoding runs too, so a variant that
+    changes only these generates exactly what its full pass computes. The
+    full-pass hooks `apply_embeddings`, `apply_main_layer`,
+    `attention_value` (T-TA: what the queries attend to) and
+    `apply_final_layers` may be overridden too, but decoding does not run
+    them: `generate()` on such a variant raises a `ValueError` naming the
+    override (T-TA, the built-in one, does not generate).
 
     Weights that no pretrained checkpoint holds are declared by their layer
     (`checkpoint_free_weights`) and keep their initial values when a
