@@ -22,6 +22,7 @@ from keras_attn.losses import TokenCrossEntropy
 from keras_attn.models import InputError
 from keras_attn.models import TTAEncoder
 from keras_attn.models import Transformer
+from keras_attn.models import TransformerBlock
 from keras_attn.models import TransformerConfig
 from keras_attn.models import TransformerModel
 from keras_attn.models import build_transformer_model
@@ -46,6 +47,7 @@ __all__ = [
     "TTAEncoder",
     "TalkingHeadsAttention",
     "Transformer",
+    "TransformerBlock",
     "TransformerConfig",
     "TokenCrossEntropy",
     "Tokenizer",

@@ -54,10 +54,14 @@ class TransformerBlock:
             returns `(hidden, updated_cache)`.
         attention_bias: additive bias for a decoding step.
 
-    Example:
+    Example, the blocks of a built model (its template holds them):
 
-    >>> block = model_template.blocks[0]
-    >>> hidden, cache = block(hidden, mask, cache=cache, cache_step=step)
+    >>> model = keras_attn.build_transformer_model(config, application="lm")
+    >>> block = model.template.blocks[0]
+    >>> block.attention.name, block.norm_first
+    ('Transformer-0-MultiHeadSelfAttention', False)
+    >>> model.get_layer("Transformer-0-FeedForward-Norm") is block.feed_forward_norm
+    True
     """
 
     def __init__(

@@ -19,16 +19,17 @@ PROMPTS = [[2, 7, 9], [2, 11, 5, 31, 8, 17, 4], [2, 21]]
 def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_tokens=0,
                     extra_inputs=None):
     """Greedy decoding by the full pass over every row's whole prefix at each
-    step: rows right-padded with the pad id (0) to one width (one shape, so
+    step: rows right-padded with the pad id to one width (one shape, so
     JAX compiles its eager ops once), which the full pass masks as keys
     under a causal or UniLM mask, and each row's logits read at its own last
     token. `extra_inputs` (a `condition`) are added to every call."""
     unilm = model.application == "unilm"
+    pad = model.template.config.pad_token_id
     rows = [list(prompt) for prompt in prompts]
     done = [False] * len(rows)
     width = max(len(row) for row in rows) + max_new_tokens
     for _ in range(max_new_tokens):
-        ids = np.zeros((len(rows), width), "int32")
+        ids = np.full((len(rows), width), pad, "int32")
         segments = np.zeros_like(ids)
         for r, row in enumerate(rows):
             ids[r, : len(row)] = row
@@ -48,7 +49,7 @@ def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_t
             row.append(int(np.argmax(scores)))
             done[r] = row[-1] == end_token_id
     new = [row[len(prompt) :] for row, prompt in zip(rows, prompts)]
-    return np.array([n + [0] * (max_new_tokens - len(n)) for n in new])
+    return np.array([n + [pad] * (max_new_tokens - len(n)) for n in new])
 
 
 @pytest.mark.parametrize(

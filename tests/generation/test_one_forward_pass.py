@@ -1,7 +1,7 @@
 """Decoding runs the model's own forward pass: `generate()` of every built-in
-variant equals greedy decoding by the full pass; a model changed by LoRA or
-quantization decodes as it is now; variants that decoding cannot follow are
-refused; saved models keep decoding."""
+variant equals greedy decoding by the full pass (`uncached_greedy`); a model
+changed by LoRA or quantization decodes as it is now; variants that decoding
+cannot follow are refused; saved models keep decoding."""
 
 import os
 
@@ -13,6 +13,7 @@ import keras_attn
 from keras_attn import lora
 from keras_attn.generation.cached_forward import GENERATIVE_APPLICATIONS
 from keras_attn.models import VARIANTS
+from tests.generation.test_generate import uncached_greedy
 from tests.harness import to_numpy
 
 CONFIG = dict(
@@ -28,30 +29,6 @@ OPTIONS = {
 }
 STEPS = 4
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures")
-
-
-def full_pass_greedy(model, prompts, steps, width=14):
-    """Greedy decoding by the model's own full pass over each row's whole
-    prefix at every step. Rows are right-padded with the pad id to one width
-    (one shape for the whole test): under a causal or UniLM mask a padding
-    key after a row's last token changes none of that row's logits."""
-    pad = model.template.config.pad_token_id
-    unilm = model.application == "unilm"
-    rows = [list(prompt) for prompt in prompts]
-    for _ in range(steps):
-        ids = np.full((len(rows), width), pad, "int32")
-        segments = np.zeros_like(ids)
-        for r, row in enumerate(rows):
-            ids[r, : len(row)] = row
-            if unilm:
-                segments[r, len(prompts[r]) :] = 1
-        inputs = {"token_ids": ids}
-        if "segment_ids" in model.input:
-            inputs["segment_ids"] = segments
-        logits = to_numpy(model(inputs))
-        for r, row in enumerate(rows):
-            row.append(int(np.argmax(logits[r, len(row) - 1])))
-    return np.array([row[len(prompt) :] for row, prompt in zip(rows, prompts)])
 
 
 def cases():
@@ -72,7 +49,7 @@ def test_generate_equals_greedy_decoding_by_the_full_pass(variant, application):
     )
     prompts = [[2, 7, 9, 11, 13], [3, 5, 8]]
     np.testing.assert_array_equal(
-        model.generate(prompts, STEPS), full_pass_greedy(model, prompts, STEPS),
+        model.generate(prompts, STEPS), uncached_greedy(model, prompts, STEPS),
         err_msg=f"{variant} {application}, prompts of two lengths",
     )
     token_ids = np.array([[2, 7, 9, 11, 13, 6], [4, 12, 17, 10, 0, 0]], "int32")
@@ -80,7 +57,7 @@ def test_generate_equals_greedy_decoding_by_the_full_pass(variant, application):
     prompts = [list(token_ids[0]), list(token_ids[1, :4])]
     np.testing.assert_array_equal(
         model.generate({"token_ids": token_ids, "padding_mask": padding_mask}, STEPS),
-        full_pass_greedy(model, prompts, STEPS),
+        uncached_greedy(model, prompts, STEPS),
         err_msg=f"{variant} {application}, a padded dict prompt",
     )
 
@@ -100,26 +77,26 @@ def test_generate_decodes_the_model_as_it_is_after_lora_merge_and_quantize():
     model = keras_attn.build_transformer_model(CONFIG, application="lm")
     prompts = [[2, 7, 9, 11, 13], [3, 5, 8]]
     base = model.generate(prompts, STEPS)
-    np.testing.assert_array_equal(base, full_pass_greedy(model, prompts, STEPS))
+    np.testing.assert_array_equal(base, uncached_greedy(model, prompts, STEPS))
 
     lora.enable_lora(model, rank=2, feed_forward=True)
     rng = np.random.default_rng(0)
     for variable in model.variables:
         if "lora_kernel" in variable.path:
             variable.assign(rng.normal(scale=1.0, size=variable.shape).astype("float32"))
-    adapted = full_pass_greedy(model, prompts, STEPS)
+    adapted = uncached_greedy(model, prompts, STEPS)
     assert (adapted != base).any(), "the adapters must change the greedy tokens"
     np.testing.assert_array_equal(model.generate(prompts, STEPS), adapted, err_msg="LoRA")
 
     lora.merge_lora(model)
     np.testing.assert_array_equal(
-        model.generate(prompts, STEPS), full_pass_greedy(model, prompts, STEPS),
+        model.generate(prompts, STEPS), uncached_greedy(model, prompts, STEPS),
         err_msg="merged",
     )
 
     model.quantize("int8")
     np.testing.assert_array_equal(
-        model.generate(prompts, STEPS), full_pass_greedy(model, prompts, STEPS),
+        model.generate(prompts, STEPS), uncached_greedy(model, prompts, STEPS),
         err_msg="int8",
     )
 
