@@ -408,13 +408,12 @@ class Transformer:
         return self._existing[layer.name]
 
     def own_block(self, block):
+        """`block` over the layers `own` gives for its layers."""
         return TransformerBlock(
             **{
-                role: self.own(layer)
-                for role, layer in vars(block).items()
-                if role != "norm_first"
-            },
-            norm_first=block.norm_first,
+                role: value if role == "norm_first" else self.own(value)
+                for role, value in vars(block).items()
+            }
         )
 
     def build_graph(self):

@@ -5,7 +5,8 @@ from keras_attn.layers.direct_call import direct_call
 
 
 class TransformerBlock:
-    """A self-attention sub-layer and a feed-forward sub-layer, each with
+    """A self-attention sub-layer, optionally a cross-attention sub-layer
+    (an encoder-decoder's decoder), and a feed-forward sub-layer, each with
     dropout, a residual connection and a norm, in one order for every pass.
 
     Post-LN (BERT, Vaswani et al. 2017):
@@ -19,6 +20,9 @@ class TransformerBlock:
 
         x = x + Drop(Attention(Norm(x)))
         x = x + Drop(FFN(Norm(x)))
+
+    With a cross-attention sub-layer, `CrossAttention(x, encoder_output)`
+    takes the same form between the two (Vaswani et al. 2017's decoder).
 
     The block is the model's only statement of this order. The template
     (`keras_attn.Transformer`) calls it on symbolic tensors to build the
@@ -41,6 +45,11 @@ class TransformerBlock:
         attention_dropout, feed_forward_dropout: the two dropout layers.
         attention_add, feed_forward_add: the two residual `Add` layers.
         norm_first: pre-LN order instead of post-LN.
+        cross_attention, cross_attention_norm, cross_attention_dropout,
+        cross_attention_add: the cross-attention sub-layer (all four, or
+            none): a `keras_attn.MultiHeadAttention` whose queries are the
+            block's hidden states and whose keys and values are
+            `encoder_output`.
 
     Call arguments:
         hidden: `(batch, length, hidden_size)`.
@@ -53,6 +62,10 @@ class TransformerBlock:
             slots and `attention_bias` the position bias of those slots; it
             returns `(hidden, updated_cache)`.
         attention_bias: additive bias for a decoding step.
+        encoder_output: `(batch, source_length, width)`, what the
+            cross-attention attends to (required when the block has one).
+        encoder_mask: boolean, broadcastable to `(batch, length,
+            source_length)`: the encoder positions each query may see.
 
     Example, the blocks of a built model (its template holds them):
 
@@ -75,7 +88,18 @@ class TransformerBlock:
         attention_add,
         feed_forward_add,
         norm_first=False,
+        cross_attention=None,
+        cross_attention_norm=None,
+        cross_attention_dropout=None,
+        cross_attention_add=None,
     ):
+        cross = (cross_attention, cross_attention_norm, cross_attention_dropout, cross_attention_add)
+        if any(layer is None for layer in cross) and any(layer is not None for layer in cross):
+            raise ValueError(
+                "TransformerBlock: a cross-attention sub-layer needs all of "
+                "cross_attention, cross_attention_norm, cross_attention_dropout and "
+                "cross_attention_add."
+            )
         self.attention = attention
         self.feed_forward = feed_forward
         self.attention_norm = attention_norm
@@ -85,15 +109,22 @@ class TransformerBlock:
         self.attention_add = attention_add
         self.feed_forward_add = feed_forward_add
         self.norm_first = norm_first
+        self.cross_attention = cross_attention
+        self.cross_attention_norm = cross_attention_norm
+        self.cross_attention_dropout = cross_attention_dropout
+        self.cross_attention_add = cross_attention_add
 
     @property
     def layers(self):
         """The block's layers, in the order they are applied."""
-        return [
-            self.attention_norm, self.attention, self.attention_dropout, self.attention_add,
-            self.feed_forward_norm, self.feed_forward, self.feed_forward_dropout,
-            self.feed_forward_add,
+        sublayers = [
+            (self.attention_norm, self.attention, self.attention_dropout, self.attention_add),
+            (self.cross_attention_norm, self.cross_attention, self.cross_attention_dropout,
+             self.cross_attention_add),
+            (self.feed_forward_norm, self.feed_forward, self.feed_forward_dropout,
+             self.feed_forward_add),
         ]
+        return [layer for group in sublayers for layer in group if layer is not None]
 
     def __call__(
         self,
@@ -106,6 +137,8 @@ class TransformerBlock:
         cache=None,
         cache_step=None,
         attention_bias=None,
+        encoder_output=None,
+        encoder_mask=None,
     ):
         decoding = cache is not None
         # A decoding step runs the layers by `call` where that is exact (see
@@ -113,38 +146,58 @@ class TransformerBlock:
         # records the graph.
         run = direct_call if decoding else _keras_call
 
-        def norm(layer, x):
-            if isinstance(layer, ConditionalLayerNormalization):
-                return run(layer, x, condition=condition)
-            return run(layer, x)
+        def residual(norm, dropout, add, x, transform):
+            """`Norm(x + Drop(f(x)))`, or `x + Drop(f(Norm(x)))` pre-LN."""
+            normed = self._norm(run, norm, x, condition) if self.norm_first else x
+            transformed = transform(normed)
+            if not decoding:
+                transformed = dropout(transformed)
+            x = run(add, [x, transformed])
+            return x if self.norm_first else self._norm(run, norm, x, condition)
 
-        def dropout(layer, x):
-            return x if decoding else layer(x)
-
-        residual = hidden
-        normed = norm(self.attention_norm, hidden) if self.norm_first else hidden
-        if decoding:
-            attended, cache = run(
-                self.attention, normed, attention_mask=attention_mask,
-                attention_bias=attention_bias, cache=cache, cache_step=cache_step,
-            )
-        else:
+        def self_attention(x):
+            nonlocal cache
+            if decoding:
+                attended, cache = run(
+                    self.attention, x, attention_mask=attention_mask,
+                    attention_bias=attention_bias, cache=cache, cache_step=cache_step,
+                )
+                return attended
             arguments = {"attention_mask": attention_mask, "distance_bias": distance_bias}
             if value is not None:
                 arguments["value"] = value
             if use_causal_mask:
                 arguments["use_causal_mask"] = True
-            attended = self.attention(normed, **arguments)
-        hidden = run(self.attention_add, [residual, dropout(self.attention_dropout, attended)])
-        if not self.norm_first:
-            hidden = norm(self.attention_norm, hidden)
-        residual = hidden
-        normed = norm(self.feed_forward_norm, hidden) if self.norm_first else hidden
-        transformed = dropout(self.feed_forward_dropout, run(self.feed_forward, normed))
-        hidden = run(self.feed_forward_add, [residual, transformed])
-        if not self.norm_first:
-            hidden = norm(self.feed_forward_norm, hidden)
+            return self.attention(x, **arguments)
+
+        hidden = residual(
+            self.attention_norm, self.attention_dropout, self.attention_add, hidden,
+            self_attention,
+        )
+        if self.cross_attention is not None:
+            if encoder_output is None:
+                raise ValueError(
+                    f"{self.cross_attention.name}: this block attends to an encoder's "
+                    "output; give `encoder_output`."
+                )
+            hidden = residual(
+                self.cross_attention_norm, self.cross_attention_dropout,
+                self.cross_attention_add, hidden,
+                lambda x: run(
+                    self.cross_attention, x, value=encoder_output, attention_mask=encoder_mask
+                ),
+            )
+        hidden = residual(
+            self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward_add, hidden,
+            lambda x: run(self.feed_forward, x),
+        )
         return (hidden, cache) if decoding else hidden
+
+    @staticmethod
+    def _norm(run, layer, hidden, condition):
+        if isinstance(layer, ConditionalLayerNormalization):
+            return run(layer, hidden, condition=condition)
+        return run(layer, hidden)
 
 
 def _keras_call(layer, *args, **kwargs):
