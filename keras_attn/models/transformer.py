@@ -1,5 +1,6 @@
 """The Transformer template every model variant builds on."""
 
+import copy
 from typing import NamedTuple
 
 import keras
@@ -408,13 +409,15 @@ class Transformer:
         return self._existing[layer.name]
 
     def own_block(self, block):
-        """`block` over the layers `own` gives for its layers."""
-        return TransformerBlock(
-            **{
-                role: value if role == "norm_first" else self.own(value)
-                for role, value in vars(block).items()
-            }
-        )
+        """`block`, or, while binding to a built model, a copy of it over the
+        model's layers of the same names."""
+        if self._existing is None:
+            return block
+        bound = copy.copy(block)
+        for role, value in vars(block).items():
+            if isinstance(value, keras.layers.Layer):
+                setattr(bound, role, self.own(value))
+        return bound
 
     def build_graph(self):
         """The model's `(inputs, outputs)`, for `keras.Model` or a subclass."""

@@ -3,6 +3,7 @@ input contract enforced at the boundary."""
 
 import contextlib
 import dataclasses
+import json
 
 import keras
 
@@ -73,9 +74,10 @@ class TransformerModel(keras.Model):
         self.input_contract = input_contract
         self.application = application
         self._template = template
-        self._template_record = transformer
         if template is not None:
-            self._template_record = template_record(template)
+            transformer = template_record(template)
+        # As JSON text: Keras would track a dict attribute as model state.
+        self._template_record = None if transformer is None else json.dumps(dict(transformer))
         self._generator = None
 
     @property
@@ -84,7 +86,8 @@ class TransformerModel(keras.Model):
         for a model not built by `build_transformer_model` (or saved before
         keras_attn recorded it in `.keras` files)."""
         if self._template is None and self._template_record is not None:
-            self._template = template_from_record(self._template_record).bind(self)
+            record = json.loads(self._template_record)
+            self._template = template_from_record(record).bind(self)
         return self._template
 
     def generate(self, prompts, max_new_tokens, sampler="greedy", **kwargs):
@@ -281,7 +284,7 @@ class TransformerModel(keras.Model):
         config["input_contract"] = self.input_contract.get_config()
         config["application"] = self.application
         if self._template_record is not None:
-            config["transformer"] = self._template_record
+            config["transformer"] = json.loads(self._template_record)
         return config
 
 
