@@ -111,7 +111,9 @@ def test_block_equals_numpy_and_its_cached_steps_equal_the_full_pass(norm_first,
     key_positions = np.full((LENGTH,), -1, "int32")
     for position in range(LENGTH):
         key_positions[position] = position
-        step = CacheStep(position, np.array([position], "int32"), key_positions.copy())
+        step = CacheStep(
+            np.array(position, "int32"), np.array([position], "int32"), key_positions.copy()
+        )
         visible = np.broadcast_to((key_positions >= 0)[None, None, :], (2, 1, LENGTH))
         hidden, cache = block(
             x[:, position : position + 1], attention_mask=visible, cache=cache,
