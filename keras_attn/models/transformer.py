@@ -374,6 +374,8 @@ class Transformer:
             role: self.own(layer) for role, layer in self.make_embedding_layers().items()
         }
         self.embedding_adds = {}
+        if len(self.embedding_parts()) > 1:
+            self.embedding_add()
         self.position_bias = self.own(self.make_position_bias())
         shared = self.own_block(self.make_block(0)) if self.shared_block else None
         self.blocks = [
@@ -510,8 +512,18 @@ class Transformer:
             )
         return embedding_layers
 
+    def embedding_parts(self):
+        """The roles of the embeddings `embed` adds: `token`, `segment`,
+        `position`, those the model has."""
+        return [
+            role for role in ("token", "segment", "position")
+            if self.embedding_layers.get(role) is not None
+        ]
+
     def embedding_add(self, stream=""):
-        """The `Add` of the embeddings of `stream` (`Embedding-Add{stream}`)."""
+        """The `Add` of the embeddings of `stream` (`Embedding-Add{stream}`),
+        created with the other layers for the main stream, on first use for a
+        variant's second stream (T-TA's queries)."""
         if stream not in self.embedding_adds:
             self.embedding_adds[stream] = self.own(
                 keras.layers.Add(name=f"Embedding-Add{stream}")
