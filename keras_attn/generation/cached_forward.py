@@ -225,8 +225,9 @@ class CachedForward:
         positions = position + ops.arange(length, dtype="int32")
         slot = ops.mod(position, capacity)
         key_positions = ops.slice_update(cache.key_positions, (slot,), positions)
-        real = masking.real_tokens(token_ids, self.pad_token_id)
-        if not self.masks_pad_tokens:
+        if self.masks_pad_tokens:
+            real = masking.real_tokens(token_ids, self.pad_token_id)
+        else:
             real = ops.ones_like(token_ids, "bool")
         if padding_mask is not None:
             real = ops.logical_and(real, ops.cast(padding_mask, "bool"))
