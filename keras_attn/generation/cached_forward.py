@@ -10,19 +10,6 @@ from keras_attn.layers.key_value_cache import KeyValueCache
 
 GENERATIVE_APPLICATIONS = ("lm", "unilm")
 
-# Template hooks that only the full pass runs: a variant overriding one of
-# them builds a model that decoding, which runs the template's embeddings,
-# blocks and head, would not follow.
-FULL_PASS_ONLY_HOOKS = (
-    "build_graph",
-    "get_inputs",
-    "apply_embeddings",
-    "apply_main_layer",
-    "attention_value",
-    "apply_final_layers",
-)
-
-
 class DecodingCache(NamedTuple):
     """Everything a decoding step reads about the tokens before it.
 
@@ -114,7 +101,17 @@ class CachedForward:
                 f"{model.name} masks each token from itself (T-TA); it predicts every "
                 "token in one pass and cannot generate left to right."
             )
-        check_decodable(template)
+        overridden = template.full_pass_only_overrides()
+        if overridden:
+            raise ValueError(
+                f"{type(template).__name__} overrides {', '.join(overridden)}, which only "
+                "the full pass runs: cached decoding runs the template's `embed`, its "
+                "`TransformerBlock`s and `language_model_head`, and would not compute what "
+                "the model computes. Express the change through those (`make_block`, "
+                "`make_attention`, `make_feed_forward`, `make_position_embedding`, "
+                "`make_position_bias`, `embed`, `language_model_head`), or do not generate "
+                "with this variant."
+            )
         self.model = model
         self.template = template
         self.application = application
@@ -311,25 +308,3 @@ class CachedForward:
         if not logits:
             return None, cache
         return template.language_model_head(hidden, condition, decoding=True), cache
-
-
-def check_decodable(template):
-    """Raises a ValueError naming the full-pass-only hooks (see
-    `FULL_PASS_ONLY_HOOKS`) that `template`'s class overrides."""
-    from keras_attn.models.transformer import Transformer
-
-    overridden = [
-        name
-        for name in FULL_PASS_ONLY_HOOKS
-        if getattr(type(template), name) is not getattr(Transformer, name)
-    ]
-    if overridden:
-        raise ValueError(
-            f"{type(template).__name__} overrides {', '.join(overridden)}, which only "
-            "the full pass runs: cached decoding runs the template's `embed`, its "
-            "`TransformerBlock`s and `language_model_head`, and would not compute what "
-            "the model computes. Express the change through those (`make_block`, "
-            "`make_attention`, `make_feed_forward`, `make_position_embedding`, "
-            "`make_position_bias`, `embed`, `language_model_head`), or do not generate "
-            "with this variant."
-        )

@@ -9,9 +9,8 @@ Every built-in variant module registers itself with `@register_variant`, and
 from keras_attn.models.transformer import APPLICATIONS
 from keras_attn.models.transformer import CHECKPOINT_FAMILIES
 from keras_attn.models.transformer import Transformer
+from keras_attn.models.variants import VARIANTS
 
-# Variant name -> `Transformer` subclass, in registration order.
-VARIANTS = {}
 
 
 def register_variant(name, variant_class=None):
@@ -79,10 +78,3 @@ def register_variant(name, variant_class=None):
 def _qualified_name(cls):
     return f"{cls.__module__}.{cls.__qualname__}"
 
-
-def variant_name(variant_class):
-    """The name `variant_class` is registered under (None if it is not)."""
-    for name, registered in VARIANTS.items():
-        if registered is variant_class:
-            return name
-    return None

@@ -37,6 +37,17 @@ APPLICATIONS = {
     "unilm": Application("unilm", causal=False, language_model_head=True),
 }
 
+# Template hooks that only the full pass runs: a variant overriding one of
+# them builds a model that cached decoding would not follow.
+FULL_PASS_ONLY_HOOKS = (
+    "build_graph",
+    "get_inputs",
+    "apply_embeddings",
+    "apply_main_layer",
+    "attention_value",
+    "apply_final_layers",
+)
+
 # How checkpoints store a variant's weights (its `checkpoint_family`), which
 # decides the checkpoints and configs `build_transformer_model` lets it read:
 CHECKPOINT_FAMILIES = {
@@ -225,6 +236,16 @@ class Transformer:
         # The built model's layers by name, while `bind` adopts them.
         self._existing = None
         self.condition = None
+
+    def full_pass_only_overrides(self):
+        """The hooks of `FULL_PASS_ONLY_HOOKS` this variant overrides:
+        cached decoding runs `embed`, the blocks and `language_model_head`,
+        not these, so a variant overriding one cannot generate."""
+        return [
+            name
+            for name in FULL_PASS_ONLY_HOOKS
+            if getattr(type(self), name) is not getattr(Transformer, name)
+        ]
 
     def arguments(self):
         """The constructor's arguments (but `config`), as `build` was given

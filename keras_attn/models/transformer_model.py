@@ -12,6 +12,9 @@ from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
 from keras_attn.models.input_contract import is_array_like
+from keras_attn.models.transformer_config import TransformerConfig
+from keras_attn.models.variants import VARIANTS
+from keras_attn.models.variants import variant_name
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -292,8 +295,6 @@ def template_record(template):
     """What a saved model records of its template, to rebuild it over the
     loaded layers: the registered variant name, the `TransformerConfig` as a
     dict and the constructor's arguments; None for an unregistered class."""
-    from keras_attn.models.registry import variant_name
-
     name = variant_name(type(template))
     if name is None:
         return None  # not registered: the model decodes in memory, not after loading
@@ -306,9 +307,6 @@ def template_record(template):
 
 def template_from_record(record):
     """The template a `template_record` describes (its layers not made)."""
-    from keras_attn.models.registry import VARIANTS
-    from keras_attn.models.transformer_config import TransformerConfig
-
     variant = record["variant"]
     if variant not in VARIANTS:
         raise ValueError(
