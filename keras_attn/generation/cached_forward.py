@@ -281,10 +281,12 @@ class CachedForward:
             query_positions=positions,
             key_positions=key_positions,
         )
-        bias = None
+        # The bias of every distance a query can have to a slot: a chunk
+        # never wraps, so the slots hold positions within `capacity` of its
+        # last token.
+        distance_bias = None
         if self.position_bias is not None:
-            distance = masking.relative_positions(length, capacity, positions, key_positions)
-            bias = ops.cast(self.position_bias.bias(distance), "float32")[None]
+            distance_bias = self.position_bias.distance_table(capacity, length)
 
         template = self.template
         hidden = template.embed(
@@ -293,7 +295,7 @@ class CachedForward:
         layers = []
         for block, layer_cache in zip(self.blocks, cache.layers):
             hidden, layer_cache = block(
-                hidden, attention_mask=mask, attention_bias=bias, condition=condition,
+                hidden, attention_mask=mask, distance_bias=distance_bias, condition=condition,
                 cache=layer_cache, cache_step=step,
             )
             layers.append(layer_cache)

@@ -9,7 +9,7 @@ from keras import ops
 from keras_attn.layers import banded
 from keras_attn.layers import masking
 from keras_attn.layers.direct_call import direct_call
-from keras_attn.layers.relative_position_bias import gather_distance_bias
+from keras_attn.layers.relative_position_bias import add_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
@@ -161,7 +161,11 @@ class MultiHeadAttention(keras.layers.Layer):
             are written into the cache at `cache_step` (a
             `keras_attn.layers.CacheStep`), and the queries attend to the
             cache's slots that `attention_mask` (`(batch, n, capacity)`)
-            keeps, with `attention_bias` added. The call then returns
+            keeps, with `attention_bias` and `distance_bias` added; in a
+            cached call `distance_bias` covers the distances `-(n - 1) ..
+            capacity - 1`, `(batch, heads, capacity + n - 1)` (what
+            `RelativePositionBias.distance_table(capacity, n)` gives), and is
+            gathered at the slots' distances. The call then returns
             `(output, updated_cache)`. Keys are cached after RoPE's rotation
             at their absolute positions; XPOS's decay is applied at each step
             relative to the newest query.
@@ -362,7 +366,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         if cache is not None:
             return self._call_cached(
-                query, cache, cache_step, attention_mask, attention_bias, training
+                query, cache, cache_step, attention_mask, attention_bias, distance_bias, training
             )
         if value is None:
             value = query
@@ -395,10 +399,10 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             if distance_bias is not None:
                 query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
-                pairs = gather_distance_bias(
-                    distance_bias, masking.relative_positions(query_length, key_length), key_length
+                attention_bias = add_distance_bias(
+                    attention_bias, distance_bias,
+                    masking.relative_positions(query_length, key_length), key_length,
                 )
-                attention_bias = pairs if attention_bias is None else attention_bias + pairs
             mask = masking.merge_attention_masks(
                 attention_mask=attention_mask,
                 query_mask=query_mask,
@@ -418,12 +422,15 @@ class MultiHeadAttention(keras.layers.Layer):
             return output, scores
         return output
 
-    def _call_cached(self, query, cache, step, attention_mask, attention_bias, training):
+    def _call_cached(
+        self, query, cache, step, attention_mask, attention_bias, distance_bias, training
+    ):
         """Self-attention of `n` new tokens against a `KeyValueCache`: their
         keys and values are written into it at `step`, then the queries
         attend to every slot `attention_mask` keeps (which the caller builds
-        from the slots' positions: causality, the window, padding). Returns
-        `(output, updated_cache)`."""
+        from the slots' positions: causality, the window, padding), with a
+        `distance_bias` table gathered at the slots' distances as in the
+        full pass. Returns `(output, updated_cache)`."""
         if step is None:
             raise ValueError(f"{self.name}: a call with `cache` needs `cache_step`.")
         self._check_call_arguments(query, query, query, None, use_causal_mask=True)
@@ -443,6 +450,12 @@ class MultiHeadAttention(keras.layers.Layer):
             keys = self._rotary.decay(
                 keys, ops.minimum(step.key_positions, centre), centre, sign=-1.0
             )
+        if distance_bias is not None:
+            length, capacity = ops.shape(query)[1], ops.shape(cache.keys)[1]
+            distance = masking.relative_positions(
+                length, capacity, step.positions, step.key_positions
+            )
+            attention_bias = add_distance_bias(attention_bias, distance_bias, distance, length)
         mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
         attended, _ = self._kernel(
             query_heads, keys, cache.values, mask, attention_bias, training

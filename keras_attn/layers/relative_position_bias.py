@@ -67,9 +67,18 @@ class RelativePositionBias(keras.layers.Layer):
         key = query if key is None else key
         query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
         if by_distance:
-            distance = ops.arange(1 - key_length, query_length, dtype="int32")
-        else:
-            distance = masking.relative_positions(query_length, key_length)
+            return self.distance_table(query_length, key_length)
+        distance = masking.relative_positions(query_length, key_length)
+        return ops.cast(self.bias(distance), "float32")[None]
+
+    def distance_table(self, query_length, key_length):
+        """The bias once per distance, float32 `(1, heads, query_length +
+        key_length - 1)`: entry `k` is the bias of `i - j = k - (key_length -
+        1)`, i.e. of the distances `-(key_length - 1) .. query_length - 1`.
+        What attention layers take as `distance_bias` and gather at the
+        distances of their queries and keys (`gather_distance_bias`), in the
+        full pass and in a cached decoding step alike."""
+        distance = ops.arange(1 - key_length, query_length, dtype="int32")
         return ops.cast(self.bias(distance), "float32")[None]
 
 
@@ -90,3 +99,10 @@ def gather_distance_bias(distance_bias, distance, key_length):
     """
     index = ops.clip(distance + (key_length - 1), 0, ops.shape(distance_bias)[-1] - 1)
     return ops.take(distance_bias, index, axis=-1)
+
+
+def add_distance_bias(attention_bias, distance_bias, distance, key_length):
+    """`attention_bias` (or None) plus the `distance_bias` table gathered at
+    the distances `distance` (see `gather_distance_bias`)."""
+    pairs = gather_distance_bias(distance_bias, distance, key_length)
+    return pairs if attention_bias is None else attention_bias + pairs

@@ -54,14 +54,13 @@ class TransformerBlock:
     Call arguments:
         hidden: `(batch, length, hidden_size)`.
         attention_mask, distance_bias, use_causal_mask: the attention's
-            (full pass).
+            (see `MultiHeadAttention`; in a decoding step the mask and the
+            distance table of the cache's slots).
         value: keys and values other than `hidden` (T-TA's embeddings).
         condition: `(batch, width)`, for conditional norms.
         cache, cache_step: a `KeyValueCache` and its `CacheStep`: the call
-            is then a decoding step, `attention_mask` the mask of the cache's
-            slots and `attention_bias` the position bias of those slots; it
-            returns `(hidden, updated_cache)`.
-        attention_bias: additive bias for a decoding step.
+            is then a decoding step and returns `(hidden, updated_cache)`.
+        attention_bias: an additive bias of a decoding step's slots.
         encoder_output: `(batch, source_length, width)`, what the
             cross-attention attends to (required when the block has one).
         encoder_mask: boolean, broadcastable to `(batch, length,
@@ -160,7 +159,8 @@ class TransformerBlock:
             if decoding:
                 attended, cache = run(
                     self.attention, x, attention_mask=attention_mask,
-                    attention_bias=attention_bias, cache=cache, cache_step=cache_step,
+                    attention_bias=attention_bias, distance_bias=distance_bias,
+                    cache=cache, cache_step=cache_step,
                 )
                 return attended
             arguments = {"attention_mask": attention_mask, "distance_bias": distance_bias}
