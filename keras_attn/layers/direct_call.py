@@ -29,3 +29,15 @@ def direct_call(layer, *args, **kwargs):
             return keras_internals.quantized_call(layer, *args, **kwargs)
         return layer.call(*args, **kwargs)
     return layer(*args, **kwargs)
+
+
+def keras_call(layer, *args, **kwargs):
+    """`layer(*args, **kwargs)` through Keras' `__call__`: how the full pass
+    calls a layer (on symbolic tensors it records the functional graph)."""
+    return layer(*args, **kwargs)
+
+
+def layer_caller(decoding):
+    """How a pass calls its layers: `direct_call` in a decoding step,
+    `keras_call` in the full pass."""
+    return direct_call if decoding else keras_call

@@ -8,10 +8,11 @@ from keras import ops
 
 from keras_attn import layers
 from keras_attn.layers import masking
-from keras_attn.layers.direct_call import direct_call
+from keras_attn.layers.direct_call import layer_caller
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.transformer_block import TransformerBlock
+from keras_attn.models.transformer_block import apply_norm
 from keras_attn.models.transformer_model import TransformerModel
 
 class Application(NamedTuple):
@@ -565,7 +566,7 @@ class Transformer:
         config = self.config
         embedding_layers = self.embedding_layers
         decoding = positions is not None
-        run = direct_call if decoding else _keras_call
+        run = layer_caller(decoding)
         embedded = [run(embedding_layers["token"], token_ids)]
         if "segment" in embedding_layers:
             if segment_ids is None or config.segment_vocab_size == 1:
@@ -582,7 +583,7 @@ class Transformer:
         hidden = embedded[0]
         if len(embedded) > 1:
             hidden = run(self.embedding_add(stream), embedded)
-        hidden = self.norm(embedding_layers["norm"], hidden, condition, run)
+        hidden = apply_norm(embedding_layers["norm"], hidden, condition, run)
         if not decoding:
             hidden = embedding_layers["dropout"](hidden)
         if "mapping" in embedding_layers:
@@ -591,7 +592,7 @@ class Transformer:
 
     def layer_norm(self, name):
         """A LayerNorm, or a `ConditionalLayerNormalization` when the model
-        has a `condition` input (see `norm` for applying it)."""
+        has a `condition` input (applied by `apply_norm`)."""
         if self.conditional_layer_norm is None:
             return keras.layers.LayerNormalization(
                 epsilon=self.config.layer_norm_epsilon, name=name
@@ -602,14 +603,6 @@ class Transformer:
             epsilon=self.config.layer_norm_epsilon,
             name=name,
         )
-
-    @staticmethod
-    def norm(layer, hidden, condition=None, run=None):
-        """`layer(hidden)`, given the `condition` when it is conditional."""
-        run = run or _keras_call
-        if isinstance(layer, layers.ConditionalLayerNormalization):
-            return run(layer, hidden, condition=condition)
-        return run(layer, hidden)
 
     def block_prefix(self, index):
         """The name prefix of block `index`'s layers: `Transformer-{index}`,
@@ -667,8 +660,8 @@ class Transformer:
         """The masked-LM logits of `hidden`: `Bias(Decoder(LN(Dense(x))))`,
         the decoder the token embedding transposed unless untied."""
         head = self.head_layers
-        run = direct_call if decoding else _keras_call
-        transformed = self.norm(
+        run = layer_caller(decoding)
+        transformed = apply_norm(
             head["mlm_norm"], run(head["mlm_dense"], hidden), condition, run
         )
         if "mlm_decoder" in head:
@@ -692,9 +685,6 @@ class Transformer:
             return next(iter(outputs.values()))
         return outputs
 
-
-def _keras_call(layer, *args, **kwargs):
-    return layer(*args, **kwargs)
 
 
 def _pool_activation(with_pool):

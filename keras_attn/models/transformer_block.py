@@ -1,7 +1,8 @@
 """One Transformer block, the same code for the full pass and a decoding step."""
 
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
-from keras_attn.layers.direct_call import direct_call
+from keras_attn.layers.direct_call import keras_call
+from keras_attn.layers.direct_call import layer_caller
 
 
 class TransformerBlock:
@@ -143,16 +144,16 @@ class TransformerBlock:
         # A decoding step runs the layers by `call` where that is exact (see
         # `direct_call`); the full pass goes through Keras' `__call__`, which
         # records the graph.
-        run = direct_call if decoding else _keras_call
+        run = layer_caller(decoding)
 
         def residual(norm, dropout, add, x, transform):
             """`Norm(x + Drop(f(x)))`, or `x + Drop(f(Norm(x)))` pre-LN."""
-            normed = self._norm(run, norm, x, condition) if self.norm_first else x
+            normed = apply_norm(norm, x, condition, run) if self.norm_first else x
             transformed = transform(normed)
             if not decoding:
                 transformed = dropout(transformed)
             x = run(add, [x, transformed])
-            return x if self.norm_first else self._norm(run, norm, x, condition)
+            return x if self.norm_first else apply_norm(norm, x, condition, run)
 
         def self_attention(x):
             nonlocal cache
@@ -193,12 +194,10 @@ class TransformerBlock:
         )
         return (hidden, cache) if decoding else hidden
 
-    @staticmethod
-    def _norm(run, layer, hidden, condition):
-        if isinstance(layer, ConditionalLayerNormalization):
-            return run(layer, hidden, condition=condition)
-        return run(layer, hidden)
 
-
-def _keras_call(layer, *args, **kwargs):
-    return layer(*args, **kwargs)
+def apply_norm(layer, hidden, condition=None, run=keras_call):
+    """`layer(hidden)` by `run`, given the `condition` when the layer is a
+    `ConditionalLayerNormalization`."""
+    if isinstance(layer, ConditionalLayerNormalization):
+        return run(layer, hidden, condition=condition)
+    return run(layer, hidden)
