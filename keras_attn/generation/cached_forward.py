@@ -7,6 +7,7 @@ from keras import ops
 from keras_attn.layers import masking
 from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
+from keras_attn.layers.key_value_cache import write_slots
 
 GENERATIVE_APPLICATIONS = ("lm", "unilm")
 
@@ -116,6 +117,7 @@ class CachedForward:
         self.template = template
         self.application = application
         self.causal = template.causal
+        self.unilm = template.mask_mode == "unilm"
         self.pad_token_id = template.config.pad_token_id
         # `conditional_layer_norm` models: every norm takes the `condition`
         # input, `(batch, width)`, fed to each step.
@@ -233,24 +235,13 @@ class CachedForward:
         segment_ids = ops.cast(segment_ids, "int32")
         writes = None if write_rows is None else ops.cast(write_rows, "int32")[:, None]
 
-        def written(new, old):
-            """`new` for the rows this step writes, `old` for the others."""
-            if write_rows is None:
-                return new
-            return ops.where(write_rows[:, None], new, old)
-
-        def store(table, new):
-            return ops.slice_update(
-                table, (0, slot), written(new, ops.slice(table, (0, slot), ops.shape(new)))
-            )
-
         def count(values):
             return ops.sum(values if writes is None else values * writes, axis=1)
 
         counted = ops.cast(real, "int32")
         orders = cache.segment_sums[:, None] + ops.cumsum(segment_ids, axis=1)
-        key_valid = store(cache.key_valid, real)
-        key_orders = store(cache.key_orders, orders)
+        key_valid = write_slots(cache.key_valid, real, slot, write_rows)
+        key_orders = write_slots(cache.key_orders, orders, slot, write_rows)
         token_positions = positions
         if self.count_from_padding:
             before = cache.real_tokens
@@ -265,11 +256,10 @@ class CachedForward:
             token_positions = ops.where(real, numbered, -1)
         step = CacheStep(slot, positions, key_positions, write_rows)
 
-        unilm = self.template.mask_mode == "unilm"
         mask = masking.sequence_mask(
             key_valid,
-            orders if unilm else None,
-            key_orders if unilm else None,
+            orders if self.unilm else None,
+            key_orders if self.unilm else None,
         )
         mask = masking.merge_attention_masks(
             attention_mask=mask,

@@ -61,15 +61,29 @@ class KeyValueCache(NamedTuple):
         )
 
 
+def write_slots(table, new, slot, write_rows=None):
+    """`table` `(batch, capacity, ...)` with `new` `(batch, n, ...)` in the
+    slots `slot .. slot + n - 1`, for the rows `write_rows` (boolean
+    `(batch,)`; every row when None), the other rows keeping what they
+    held. Returns a new tensor (see `KeyValueCache.write` for torch's
+    in-place keys and values)."""
+    start = (0, slot) + (0,) * (len(table.shape) - 2)
+    new = ops.cast(new, table.dtype)
+    if write_rows is not None:
+        old = ops.slice(table, start, ops.shape(new))
+        rows = ops.reshape(write_rows, (-1,) + (1,) * (len(table.shape) - 1))
+        new = ops.where(rows, new, old)
+    return ops.slice_update(table, start, new)
+
+
 def _write(cache, new, step):
-    start = (0, step.slot, 0, 0)
+    if keras.config.backend() != "torch":
+        return write_slots(cache, new, step.slot, step.write_rows)
+    # In place: `slice_update` copies the whole cache on torch, an O(capacity)
+    # copy per layer and step that an eager loop cannot fuse away.
     new = ops.cast(new, cache.dtype)
     if step.write_rows is not None:
-        old = ops.slice(cache, start, ops.shape(new))
+        old = cache[:, step.slot : step.slot + new.shape[1]]
         new = ops.where(step.write_rows[:, None, None, None], new, old)
-    if keras.config.backend() == "torch":
-        # In place: `slice_update` copies the whole cache on torch, an O(capacity)
-        # copy per layer and step that an eager loop cannot fuse away.
-        cache[:, step.slot : step.slot + new.shape[1]] = new
-        return cache
-    return ops.slice_update(cache, start, new)
+    cache[:, step.slot : step.slot + new.shape[1]] = new
+    return cache
