@@ -93,7 +93,7 @@ def convert(source, output, config=None, variant=None, application="encoder",
     """
     import keras
 
-    from keras_attn.checkpoints.loading import NAME_TABLES
+    from keras_attn.checkpoints.loading import name_table
     from keras_attn.checkpoints.porting import checkpoint_free_paths
     from keras_attn.checkpoints.porting import port_weights
     from keras_attn.checkpoints.readers import open_checkpoint
@@ -110,7 +110,7 @@ def convert(source, output, config=None, variant=None, application="encoder",
     model = build_transformer_model(dataclasses.asdict(parsed), variant=variant, application=application)
     total = len(model.weights) - len(checkpoint_free_paths(model))
     log(f"Reading {reader.path} ({reader.format} format): {total} arrays")
-    port_weights(model, _ProgressReader(reader, total, log), NAME_TABLES[reader.format])
+    port_weights(model, _ProgressReader(reader, total, log), name_table(model, reader))
 
     if format == "keras":
         os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)

@@ -3,18 +3,37 @@ the name table."""
 
 import os
 
+from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints import huggingface_bert
+from keras_attn.checkpoints import huggingface_gpt2
+from keras_attn.checkpoints import huggingface_t5
+from keras_attn.checkpoints import mesh_t5
 from keras_attn.checkpoints.keras_weights import load_weights_file
 from keras_attn.checkpoints.porting import port_weights
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import open_checkpoint
 
-# Reader format -> the module holding its name table.
-NAME_TABLES = {
+_BERT_TABLES = {
     "tensorflow": google_bert,
     "safetensors": huggingface_bert,
     "torch": huggingface_bert,
+}
+
+# Checkpoint family (the variant's `checkpoint_family`) -> reader format ->
+# the name table (a module, or `bert4keras_gpt`'s tables).
+NAME_TABLES = {
+    "bert": _BERT_TABLES,
+    "roberta": _BERT_TABLES,
+    "albert": _BERT_TABLES,
+    "gpt": {"tensorflow": bert4keras_gpt.GPT},
+    "gpt2": {
+        "tensorflow": bert4keras_gpt.GPT2,
+        "safetensors": huggingface_gpt2,
+        "torch": huggingface_gpt2,
+    },
+    "gpt2_ml": {"tensorflow": bert4keras_gpt.GPT2_ML},
+    "t5": {"tensorflow": mesh_t5, "safetensors": huggingface_t5, "torch": huggingface_t5},
 }
 
 
@@ -55,13 +74,29 @@ def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None):
         load_weights_file(model, path)
         return model
     reader = open_checkpoint(path)
-    if reader.format not in NAME_TABLES:
-        raise CheckpointError(f"No name table for {reader.format!r} checkpoints ({path!r}).")
     port_weights(
         model,
         reader,
-        NAME_TABLES[reader.format],
+        name_table(model, reader),
         keep_tokens=keep_tokens,
         skip_missing=skip_missing,
     )
     return model
+
+
+def name_table(model, reader):
+    """The name table that maps `reader`'s checkpoint onto `model`: by the
+    model's checkpoint family (its template's) and the reader's format.
+
+    Raises:
+        CheckpointError: a format the family is never stored in.
+    """
+    template = getattr(model, "template", None)
+    family = "bert" if template is None else template.checkpoint_family
+    tables = NAME_TABLES.get(family, {})
+    if reader.format not in tables:
+        raise CheckpointError(
+            f"{reader.path!r} is a {reader.format} checkpoint; {family} models are read "
+            f"from {sorted(tables)} checkpoints."
+        )
+    return tables[reader.format]

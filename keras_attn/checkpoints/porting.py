@@ -17,6 +17,7 @@ VOCABULARY_VARIABLES = {
     "Embedding-Token/embeddings": 0,
     "MLM-Bias/bias": 0,
     "MLM-Decoder/kernel": 1,
+    "Decoder-Output-LM/kernel": 1,
 }
 
 # Heads a model is built with or without (`with_pool`, `with_nsp`,
@@ -27,15 +28,38 @@ OPTIONAL_HEADS = ("Pooler-Dense/", "NSP/", "MLM-")
 
 class Source:
     """Where a variable is stored: accepted checkpoint names (tried in order,
-    `{layer}` standing for the block index) and whether the stored array is
-    the transpose of the Keras one."""
+    `{layer}` standing for the block index, `{layer:03d}` zero-padded),
+    whether the stored array is the transpose of the Keras one, and `part`,
+    `(index, count)`, when the variable is one of `count` equal slices of
+    the stored array's last axis (GPT-2's queries, keys and values, stored
+    side by side in `c_attn`)."""
 
-    def __init__(self, *names, transpose=False):
+    def __init__(self, *names, transpose=False, part=None):
         self.names = names
         self.transpose = transpose
+        self.part = part
 
     def __repr__(self):
-        return f"Source{self.names + (('transpose',) if self.transpose else ())}"
+        options = (("transpose",) if self.transpose else ()) + (
+            (f"part={self.part}",) if self.part else ()
+        )
+        return f"Source{self.names + options}"
+
+    def shape(self, stored):
+        """The variable's shape for a stored array of shape `stored`."""
+        shape = tuple(stored)[::-1] if self.transpose else tuple(stored)
+        if self.part is not None and shape:
+            shape = shape[:-1] + (shape[-1] // self.part[1],)
+        return shape
+
+    def value(self, array):
+        """The variable's value from the stored `array`."""
+        array = array.T if self.transpose else array
+        if self.part is not None:
+            index, count = self.part
+            width = array.shape[-1] // count
+            array = array[..., index * width : (index + 1) * width]
+        return array
 
 
 def checkpoint_free_paths(model):
@@ -98,7 +122,8 @@ def _lookup(compiled, path):
     for pattern, source in compiled:
         match = pattern.match(path)
         if match:
-            return source, match.groupdict().get("layer")
+            layer = match.groupdict().get("layer")
+            return source, None if layer is None else int(layer)
     return None, None
 
 
@@ -181,9 +206,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
             continue
         used.add(found)
         alternatives.update(c for name in names for c in candidates(name))
-        shape = tuple(reader.shape(found))
-        if source.transpose:
-            shape = shape[::-1]
+        shape = source.shape(reader.shape(found))
         if keep_tokens is not None and path in VOCABULARY_VARIABLES:
             axis = VOCABULARY_VARIABLES[path]
             bad = [i for i in keep_tokens if not 0 <= i < shape[axis]]
@@ -197,7 +220,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
         if shape != expected:
             mismatched.append(f"{path} <- {found}: model expects {expected}, checkpoint has {shape}")
             continue
-        plan.append((variable, found, source.transpose, path))
+        plan.append((variable, found, source, path))
 
     unused = sorted(
         name
@@ -205,6 +228,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
         if not any(pattern in name for pattern in ignored)
     )
     if missing or mismatched or unmapped:
+        other_family = _other_family_hint(stored, name_table)
         raise refusal(
             f"{reader.path!r} ({reader.format} format)",
             model,
@@ -214,23 +238,19 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
                 ("model variables this checkpoint format has no name for", unmapped),
                 ("unused checkpoint names", unused),
             ],
-            hint=_skip_hint(missing),
+            hint=_skip_hint(missing) if not other_family else other_family,
         )
 
     arrays = []
-    for variable, found, transpose, path in plan:
-        array = np.asarray(reader.read(found))
-        if transpose:
-            array = array.T
+    for variable, found, source, path in plan:
+        array = source.value(np.asarray(reader.read(found)))
         if keep_tokens is not None and path in VOCABULARY_VARIABLES:
             array = np.take(array, np.asarray(keep_tokens), axis=VOCABULARY_VARIABLES[path])
         arrays.append(array)
     for (variable, *_), array in zip(plan, arrays):
         variable.assign(array.astype(variable.dtype))
 
-    unused = _reportable(
-        unused, reader, table, candidates, duplicates, [v.path for v in model.weights]
-    )
+    unused = _reportable(unused, reader, name_table, [v.path for v in model.weights])
     warn_unused(
         unused,
         f"{reader.path!r} ({reader.format} format)",
@@ -247,6 +267,30 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
             ),
             stacklevel=3,
         )
+
+
+# Checkpoint names that only one family stores: (substring, family, the
+# variant to build).
+FAMILY_MARKERS = (
+    ("EncDecAttention", "T5", "'t5', 't5.1.1' or 'mt5.1.1'"),
+    ("attn.c_attn", "GPT-2", "'gpt2'"),
+    ("newslm/", "GPT2-ML", "'gpt2_ml'"),
+    ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
+    ("bert/encoder/layer_", "BERT", "'bert'"),
+)
+
+
+def _other_family_hint(stored, name_table):
+    """A sentence naming the family and variant of a checkpoint whose names
+    are another family's than the table's, or None."""
+    own = " ".join(name for source in name_table.TABLE.values() for name in source.names)
+    for marker, family, variant in FAMILY_MARKERS:
+        if marker not in own and any(marker in name for name in stored):
+            return (
+                f"The checkpoint holds {family} weights (names with {marker!r}): build the "
+                f"model with variant={variant}."
+            )
+    return None
 
 
 def _skip_hint(missing):
@@ -289,28 +333,30 @@ def warn_unused(unused, source, model, guess):
         )
 
 
-def _reportable(unused, reader, table, candidates, duplicates, model_paths):
+def _reportable(unused, reader, name_table, model_paths):
     """The unused names worth a warning: not the weights of a head the model
     was built without, not an equal copy of a stored partner."""
+    table, candidates = name_table.TABLE, name_table.candidates
     absent = tuple(
-        head for head in OPTIONAL_HEADS if not any(p.startswith(head) for p in model_paths)
+        head for head in OPTIONAL_HEADS + tuple(getattr(name_table, "OPTIONAL_PARTS", ()))
+        if not any(p.startswith(head) for p in model_paths)
     )
-    heads = {
-        candidate
+    heads = [
+        re.compile(re.sub(r"\\\{layer[^}]*\\\}", r"\\d+", re.escape(candidate)))
         for path, source in table.items()
         if path.startswith(absent)
         for name in source.names
         for candidate in candidates(name)
-    }
+    ]
     stored = set(reader.names())
     copies = {}
-    for name, partner in duplicates.items():
+    for name, partner in name_table.DUPLICATES.items():
         original = next((c for c in candidates(partner) if c in stored), None)
         for copy in candidates(name):
             copies[copy] = original
     reportable = []
     for name in unused:
-        if name in heads:
+        if any(head.fullmatch(name) for head in heads):
             continue
         original = copies.get(name)
         if original is not None and np.array_equal(reader.read(name), reader.read(original)):

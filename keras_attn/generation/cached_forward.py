@@ -9,7 +9,31 @@ from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.key_value_cache import write_slots
 
-GENERATIVE_APPLICATIONS = ("lm", "unilm")
+GENERATIVE_APPLICATIONS = ("lm", "unilm", "seq2seq")
+
+
+class EncodedSource(NamedTuple):
+    """What an encoder-decoder's decoding steps read of the source: one
+    per row, computed once (see `CachedForward.encode_source`).
+
+    Attributes:
+        keys_values: one `KeyValueCache` per decoder block, its
+            cross-attention's keys and values of the encoder's output.
+        valid: boolean `(batch, source_length)`, the source's real tokens.
+    """
+
+    keys_values: tuple
+    valid: object
+
+    def select_rows(self, rows):
+        """The sources of the rows `rows` (beams)."""
+        return EncodedSource(
+            tuple(
+                KeyValueCache(ops.take(c.keys, rows, axis=0), ops.take(c.values, rows, axis=0))
+                for c in self.keys_values
+            ),
+            ops.take(self.valid, rows, axis=0),
+        )
 
 class DecodingCache(NamedTuple):
     """Everything a decoding step reads about the tokens before it.
@@ -86,8 +110,9 @@ class CachedForward:
         if application not in GENERATIVE_APPLICATIONS:
             raise ValueError(
                 "Generation needs a model built with application='lm' or 'unilm' "
-                f"(a language-model head under a causal or seq2seq mask); this model "
-                f"({model.name}) has application={application!r}."
+                "(a language-model head under a causal or seq2seq mask), or an "
+                f"encoder-decoder (T5); this model ({model.name}) has "
+                f"application={application!r}."
             )
         template = getattr(model, "template", None)
         if template is None:
@@ -118,11 +143,20 @@ class CachedForward:
         self.application = application
         self.causal = template.causal
         self.unilm = template.mask_mode == "unilm"
-        self.pad_token_id = template.config.pad_token_id
+        self.seq2seq = application == "seq2seq"
+        # What fills the buffer after a prompt and a finished row: the pad
+        # id, or 0 for a vocabulary without one (GPT-2), whose padding the
+        # prompts' lengths say.
+        pad_token_id = template.config.pad_token_id
+        self.pad_token_id = 0 if pad_token_id is None else pad_token_id
+        self.start_token_id = template.config.decoder_start_token_id
         # `conditional_layer_norm` models: every norm takes the `condition`
         # input, `(batch, width)`, fed to each step.
         self.conditional = template.conditional_layer_norm is not None
-        self.masks_pad_tokens = not template.padding_mask_input
+        # A decoder's pad id (T5's, its start token) is never padding.
+        self.masks_pad_tokens = not (
+            template.padding_mask_input or pad_token_id is None or self.seq2seq
+        )
         self.blocks = template.blocks
         self.position_bias = template.position_bias
         position = template.embedding_layers["position"]
@@ -181,10 +215,21 @@ class CachedForward:
             ops.zeros((batch,), "int32"),
         )
 
+    def encode_source(self, token_ids, padding_mask):
+        """An encoder-decoder's `EncodedSource` of the sources `token_ids`
+        `(batch, source_length)` (real where `padding_mask`): the template's
+        encoder, run once, and each decoder block's cross-attention keys
+        and values of its output."""
+        encoded, valid = self.template.encode(token_ids, padding_mask)
+        return EncodedSource(
+            tuple(block.cross_attention.project_key_value(encoded) for block in self.blocks),
+            valid,
+        )
+
     # The step --------------------------------------------------------------
 
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
-                 write_rows=None, logits=True, condition=None):
+                 write_rows=None, logits=True, condition=None, source=None):
         """Runs `token_ids` `(batch, n)`, at positions `position ..
         position + n - 1`, against `cache`.
 
@@ -207,6 +252,7 @@ class CachedForward:
             logits: whether to compute the masked-LM logits.
             condition: float `(batch, width)`, the `condition` input of a
                 model built with `conditional_layer_norm` (required there).
+            source: an encoder-decoder's `EncodedSource` (required there).
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (None when
@@ -282,11 +328,22 @@ class CachedForward:
         hidden = template.embed(
             token_ids, segment_ids, positions=token_positions, condition=condition
         )
+        if self.seq2seq != (source is not None):
+            raise ValueError(
+                f"{self.model.name}: an encoder-decoder's step needs the `source` "
+                "(`encode_source`), and only an encoder-decoder's takes one."
+            )
         layers = []
-        for block, layer_cache in zip(self.blocks, cache.layers):
+        for index, (block, layer_cache) in enumerate(zip(self.blocks, cache.layers)):
+            cross = {}
+            if source is not None:
+                cross = {
+                    "encoder_output": source.keys_values[index],
+                    "encoder_mask": source.valid[:, None, :],
+                }
             hidden, layer_cache = block(
                 hidden, attention_mask=mask, distance_bias=distance_bias, condition=condition,
-                cache=layer_cache, cache_step=step,
+                cache=layer_cache, cache_step=step, **cross,
             )
             layers.append(layer_cache)
         cache = DecodingCache(
@@ -299,4 +356,5 @@ class CachedForward:
         )
         if not logits:
             return None, cache
+        hidden = template.finish_blocks(hidden, condition, decoding=True)
         return template.language_model_head(hidden, condition, decoding=True), cache

@@ -212,30 +212,41 @@ class Generator:
     def _run(self, sampler, prepared, settings, seed):
         """`sampler.run_loop` over the prepared prompts, in the loop compiled
         for this sampler, these settings and the buffer's shape."""
+        source_shape = None if prepared.source is None else prepared.source.shape
         key = (
             _sampler_key(sampler), settings, prepared.buffer.shape, prepared.bucket,
-            prepared.condition is None,
+            prepared.condition is None, source_shape,
         )
         run = self._compiled_loop(key, lambda: self._loop(sampler, settings, prepared.bucket))
-        return run(prepared.buffer, prepared.lengths, seed, prepared.condition)
+        return run(
+            prepared.buffer, prepared.lengths, seed, prepared.condition, prepared.source,
+            prepared.source_mask,
+        )
 
     def _loop(self, sampler, settings, bucket):
         """The decoding program: encode the prompts, then the sampler's loop."""
         forward = self.forward
 
-        def loop(tokens, lengths, seed, condition):
+        def loop(tokens, lengths, seed, condition, source, source_mask):
             tokens = ops.convert_to_tensor(tokens, "int32")
             lengths = ops.convert_to_tensor(lengths, "int32")
             seed = ops.convert_to_tensor(seed, "int32")
             if condition is not None:
                 condition = ops.convert_to_tensor(condition, "float32")
+            encoded = None
+            if source is not None:
+                # An encoder-decoder encodes each source once.
+                encoded = forward.encode_source(
+                    ops.convert_to_tensor(source, "int32"),
+                    ops.convert_to_tensor(source_mask, "int32"),
+                )
             cache = forward.empty_cache(tokens.shape[0], forward.capacity(bucket, tokens.shape[1]))
             prompt_mask = ops.arange(bucket)[None, :] < lengths[:, None]
             _, cache = forward(
                 tokens[:, :bucket], 0, cache, padding_mask=prompt_mask, logits=False,
-                condition=condition,
+                condition=condition, source=encoded,
             )
-            step = DecodingStep(forward, lengths, condition)
+            step = DecodingStep(forward, lengths, condition, encoded)
             return sampler.run_loop(step, tokens, lengths, cache, settings, seed)
 
         return loop
@@ -263,27 +274,29 @@ class DecodingStep:
     prompt re-reads it without writing). For a UniLM model the generated
     tokens are segment 1."""
 
-    def __init__(self, forward, lengths, condition=None):
+    def __init__(self, forward, lengths, condition=None, source=None):
         self.forward = forward
         self.lengths = lengths
         self.condition = condition
+        self.source = source
 
     def __call__(self, tokens, index, cache):
         current = ops.slice(tokens, (0, index), (tokens.shape[0], 1))
         generating = ops.greater_equal(index, self.lengths)
         segment_ids = None
-        if not self.forward.causal:
+        if self.forward.unilm:
             segment_ids = ops.cast(generating, "int32")[:, None]
         logits, cache = self.forward(
             current, index, cache, segment_ids=segment_ids, write_rows=generating,
-            condition=self.condition,
+            condition=self.condition, source=self.source,
         )
         return ops.cast(logits[:, 0], "float32"), cache
 
     def select_rows(self, rows):
         """The step of the rows `rows` (int `(new_rows,)`), e.g. beams."""
         condition = None if self.condition is None else ops.take(self.condition, rows, axis=0)
-        return DecodingStep(self.forward, ops.take(self.lengths, rows, axis=0), condition)
+        source = None if self.source is None else self.source.select_rows(rows)
+        return DecodingStep(self.forward, ops.take(self.lengths, rows, axis=0), condition, source)
 
 
 def compile_loop(loop, model):

@@ -19,12 +19,18 @@ class PreparedPrompts(NamedTuple):
         bucket: the padded prompt length (see `prompt_bucket`).
         condition: float32 numpy `(batch, width)`, the `condition` rows of
             a model with conditional LayerNorms, else None.
+        source: an encoder-decoder's sources, int32 numpy `(batch,
+            source_bucket)` padded with the pad id (the prompts are then its
+            decoder's start tokens), else None.
+        source_mask: int32 numpy of the sources' shape, 1 for real tokens.
     """
 
     buffer: object
     lengths: object
     bucket: int
     condition: object
+    source: object = None
+    source_mask: object = None
 
 
 def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new_tokens=0,
@@ -43,14 +49,33 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
     token_ids, lengths = parse_prompts(prompts)
     condition = prompt_condition(forward, prompts, len(lengths))
     check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_tokens, start_token_id)
+    name = "encoder_token_ids" if forward.seq2seq else "token_ids"
     for row, length in zip(token_ids, lengths):
-        model.input_contract.check_values({"token_ids": np.asarray(row[:length], "int64")[None]})
+        model.input_contract.check_values({name: np.asarray(row[:length], "int64")[None]})
+    if forward.seq2seq:
+        return _with_start_tokens(forward, token_ids, lengths, max_new_tokens)
     batch, longest = len(lengths), int(lengths.max())
     bucket = prompt_bucket(longest, forward.max_length, max_new_tokens)
     buffer = np.full((batch, bucket + max_new_tokens), forward.pad_token_id, "int32")
     for row, length in enumerate(lengths):
         buffer[row, :length] = token_ids[row][:length]
     return PreparedPrompts(buffer, lengths.astype("int32"), bucket, condition)
+
+
+def _with_start_tokens(forward, sources, lengths, max_new_tokens):
+    """An encoder-decoder's prompts: the sources, padded to a bucket, and
+    for the decoder its start token, one per row."""
+    batch = len(lengths)
+    bucket = prompt_bucket(int(lengths.max()), None, max_new_tokens)
+    source = np.full((batch, bucket), forward.pad_token_id, "int32")
+    for row, length in enumerate(lengths):
+        source[row, :length] = sources[row][:length]
+    source_mask = (np.arange(bucket)[None] < lengths[:, None]).astype("int32")
+    buffer = np.full((batch, 1 + max_new_tokens), forward.pad_token_id, "int32")
+    buffer[:, 0] = forward.start_token_id
+    return PreparedPrompts(
+        buffer, np.ones((batch,), "int32"), 1, None, source, source_mask
+    )
 
 
 def parse_prompts(prompts):

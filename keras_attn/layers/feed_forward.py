@@ -29,12 +29,18 @@ class FeedForward(keras.layers.Layer):
     `gelu(x) = x * Phi(x)`; pass `activation="gelu_approximate"` for the tanh
     approximation some checkpoints were trained with.
 
+    With `gated=True` the hidden layer is gated, `act(x W_1) * (x V)` (a
+    GLU variant: Shazeer (2020), "GLU Variants Improve Transformer",
+    https://arxiv.org/abs/2002.05202; T5 v1.1's gated GELU), `V` being the
+    `gate_dense` projection.
+
     Args:
         intermediate_size: width of the hidden layer (`W_1`'s output).
         activation: activation of the hidden layer: a Keras activation name or
             callable; `"gelu"` is the exact erf form.
         out_dim: output width; defaults to the input width.
-        use_bias: whether both projections have biases.
+        use_bias: whether the projections have biases.
+        gated: multiply the activation by a second, linear projection.
         kernel_initializer, bias_initializer: initializers of both projections.
         projection_policies: dtype policies of single projections by
             sublayer name (`{"output_dense": "int8_from_float32"}`), as
@@ -58,12 +64,14 @@ class FeedForward(keras.layers.Layer):
         activation="gelu",
         out_dim=None,
         use_bias=True,
+        gated=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         projection_policies=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.gated = gated
         self.intermediate_size = intermediate_size
         self.activation = activation
         self.out_dim = out_dim
@@ -79,11 +87,17 @@ class FeedForward(keras.layers.Layer):
             self, self.intermediate_size, "intermediate_dense", activation=activation
         )
         self.intermediate_dense.build(inputs_shape)
+        if self.gated:
+            self.gate_dense = make_dense(self, self.intermediate_size, "gate_dense")
+            self.gate_dense.build(inputs_shape)
         self.output_dense = make_dense(self, self.out_dim or inputs_shape[-1], "output_dense")
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
 
     def call(self, inputs):
-        return direct_call(self.output_dense, direct_call(self.intermediate_dense, inputs))
+        hidden = direct_call(self.intermediate_dense, inputs)
+        if self.gated:
+            hidden = hidden * direct_call(self.gate_dense, inputs)
+        return direct_call(self.output_dense, hidden)
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.out_dim or inputs_shape[-1],)
@@ -95,6 +109,7 @@ class FeedForward(keras.layers.Layer):
                 "intermediate_size": self.intermediate_size,
                 "activation": self.activation,
                 "out_dim": self.out_dim,
+                "gated": self.gated,
                 **projection_config(self),
             }
         )

@@ -187,11 +187,14 @@ def merge_attention_masks(
 def real_tokens(token_ids, pad_token_id, padding_mask=None):
     """Boolean `(batch, length)`, True for real tokens: `padding_mask` when
     given (a model built with `padding_mask_input`), else `token_ids !=
-    pad_token_id`. The one place a model decides what padding is: the
-    attention mask, the position numbering, the output masks and the
+    pad_token_id`, or every token when the vocabulary has no padding id
+    (`pad_token_id=None`, GPT-2). The one place a model decides what padding
+    is: the attention mask, the position numbering, the output masks and the
     decoding cache all read it."""
     if padding_mask is not None:
         return ops.cast(padding_mask, "bool")
+    if pad_token_id is None:
+        return ops.ones_like(token_ids, "bool")
     return ops.not_equal(token_ids, pad_token_id)
 
 

@@ -11,6 +11,7 @@ from keras_attn.layers import masking
 from keras_attn.layers.direct_call import direct_call
 from keras_attn.layers.relative_position_bias import add_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
+from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
@@ -430,9 +431,20 @@ class MultiHeadAttention(keras.layers.Layer):
         attend to every slot `attention_mask` keeps (which the caller builds
         from the slots' positions: causality, the window, padding), with a
         `distance_bias` table gathered at the slots' distances as in the
-        full pass. Returns `(output, updated_cache)`."""
+        full pass. Returns `(output, updated_cache)`.
+
+        Without `step` the cache is read only: the queries attend to keys
+        and values computed before (an encoder-decoder's cross-attention,
+        whose `project_key_value(encoder_output)` is computed once per
+        source), under `attention_mask`."""
         if step is None:
-            raise ValueError(f"{self.name}: a call with `cache` needs `cache_step`.")
+            query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
+            mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
+            attended, _ = self._kernel(
+                query_heads, cache.keys, cache.values, mask, attention_bias, training
+            )
+            output = direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
+            return output, cache
         self._check_call_arguments(query, query, query, None, use_causal_mask=True)
         query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
         key_heads = split_heads(direct_call(self.key_dense, query), self.key_size)
@@ -462,6 +474,19 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         output = direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
         return output, cache
+
+    def project_key_value(self, value, key=None):
+        """The keys and values of `value` (and `key`, default `value`),
+        `(batch, length, width)`, as a `KeyValueCache` that a call with
+        `cache=` and no `cache_step` attends to: a cross-attention's
+        projections of an encoder's output, computed once per source for
+        every decoding step. Rotary encodings (which need positions) are not
+        applied."""
+        key = value if key is None else key
+        return KeyValueCache(
+            split_heads(direct_call(self.key_dense, key), self.key_size),
+            split_heads(direct_call(self.value_dense, value), self.head_size),
+        )
 
     def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
         """The checks of every call, eager or symbolic (see

@@ -32,3 +32,10 @@ from keras_attn.models.sandwich import Sandwich
 from keras_attn.models.xpos import Xpos
 from keras_attn.models.albert import Albert
 from keras_attn.models.tta_encoder import TTAEncoder
+from keras_attn.models.gpt import Gpt
+from keras_attn.models.gpt2 import Gpt2
+from keras_attn.models.gpt2_ml import Gpt2Ml
+from keras_attn.models.t5 import T5
+from keras_attn.models.t5 import T5V11
+from keras_attn.models.t5 import MT5
+from keras_attn.models.t5 import T5Encoder

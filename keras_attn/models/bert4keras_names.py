@@ -20,6 +20,14 @@ MODELS = {
     "bert": "bert",
     "roberta": None,
     "albert": "albert",
+    "gpt": "gpt",
+    "gpt2": "gpt2",
+    "gpt2_ml": "gpt2_ml",
+    "t5": "t5",
+    "t5.1.0": "t5",
+    "t5.1.1": "t5.1.1",
+    "mt5.1.1": "mt5.1.1",
+    "t5_encoder": "t5_encoder",
 }
 
 # bert4keras `model=` values with no counterpart here.
@@ -27,15 +35,10 @@ UNSUPPORTED_MODELS = {
     "albert_unshared": "",
     "nezha": "",
     "electra": "",
-    "gpt": "",
-    "gpt2": "",
-    "gpt2_ml": "",
-    "t5": "",
-    "t5.1.0": "",
-    "t5.1.1": "",
-    "t5_encoder": "",
-    "t5_decoder": "",
-    "mt5.1.1": "",
+    "t5_decoder": (
+        " Build the whole T5 (model='t5', 't5.1.1' or 'mt5.1.1'): model.generate "
+        "encodes each source once and decodes with a cache."
+    ),
     "gau_alpha": "",
     "roformer": (
         " variant='roformer' puts rotary embeddings on BERT-format weights; "
@@ -111,7 +114,7 @@ def from_bert4keras(arguments, overrides):
                 "pass application='mlm' (bert4keras's with_mlm=True) and apply "
                 "keras.ops.softmax, or use a loss with from_logits=True."
             )
-        if with_mlm and arguments["application"] == "encoder":
+        if with_mlm and arguments["application"] in (None, "encoder"):
             arguments["application"] = "mlm"
     refused = [key for key in overrides if key in REFUSED]
     if refused:

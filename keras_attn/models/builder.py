@@ -8,6 +8,12 @@ from keras_attn.models.registry import VARIANTS
 from keras_attn.models.transformer_config import load_config
 
 
+# The families whose variants may read a config of each family: a
+# Google-style config names no `model_type` (it is read as `"bert"`), and
+# bert4keras's GPT, GPT-2, GPT2-ML and T5 checkpoints come with such configs.
+READABLE_FAMILIES = {"bert": ("bert", "gpt", "gpt2", "gpt2_ml", "t5")}
+
+
 def variant_family(variant):
     """The checkpoint family a registered variant reads: its class's
     `checkpoint_family` (`"roberta"` for `Roberta` and its subclasses,
@@ -43,8 +49,10 @@ def select_variant(config, variant=None):
             (the message says which variant to use).
     """
     if variant is None:
-        if config.checkpoint_family in ("roberta", "albert"):
+        if config.checkpoint_family in ("roberta", "albert", "gpt2"):
             return config.checkpoint_family
+        if config.checkpoint_family == "t5":
+            return "t5" if config.tie_word_embeddings else "t5.1.1"
         if config.attention_key_size is not None or config.embedding_size is not None:
             return "roberta+"
         return "bert"
@@ -53,13 +61,22 @@ def select_variant(config, variant=None):
             f"Unknown variant {variant!r}; known variants: {sorted(VARIANTS)}."
         )
     family = config.checkpoint_family
-    if family is not None and variant_family(variant) != family:
-        accepted = sorted(name for name in VARIANTS if variant_family(name) == family)
+    if family is not None and variant_family(variant) not in READABLE_FAMILIES.get(family, (family,)):
+        readable = READABLE_FAMILIES.get(family, (family,))
+        accepted = sorted(name for name in VARIANTS if variant_family(name) in readable)
         raise ValueError(
             f"variant={variant!r} reads {variant_family(variant)} checkpoints, but the "
             f"config is a {family} model (`model_type`/config format); use "
             f"variant={select_variant(config)!r} (or leave `variant` unset). "
             f"Variants for {family} checkpoints: {accepted}."
+        )
+    variant_class = VARIANTS[variant]
+    if (family == "t5" and "seq2seq" in variant_class.applications
+            and variant_class.tied_head != config.tie_word_embeddings):
+        raise ValueError(
+            f"variant={variant!r} has {'a tied' if VARIANTS[variant].tied_head else 'an untied'} "
+            f"head, but the config says tie_word_embeddings={config.tie_word_embeddings}; use "
+            f"variant={select_variant(config)!r} (or leave `variant` unset)."
         )
     return variant
 
@@ -68,7 +85,7 @@ def build_transformer_model(
     config=None,
     checkpoint=None,
     variant=None,
-    application="encoder",
+    application=None,
     with_pool=False,
     with_nsp=False,
     keep_tokens=None,
@@ -102,8 +119,13 @@ def build_transformer_model(
             an error; `select_variant` has the table.
         application: `"encoder"` (sequence output), `"mlm"`, `"lm"` or
             `"unilm"` (masked-LM logits under a bidirectional, causal or
-            seq2seq mask); one the variant's `applications` lists (`"tta"`
-            builds `"encoder"` and `"mlm"`, `"xpos"` only `"lm"`).
+            seq2seq mask), `"seq2seq"` (an encoder-decoder's decoder
+            logits); one the variant's `applications` lists (`"tta"`
+            builds `"encoder"` and `"mlm"`, `"xpos"` only `"lm"`, `"gpt"`,
+            `"gpt2"` and `"gpt2_ml"` `"lm"` and `"encoder"`, the T5 variants
+            `"seq2seq"`, `"t5_encoder"` `"encoder"`). None: the variant's
+            first (`"encoder"` for the BERT family, `"lm"` for the GPTs,
+            `"seq2seq"` for T5).
         with_pool: add the pooler (`pooled_output`): `True` for BERT's `tanh`
             dense layer, or a Keras activation name for another.
         with_nsp: add the next-sentence head (`nsp_logits`; implies the pooler).
@@ -183,6 +205,8 @@ def build_transformer_model(
     if keep_tokens is not None:
         keep_tokens = [int(i) for i in keep_tokens]
         parsed = parsed.replace(vocab_size=len(keep_tokens))
+    if application is None:
+        application = VARIANTS[variant].applications[0]
     model = VARIANTS[variant](
         parsed,
         application=application,

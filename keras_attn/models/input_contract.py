@@ -61,9 +61,15 @@ class InputContract:
             (e.g. `"vocab_size"`).
         vectors: dict of input name -> width, for float `(batch, width)`
             inputs, after the ids in the model's inputs.
+        groups: dict of input name -> the group of inputs sharing its shape
+            (an encoder-decoder's `"encoder"` and `"decoder"` inputs have
+            lengths of their own); one group when None. Every input shares
+            the batch size.
     """
 
-    def __init__(self, limits, max_length=None, droppable=(), descriptions=None, vectors=None):
+    def __init__(self, limits, max_length=None, droppable=(), descriptions=None, vectors=None,
+                 groups=None):
+        self.groups = dict(groups or {})
         self.limits = dict(limits)
         self.max_length = max_length
         self.droppable = tuple(droppable)
@@ -177,9 +183,16 @@ class InputContract:
                     f"Input '{name}' is empty (shape {shape}); every batch needs at "
                     "least one sequence of at least one token."
                 )
-        known = {name: shape for name, shape in shapes.items() if None not in shape}
-        if len(set(known.values())) > 1:
-            raise InputError(f"The inputs must share one shape; received {known}.")
+        for group in set(self.groups.get(name, "") for name in shapes):
+            known = {
+                name: shape for name, shape in shapes.items()
+                if None not in shape and self.groups.get(name, "") == group
+            }
+            if len(set(known.values())) > 1:
+                raise InputError(f"The inputs must share one shape; received {known}.")
+        batches = {name: shape[0] for name, shape in shapes.items() if shape[0] is not None}
+        if len(set(batches.values())) > 1:
+            raise InputError(f"The inputs must share one batch size; received {batches}.")
         length = next((shape[1] for shape in shapes.values() if shape[1] is not None), None)
         self._check_length(length)
         batch = next((shape[0] for shape in shapes.values() if shape[0] is not None), None)
@@ -276,6 +289,7 @@ class InputContract:
             "droppable": list(self.droppable),
             "descriptions": self.descriptions,
             "vectors": self.vectors,
+            "groups": self.groups,
         }
 
     @classmethod

@@ -36,6 +36,8 @@ APPLICATIONS = {
     "mlm": Application("bidirectional", causal=False, language_model_head=True),
     "lm": Application("bidirectional", causal=True, language_model_head=True),
     "unilm": Application("unilm", causal=False, language_model_head=True),
+    # An encoder-decoder's decoder (T5): causal, attending to the encoder.
+    "seq2seq": Application("bidirectional", causal=True, language_model_head=True),
 }
 
 # Template hooks that only the full pass runs: a variant overriding one of
@@ -58,6 +60,12 @@ CHECKPOINT_FAMILIES = {
     "names, positions offset past the padding row",
     "albert": "ALBERT's (Google `albert_config.json`, `model_type: albert`): "
     "factorised embeddings, one shared block",
+    "gpt": "bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
+    "gpt2": "GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
+    "with `input/LayerNorm`)",
+    "gpt2_ml": "GPT2-ML's (its TensorFlow `newslm/` names)",
+    "t5": "T5's (Hugging Face `model_type: t5`/`mt5`, Mesh TensorFlow names as "
+    "bert4keras reads them)",
 }
 
 # The `OutputMask` layer of each sequence output (`"output"` when the model
@@ -185,7 +193,7 @@ class Transformer:
     # Whether a query may not see its own key (T-TA).
     mask_diagonal = False
     # The `application=` values this variant builds.
-    applications = tuple(APPLICATIONS)
+    applications = ("encoder", "mlm", "lm", "unilm")
     # How its checkpoints store their weights: one of `CHECKPOINT_FAMILIES`.
     checkpoint_family = "bert"
     # Whether one block's layers serve every index (ALBERT): the layers of
@@ -193,6 +201,17 @@ class Transformer:
     shared_block = False
     # The blocks' order: post-LN (BERT) or pre-LN (`True`, GPT-2).
     norm_first = False
+    # Whether the model has token types (`segment_ids`) when its config has
+    # `type_vocab_size > 0`; False for families without (GPT-2).
+    token_types = True
+    # The LayerNorm epsilon of a family whose checkpoints all use one (GPT-2,
+    # T5) when its config does not come in the family's own format (a
+    # bert4keras-style config); None: the config's.
+    family_layer_norm_epsilon = None
+    # The class whose full-pass hooks decoding follows: a family with a
+    # graph of its own (T5's encoder-decoder) names itself; its subclasses'
+    # overrides of those hooks are then reported as for any variant.
+    decoding_follows = None
 
     def __init__(
         self,
@@ -242,10 +261,11 @@ class Transformer:
         """The hooks of `FULL_PASS_ONLY_HOOKS` this variant overrides:
         cached decoding runs `embed`, the blocks and `language_model_head`,
         not these, so a variant overriding one cannot generate."""
+        follows = self.decoding_follows or Transformer
         return [
             name
             for name in FULL_PASS_ONLY_HOOKS
-            if getattr(type(self), name) is not getattr(Transformer, name)
+            if getattr(type(self), name) is not getattr(follows, name)
         ]
 
     def arguments(self):
@@ -266,6 +286,8 @@ class Transformer:
     @property
     def uses_segments(self):
         """Whether the model takes `segment_ids` (the unilm mask needs them)."""
+        if not self.token_types:
+            return False
         return self.config.segment_vocab_size > 1 or self.mask_mode == "unilm"
 
     def initializer(self):
@@ -279,6 +301,16 @@ class Transformer:
             embeddings_initializer=self.initializer(),
             name="Embedding-Position",
         )
+
+    def make_embedding_norm(self):
+        """The norm of the summed embeddings (`Embedding-Norm`), or None
+        (GPT, GPT-2)."""
+        return self.layer_norm("Embedding-Norm")
+
+    def make_output_norm(self):
+        """A norm after the last block (`Output-Norm`, GPT-2's `ln_f`), or
+        None (BERT)."""
+        return None
 
     def make_position_bias(self):
         """A `RelativePositionBias` (ALiBi, KERPLE, Sandwich) whose bias by
@@ -404,6 +436,12 @@ class Transformer:
             shared or self.own_block(self.make_block(index))
             for index in range(self.config.num_layers)
         ]
+        self.output_norm = self.own(self.make_output_norm())
+        self.output_dropout = None
+        if self.output_norm is not None:
+            self.output_dropout = self.own(
+                keras.layers.Dropout(self.config.dropout_rate, name="Output-Dropout")
+            )
         self.head_layers = {
             role: self.own(layer) for role, layer in self.make_head_layers().items()
         }
@@ -461,7 +499,17 @@ class Transformer:
             distance_bias = self.position_bias(hidden, by_distance=True)
         for index in range(self.config.num_layers):
             hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
+        hidden = self.finish_blocks(hidden, self.condition)
         return inputs, self.mask_sequence_outputs(inputs, self.apply_final_layers(hidden))
+
+    def finish_blocks(self, hidden, condition=None, decoding=False):
+        """The hidden states after the last block: the output norm and its
+        dropout where the variant has one (`make_output_norm`), in the full
+        pass and in a decoding step."""
+        if self.output_norm is None:
+            return hidden
+        hidden = apply_norm(self.output_norm, hidden, condition, layer_caller(decoding))
+        return hidden if decoding else self.output_dropout(hidden)
 
     def mask_sequence_outputs(self, inputs, outputs):
         """`outputs` with a Keras mask on each `(batch, length, ...)` one: the
@@ -516,10 +564,10 @@ class Transformer:
                 name="Embedding-Token",
             ),
             "position": self.make_position_embedding(),
-            "norm": self.layer_norm("Embedding-Norm"),
+            "norm": self.make_embedding_norm(),
             "dropout": keras.layers.Dropout(config.dropout_rate, name="Embedding-Dropout"),
         }
-        if config.segment_vocab_size > 0:
+        if config.segment_vocab_size > 0 and self.token_types:
             embedding_layers["segment"] = keras.layers.Embedding(
                 config.segment_vocab_size,
                 config.embedding_width,
@@ -583,7 +631,8 @@ class Transformer:
         hidden = embedded[0]
         if len(embedded) > 1:
             hidden = run(self.embedding_add(stream), embedded)
-        hidden = apply_norm(embedding_layers["norm"], hidden, condition, run)
+        if embedding_layers["norm"] is not None:
+            hidden = apply_norm(embedding_layers["norm"], hidden, condition, run)
         if not decoding:
             hidden = embedding_layers["dropout"](hidden)
         if "mapping" in embedding_layers:
@@ -594,15 +643,21 @@ class Transformer:
         """A LayerNorm, or a `ConditionalLayerNormalization` when the model
         has a `condition` input (applied by `apply_norm`)."""
         if self.conditional_layer_norm is None:
-            return keras.layers.LayerNormalization(
-                epsilon=self.config.layer_norm_epsilon, name=name
-            )
+            return keras.layers.LayerNormalization(epsilon=self.norm_epsilon(), name=name)
         return layers.ConditionalLayerNormalization(
             hidden_size=self.conditional_layer_norm_hidden_size,
             hidden_activation=self.conditional_layer_norm_activation,
-            epsilon=self.config.layer_norm_epsilon,
+            epsilon=self.norm_epsilon(),
             name=name,
         )
+
+    def norm_epsilon(self):
+        """The config's `layer_norm_epsilon`, or `family_layer_norm_epsilon`
+        when the config is not in the variant's own family format."""
+        own_format = self.config.checkpoint_family == self.checkpoint_family
+        if self.family_layer_norm_epsilon is None or own_format:
+            return self.config.layer_norm_epsilon
+        return self.family_layer_norm_epsilon
 
     def block_prefix(self, index):
         """The name prefix of block `index`'s layers: `Transformer-{index}`,

@@ -25,6 +25,14 @@ class TransformerBlock:
     With a cross-attention sub-layer, `CrossAttention(x, encoder_output)`
     takes the same form between the two (Vaswani et al. 2017's decoder).
 
+    A norm may be None, for a sub-layer without one, and
+    `feed_forward_output_norm` adds a norm after the feed-forward's residual
+    in the pre-LN order: GPT2-ML's block (Zellers et al. 2019's Grover, as
+    bert4keras builds `gpt2_ml`) is
+
+        x = x + Drop(Attention(x))
+        x = Norm_1(x + Drop(FFN(Norm_0(x))))
+
     The block is the model's only statement of this order. The template
     (`keras_attn.Transformer`) calls it on symbolic tensors to build the
     functional graph, so each sub-layer stays a layer of the model under its
@@ -46,6 +54,8 @@ class TransformerBlock:
         attention_dropout, feed_forward_dropout: the two dropout layers.
         attention_add, feed_forward_add: the two residual `Add` layers.
         norm_first: pre-LN order instead of post-LN.
+        feed_forward_output_norm: a norm applied after the feed-forward's
+            residual add (GPT2-ML; with `norm_first`).
         cross_attention, cross_attention_norm, cross_attention_dropout,
         cross_attention_add: the cross-attention sub-layer (all four, or
             none): a `keras_attn.MultiHeadAttention` whose queries are the
@@ -63,7 +73,10 @@ class TransformerBlock:
             is then a decoding step and returns `(hidden, updated_cache)`.
         attention_bias: an additive bias of a decoding step's slots.
         encoder_output: `(batch, source_length, width)`, what the
-            cross-attention attends to (required when the block has one).
+            cross-attention attends to (required when the block has one);
+            in a decoding step, the `KeyValueCache` of its keys and values
+            (`cross_attention.project_key_value(encoder_output)`, computed
+            once per source).
         encoder_mask: boolean, broadcastable to `(batch, length,
             source_length)`: the encoder positions each query may see.
 
@@ -92,6 +105,7 @@ class TransformerBlock:
         cross_attention_norm=None,
         cross_attention_dropout=None,
         cross_attention_add=None,
+        feed_forward_output_norm=None,
     ):
         cross = (cross_attention, cross_attention_norm, cross_attention_dropout, cross_attention_add)
         if any(layer is None for layer in cross) and any(layer is not None for layer in cross):
@@ -113,6 +127,7 @@ class TransformerBlock:
         self.cross_attention_norm = cross_attention_norm
         self.cross_attention_dropout = cross_attention_dropout
         self.cross_attention_add = cross_attention_add
+        self.feed_forward_output_norm = feed_forward_output_norm
 
     @property
     def layers(self):
@@ -122,7 +137,7 @@ class TransformerBlock:
             (self.cross_attention_norm, self.cross_attention, self.cross_attention_dropout,
              self.cross_attention_add),
             (self.feed_forward_norm, self.feed_forward, self.feed_forward_dropout,
-             self.feed_forward_add),
+             self.feed_forward_add, self.feed_forward_output_norm),
         ]
         return [layer for group in sublayers for layer in group if layer is not None]
 
@@ -146,14 +161,17 @@ class TransformerBlock:
         # records the graph.
         run = layer_caller(decoding)
 
-        def residual(norm, dropout, add, x, transform):
+        def norm(layer, x):
+            return x if layer is None else apply_norm(layer, x, condition, run)
+
+        def residual(norm_layer, dropout, add, x, transform):
             """`Norm(x + Drop(f(x)))`, or `x + Drop(f(Norm(x)))` pre-LN."""
-            normed = apply_norm(norm, x, condition, run) if self.norm_first else x
+            normed = norm(norm_layer, x) if self.norm_first else x
             transformed = transform(normed)
             if not decoding:
                 transformed = dropout(transformed)
             x = run(add, [x, transformed])
-            return x if self.norm_first else apply_norm(norm, x, condition, run)
+            return x if self.norm_first else norm(norm_layer, x)
 
         def self_attention(x):
             nonlocal cache
@@ -185,13 +203,16 @@ class TransformerBlock:
                 self.cross_attention_norm, self.cross_attention_dropout,
                 self.cross_attention_add, hidden,
                 lambda x: run(
-                    self.cross_attention, x, value=encoder_output, attention_mask=encoder_mask
+                    self.cross_attention, x, cache=encoder_output, attention_mask=encoder_mask
+                )[0] if decoding else self.cross_attention(
+                    x, value=encoder_output, attention_mask=encoder_mask
                 ),
             )
         hidden = residual(
             self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward_add, hidden,
             lambda x: run(self.feed_forward, x),
         )
+        hidden = norm(self.feed_forward_output_norm, hidden)
         return (hidden, cache) if decoding else hidden
 
 

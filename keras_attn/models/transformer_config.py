@@ -27,6 +27,72 @@ MODEL_TYPES = {
     "xlm-roberta": "roberta",
     "camembert": "roberta",
     "albert": "albert",
+    "gpt2": "gpt2",
+    "t5": "t5",
+    "mt5": "t5",
+}
+
+# The checkpoint families of bert4keras's own formats, which no `model_type`
+# names: their configs are Google-style (`bert_config.json` fields), so a
+# config without `model_type` may be read by them too (see
+# `builder.select_variant`).
+GOOGLE_FORMAT_FAMILIES = ("bert", "gpt", "gpt2_ml", "t5")
+
+# Field spellings of the Hugging Face configs that name fields their own
+# way, by `model_type`; read before `ALIASES`.
+MODEL_TYPE_ALIASES = {
+    "gpt2": {
+        "n_embd": "hidden_size",
+        "n_layer": "num_layers",
+        "n_head": "num_heads",
+        "n_positions": "max_position",
+        "n_inner": "intermediate_size",
+        "activation_function": "hidden_act",
+        "resid_pdrop": "dropout_rate",
+        "attn_pdrop": "attention_dropout_rate",
+        "embd_pdrop": "embedding_dropout_rate",
+        "n_ctx": "max_position",
+    },
+    "t5": {
+        "d_model": "hidden_size",
+        "d_ff": "intermediate_size",
+        "d_kv": "attention_head_size",
+        "num_layers": "num_layers",
+        "num_heads": "num_heads",
+        "dropout_rate": "dropout_rate",
+    },
+}
+MODEL_TYPE_ALIASES["mt5"] = MODEL_TYPE_ALIASES["t5"]
+
+# Hugging Face GPT-2 and T5 fields that hold the defaults of the released
+# models, and the only values this builder reads.
+FAMILY_REQUIRED_VALUES = {
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "reorder_and_upcast_attn": False,
+}
+
+# Fields of Hugging Face GPT-2 and T5 configs that do not change the network
+# this builder makes (the task heads' summary options, generation settings).
+FAMILY_IGNORED_KEYS = {
+    "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
+    "summary_type", "summary_use_proj", "task_specific_params", "n_special",
+    "predict_special_tokens", "dense_act_fn", "is_gated_act",
+    # Initialisation scales, for training from scratch; this builder
+    # initialises every model by `initializer_range`.
+    "initializer_factor",
+    # Dropout of the embeddings; this builder uses `dropout_rate` there.
+    "embd_pdrop",
+}
+
+# T5's `feed_forward_proj` -> `(hidden_act, feed_forward_gated)`, as
+# Hugging Face reads it (`gated-gelu` is the tanh approximation).
+FEED_FORWARD_PROJECTIONS = {
+    "relu": ("relu", False),
+    "gelu": ("gelu", False),
+    "gated-gelu": ("gelu_approximate", True),
+    "gated-relu": ("relu", True),
+    "gated-silu": ("silu", True),
 }
 
 # Fields only ALBERT configs have: a Google `albert_config.json` (which names
@@ -119,12 +185,26 @@ class TransformerConfig:
     segment_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_epsilon: float = 1e-12
-    pad_token_id: int = 0
+    # The padding id; None for a vocabulary without one (GPT-2): padding
+    # then comes from an explicit `padding_mask` only.
+    pad_token_id: int | None = 0
     # Width of the token embeddings when factorised (RoBERTa+, ALBERT);
     # defaults to `hidden_size`.
     embedding_size: int | None = None
-    # Per-head query/key width; defaults to `hidden_size // num_heads`.
+    # Per-head query/key width; defaults to `attention_head_size`.
     attention_key_size: int | None = None
+    # Per-head value width (T5's `d_kv`, which also sets the query/key
+    # width); defaults to `hidden_size // num_heads`.
+    attention_head_size: int | None = None
+    # A gated feed-forward, `act(x W) * (x V)` (T5 v1.1's gated GELU).
+    feed_forward_gated: bool = False
+    # Encoder-decoders (T5): the decoder's depth (default `num_layers`), the
+    # buckets of the relative position bias and the distance where the
+    # last bucket starts, and the decoder's first input id.
+    num_decoder_layers: int | None = None
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    decoder_start_token_id: int | None = None
     # The [MASK] id; T-TA's query stream starts from its embedding.
     mask_token_id: int | None = None
     # Inference-time options any variant takes: a local attention window
@@ -156,11 +236,15 @@ class TransformerConfig:
 
     @property
     def head_size(self):
-        return self.hidden_size // self.num_heads
+        return self.attention_head_size or self.hidden_size // self.num_heads
 
     @property
     def key_size(self):
         return self.attention_key_size or self.head_size
+
+    @property
+    def decoder_layers(self):
+        return self.num_decoder_layers or self.num_layers
 
     @property
     def embedding_width(self):
@@ -224,9 +308,15 @@ FIELD_RULES = {
     "segment_vocab_size": _integer(0),
     "initializer_range": _real(0, low_open=True),
     "layer_norm_epsilon": _real(0, low_open=True),
-    "pad_token_id": _integer(0),
+    "pad_token_id": _optional(_integer(0)),
     "embedding_size": _optional(_integer(1)),
     "attention_key_size": _optional(_integer(1)),
+    "attention_head_size": _optional(_integer(1)),
+    "feed_forward_gated": _boolean,
+    "num_decoder_layers": _optional(_integer(1)),
+    "relative_attention_num_buckets": _integer(2),
+    "relative_attention_max_distance": _integer(1),
+    "decoder_start_token_id": _optional(_integer(0)),
     "mask_token_id": _optional(_integer(0)),
     "attention_window": _optional(_integer(1)),
     "log_n_train_length": _optional(_integer(1)),
@@ -234,7 +324,7 @@ FIELD_RULES = {
     "tta_diagonal_mask": _boolean,
     "tta_naive_key_value": _boolean,
     "tie_word_embeddings": _boolean,
-    "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()))),
+    "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()) | set(GOOGLE_FORMAT_FAMILIES))),
 }
 assert set(FIELD_RULES) == FIELDS, "every TransformerConfig field needs a rule"
 
@@ -282,10 +372,20 @@ def _read_source(source):
     return values, f"configuration file {path!r}"
 
 
-def _normalise(values, origin, strict):
+def _normalise(values, origin, strict, model_type=None):
+    """`values` under this library's field names. `model_type` (the
+    source's, when it is an override dict) selects the spellings of
+    `MODEL_TYPE_ALIASES`."""
+    model_type = values.get("model_type", model_type)
+    values = _t5_head(values, model_type)
+    aliases = {**ALIASES, **MODEL_TYPE_ALIASES.get(model_type, {})}
+    family_fields = model_type in MODEL_TYPE_ALIASES
+    required_values = dict(REQUIRED_VALUES)
+    if MODEL_TYPES.get(model_type) == "t5":
+        required_values["is_encoder_decoder"] = True
     fields = {}
     for key, value in values.items():
-        name = ALIASES.get(key, key)
+        name = aliases.get(key, key)
         if key == "model_type":
             if value not in MODEL_TYPES:
                 raise ValueError(
@@ -293,6 +393,11 @@ def _normalise(values, origin, strict):
                     f"{sorted(MODEL_TYPES)} checkpoints."
                 )
             value = MODEL_TYPES[value]
+        elif key == "feed_forward_proj" or (name == "hidden_act" and isinstance(value, list)):
+            value, fields["feed_forward_gated"] = _feed_forward_activation(key, value, origin)
+            name = "hidden_act"
+        elif value is None and key == "n_inner":
+            continue  # GPT-2: 4 * n_embd, set below.
         if name in FIELDS:
             if name == "hidden_act" and isinstance(value, str) and value in ACTIVATIONS:
                 value = ACTIVATIONS[value]
@@ -305,11 +410,12 @@ def _normalise(values, origin, strict):
                     f"({fields[name]!r} and {value!r} as `{key}`)."
                 )
             fields[name] = value
-        elif key in REQUIRED_VALUES:
-            if value != REQUIRED_VALUES[key]:
+        elif key in required_values or (family_fields and key in FAMILY_REQUIRED_VALUES):
+            expected = required_values.get(key, FAMILY_REQUIRED_VALUES.get(key))
+            if value != expected:
                 raise ValueError(
                     f"{origin} sets `{key}={value!r}`; this builder supports only "
-                    f"`{key}={REQUIRED_VALUES[key]!r}`."
+                    f"`{key}={expected!r}`."
                 )
         elif strict:
             raise ValueError(
@@ -317,9 +423,56 @@ def _normalise(values, origin, strict):
                 f"{sorted(FIELDS)} (Google / Hugging Face spellings "
                 f"{sorted(ALIASES)} are accepted too)."
             )
-        elif key not in IGNORED_KEYS:
+        elif key not in IGNORED_KEYS and not (family_fields and key in FAMILY_IGNORED_KEYS):
             warnings.warn(f"{origin}: ignoring unknown field `{key}`.", stacklevel=3)
+    family = fields.get("checkpoint_family")
+    if family == "gpt2":
+        fields.setdefault("intermediate_size", 4 * fields.get("hidden_size", 0) or None)
+        # GPT-2's vocabulary has no padding token (`<|endoftext|>` ends text).
+        fields.setdefault("pad_token_id", None)
+        fields.setdefault("segment_vocab_size", 0)
+    if family == "t5":
+        fields.setdefault("attention_dropout_rate", fields.get("dropout_rate", 0.1))
+        fields.setdefault("segment_vocab_size", 0)
+        fields.setdefault("decoder_start_token_id", fields.get("pad_token_id", 0))
     return fields
+
+
+def _t5_head(values, model_type):
+    """A T5 config's `tie_word_embeddings`, read as whether its head is
+    v1.0's (the token embedding, on `h * d_model ** -0.5`) or v1.1's (an own
+    projection, unscaled). transformers 5 writes `tie_word_embeddings: true`
+    for every T5 and says v1.0 by `scale_decoder_outputs`; earlier versions
+    say v1.1 by `tie_word_embeddings: false`; mT5 is always v1.1."""
+    if MODEL_TYPES.get(model_type) != "t5":
+        return values
+    values = dict(values)
+    if model_type == "mt5":
+        values.pop("scale_decoder_outputs", None)
+        values["tie_word_embeddings"] = False
+    elif "scale_decoder_outputs" in values:
+        values["tie_word_embeddings"] = values.pop("scale_decoder_outputs") is not False
+    return values
+
+
+def _feed_forward_activation(key, value, origin):
+    """`(hidden_act, feed_forward_gated)` of T5's `feed_forward_proj` or of
+    bert4keras's list form (`"hidden_act": ["gelu", "linear"]`: the product
+    of a GELU branch and a linear one)."""
+    if key == "feed_forward_proj":
+        if value not in FEED_FORWARD_PROJECTIONS:
+            raise ValueError(
+                f"{origin}: `feed_forward_proj` must be one of "
+                f"{sorted(FEED_FORWARD_PROJECTIONS)}; received {value!r}."
+            )
+        return FEED_FORWARD_PROJECTIONS[value]
+    if len(value) != 2 or value[1] != "linear" or value[0] not in ACTIVATIONS:
+        raise ValueError(
+            f"{origin}: a list `hidden_act` is bert4keras's gated feed-forward, "
+            f"[activation, 'linear'] with an activation of {sorted(ACTIVATIONS)}; "
+            f"received {value!r}."
+        )
+    return ACTIVATIONS[value[0]], True
 
 
 def load_config(source, **overrides):
@@ -344,12 +497,13 @@ def load_config(source, **overrides):
     """
     values, origin = _read_source(source)
     fields = _normalise(values, origin, strict=False)
+    model_type = values.get("model_type")
     if "checkpoint_family" not in fields and any(key in values for key in ALBERT_FIELDS):
         fields["checkpoint_family"] = "albert"
     if origin.startswith("configuration file") and "checkpoint_family" not in fields:
         # Google's bert_config.json names no model type: BERT's layout.
         fields["checkpoint_family"] = "bert"
-    fields.update(_normalise(overrides, "overrides", strict=True))
+    fields.update(_normalise(overrides, "overrides", strict=True, model_type=model_type))
     required = [
         field.name
         for field in dataclasses.fields(TransformerConfig)
@@ -365,7 +519,7 @@ def load_config(source, **overrides):
     if error:
         raise ValueError(f"{origin}: {error}")
     config = TransformerConfig(**fields)
-    if config.hidden_size % config.num_heads:
+    if config.attention_head_size is None and config.hidden_size % config.num_heads:
         raise ValueError(
             f"{origin}: hidden_size={config.hidden_size} is not divisible by "
             f"num_heads={config.num_heads}."

@@ -1,0 +1,46 @@
+"""GPT (Radford et al., 2018) as bert4keras builds it: BERT's blocks under a
+causal mask."""
+
+from keras_attn.layers.direct_call import layer_caller
+from keras_attn.models.registry import register_variant
+from keras_attn.models.transformer import Transformer
+
+
+@register_variant("gpt")
+class Gpt(Transformer):
+    """GPT: a causal language model on BERT-format weights, bert4keras's
+    `model="gpt"` (the CDial-GPT checkpoints).
+
+    Radford, Narasimhan, Salimans, Sutskever (2018), "Improving Language
+    Understanding by Generative Pre-Training". What differs from
+    `application="lm"` on BERT, as bert4keras's `GPT` builds it:
+
+    - the summed token, segment and position embeddings are not normalised
+      (no `Embedding-Norm`);
+    - the head is the tied token embedding alone, `logits = h E^T`: no
+      `MLM-Dense`, `MLM-Norm` or bias.
+
+    The blocks are BERT's (post-LN). The outputs are logits (bert4keras
+    applies a softmax; `keras_attn.TokenCrossEntropy` and generation take
+    logits). Checkpoints: bert4keras's TensorFlow names, BERT's with `bert/`
+    read as `gpt/` and `encoder` as `transformer` (`gpt/embeddings/...`,
+    `gpt/transformer/layer_0/...`), from a Google-style `bert_config.json`.
+
+    GPT-2 (`"gpt2"`) and GPT2-ML (`"gpt2_ml"`) build on this class.
+    """
+
+    applications = ("lm", "encoder")
+    checkpoint_family = "gpt"
+
+    def make_embedding_norm(self):
+        return None
+
+    def make_head_layers(self):
+        # The pooler and NSP heads are BERT's; GPT's head is the tied
+        # embedding (`language_model_head`).
+        return {}
+
+    def language_model_head(self, hidden, condition=None, decoding=False):
+        """`h E^T`, the token embedding transposed."""
+        run = layer_caller(decoding)
+        return run(self.embedding_layers["token"], hidden, reverse=True)

@@ -1,0 +1,361 @@
+"""T5 (Raffel et al., 2020): the encoder-decoder, v1.0 and v1.1 (mT5)."""
+
+import keras
+from keras import ops
+
+from keras_attn import layers
+from keras_attn.layers import masking
+from keras_attn.layers.direct_call import layer_caller
+from keras_attn.models.input_contract import InputContract
+from keras_attn.models.registry import register_variant
+from keras_attn.models.transformer import Transformer
+from keras_attn.models.transformer_block import TransformerBlock
+from keras_attn.models.transformer_block import apply_norm
+
+
+@register_variant("t5")
+class T5(Transformer):
+    """T5 v1.0: an encoder-decoder of pre-norm blocks with bucketed relative
+    position biases.
+
+    Raffel, Shazeer, Roberts, Lee, Narang, Matena, Zhou, Li, Liu (2020),
+    "Exploring the Limits of Transfer Learning with a Unified Text-to-Text
+    Transformer", https://arxiv.org/abs/1910.10683. As Hugging Face's
+    `T5ForConditionalGeneration` computes it:
+
+    - one token embedding (`Embedding-Token`) for the encoder, the decoder
+      and (v1.0) the head; no absolute positions;
+    - each stack's blocks are pre-norm, `x + Drop(f(RMSNorm(x)))`, with an
+      RMS norm without bias or mean (`keras.layers.RMSNormalization`), then
+      a final norm and dropout (`Encoder-Output-Norm`,
+      `Decoder-Output-Norm`);
+    - attention has no biases and no `1/sqrt(d)` scaling of the scores, and
+      each stack adds one learned `BucketedPositionBias` to every block's
+      self-attention scores (bidirectional in the encoder, causal in the
+      decoder); the decoder's cross-attention has none;
+    - the feed-forward has no biases: ReLU (v1.0) or gated GELU (v1.1,
+      `feed_forward_proj: gated-gelu`);
+    - v1.0's head is the tied embedding applied to `h * d_model ** -0.5`;
+      v1.1's (`"t5.1.1"`, `"mt5.1.1"`) an untied `Decoder-Output-LM`.
+
+    The model (`application="seq2seq"`, the only one) takes
+    `encoder_token_ids` and `decoder_token_ids` (the target shifted right,
+    starting with `decoder_start_token_id`, the pad id 0), plus
+    `encoder_padding_mask` and `decoder_padding_mask` with
+    `padding_mask_input=True`, and returns the decoder's logits. Encoder
+    padding is the pad id unless a mask is given; the decoder's ids are
+    never read as padding (its start token is the pad id), so without
+    `decoder_padding_mask` every decoder position is real, as in Hugging
+    Face. `model.generate(sources, ...)` encodes each source once and
+    decodes with a key/value cache (the cross-attention's keys and values
+    computed once per source). `"t5_encoder"` builds the encoder alone.
+
+    Where bert4keras differs (its `T5` class): it also adds the decoder's
+    position bias, at decoder-encoder distances, to the cross-attention
+    scores, and rescales v1.1's untied head by `d_model ** -0.5`; this class
+    computes what the checkpoints were trained with (Hugging Face's and
+    Mesh TensorFlow's T5).
+
+    Checkpoints: Hugging Face `model_type: t5` and `mt5` directories, and
+    Mesh TensorFlow checkpoints by the names bert4keras reads
+    (`shared/embedding`, `encoder/block_000/layer_000/SelfAttention/q`, ...;
+    mT5's `rms_norm` spellings too) with a bert4keras-style config
+    (`attention_head_size`, `hidden_act: ["gelu", "linear"]` for v1.1).
+    Tokenizer: `keras_attn.T5Tokenizer`.
+    """
+
+    applications = ("seq2seq",)
+    checkpoint_family = "t5"
+    norm_first = True
+    family_layer_norm_epsilon = 1e-6
+    # v1.0: the head is the token embedding, on `h * d_model ** -0.5`.
+    tied_head = True
+
+    def __init__(self, config, application="seq2seq", padding_mask_input=False,
+                 conditional_layer_norm=None, with_pool=False, with_nsp=False, **kwargs):
+        if with_pool or with_nsp:
+            raise ValueError(
+                f"{type(self).__name__} has no pooler or next-sentence head; build it "
+                "without with_pool and with_nsp."
+            )
+        if conditional_layer_norm is not None:
+            raise ValueError(
+                f"{type(self).__name__} has no conditional LayerNorms; build it "
+                "without conditional_layer_norm."
+            )
+        if config.attention_window is not None or config.log_n_train_length is not None:
+            raise ValueError(
+                f"{type(self).__name__} takes neither attention_window nor "
+                "log_n_train_length (its relative position biases are learned)."
+            )
+        super().__init__(config, application=application,
+                         padding_mask_input=padding_mask_input, **kwargs)
+
+    # Layers ----------------------------------------------------------------
+
+    def norm(self, name):
+        return keras.layers.RMSNormalization(epsilon=self.norm_epsilon(), name=name)
+
+    def dropout(self, name):
+        return keras.layers.Dropout(self.config.dropout_rate, name=name)
+
+    def attention(self, name):
+        config = self.config
+        return layers.MultiHeadAttention(
+            heads=config.num_heads,
+            head_size=config.head_size,
+            key_size=config.key_size,
+            use_bias=False,
+            attention_scale=False,
+            attention_dropout=config.attention_dropout_rate,
+            kernel_initializer=self.initializer(),
+            name=name,
+        )
+
+    def stack_block(self, stack, index):
+        """Block `index` of `stack` (`"Encoder"` or `"Decoder"`), with
+        bert4keras's layer names."""
+        config = self.config
+        prefix = f"{stack}-Transformer-{index}"
+        attention = f"{prefix}-MultiHeadSelfAttention"
+        feed_forward = f"{prefix}-FeedForward"
+        cross = {}
+        if stack == "Decoder":
+            name = f"{prefix}-MultiHeadCrossAttention"
+            cross = {
+                "cross_attention": self.attention(name),
+                "cross_attention_norm": self.norm(f"{name}-Norm"),
+                "cross_attention_dropout": self.dropout(f"{name}-Dropout"),
+                "cross_attention_add": keras.layers.Add(name=f"{name}-Add"),
+            }
+        return TransformerBlock(
+            attention=self.attention(attention),
+            feed_forward=layers.FeedForward(
+                config.intermediate_size,
+                activation=config.hidden_act,
+                use_bias=False,
+                gated=config.feed_forward_gated,
+                kernel_initializer=self.initializer(),
+                name=feed_forward,
+            ),
+            attention_norm=self.norm(f"{attention}-Norm"),
+            feed_forward_norm=self.norm(f"{feed_forward}-Norm"),
+            attention_dropout=self.dropout(f"{attention}-Dropout"),
+            feed_forward_dropout=self.dropout(f"{feed_forward}-Dropout"),
+            attention_add=keras.layers.Add(name=f"{attention}-Add"),
+            feed_forward_add=keras.layers.Add(name=f"{feed_forward}-Add"),
+            norm_first=True,
+            **cross,
+        )
+
+    def position_bias_layer(self, stack):
+        config = self.config
+        return layers.BucketedPositionBias(
+            config.num_heads,
+            num_buckets=config.relative_attention_num_buckets,
+            max_distance=config.relative_attention_max_distance,
+            bidirectional=stack == "Encoder",
+            embeddings_initializer=self.initializer(),
+            name=f"{stack}-Embedding-Relative-Position",
+        )
+
+    def make_layers(self):
+        config = self.config
+        own = self.own
+        self.embedding_layers = {
+            "token": own(
+                layers.TokenEmbedding(
+                    config.vocab_size,
+                    config.hidden_size,
+                    embeddings_initializer=self.initializer(),
+                    name="Embedding-Token",
+                )
+            ),
+            "position": None,
+        }
+        self.encoder_layers = {
+            "dropout": own(self.dropout("Encoder-Embedding-Dropout")),
+            "position_bias": own(self.position_bias_layer("Encoder")),
+            "norm": own(self.norm("Encoder-Output-Norm")),
+            "output_dropout": own(self.dropout("Encoder-Output-Dropout")),
+        }
+        self.encoder_blocks = [
+            self.own_block(self.stack_block("Encoder", index))
+            for index in range(config.num_layers)
+        ]
+        self.make_decoder_layers()
+
+    def make_decoder_layers(self):
+        config = self.config
+        own = self.own
+        self.embedding_layers["dropout"] = own(self.dropout("Decoder-Embedding-Dropout"))
+        self.position_bias = own(self.position_bias_layer("Decoder"))
+        self.blocks = [
+            self.own_block(self.stack_block("Decoder", index))
+            for index in range(config.decoder_layers)
+        ]
+        self.output_norm = own(self.norm("Decoder-Output-Norm"))
+        self.output_dropout = own(self.dropout("Decoder-Output-Dropout"))
+        self.head_layers = {}
+        if not self.tied_head:
+            self.head_layers["lm"] = own(
+                keras.layers.Dense(
+                    config.vocab_size,
+                    use_bias=False,
+                    kernel_initializer=self.initializer(),
+                    name="Decoder-Output-LM",
+                )
+            )
+
+    # The passes ------------------------------------------------------------
+
+    def encode(self, token_ids, padding_mask=None):
+        """The encoder's output `(batch, source_length, hidden_size)` and
+        its real tokens (boolean `(batch, source_length)`), in the full pass
+        and for generation (which encodes each source once)."""
+        encoder = self.encoder_layers
+        valid = masking.real_tokens(token_ids, self.config.pad_token_id, padding_mask)
+        hidden = encoder["dropout"](self.embedding_layers["token"](token_ids))
+        distance_bias = encoder["position_bias"](hidden, by_distance=True)
+        mask = valid[:, None, :]
+        for block in self.encoder_blocks:
+            hidden = block(hidden, attention_mask=mask, distance_bias=distance_bias)
+        hidden = encoder["output_dropout"](encoder["norm"](hidden))
+        return hidden, valid
+
+    def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
+              positions=None, condition=None):
+        """The decoder's embedding: the shared token embedding (and its
+        dropout in the full pass); positions enter through the bias."""
+        decoding = positions is not None
+        hidden = layer_caller(decoding)(self.embedding_layers["token"], token_ids)
+        return hidden if decoding else self.embedding_layers["dropout"](hidden)
+
+    def language_model_head(self, hidden, condition=None, decoding=False):
+        """v1.0: `(h * d_model ** -0.5) E^T`; v1.1: `Decoder-Output-LM`."""
+        run = layer_caller(decoding)
+        if self.tied_head:
+            scaled = hidden * (self.config.hidden_size ** -0.5)
+            return run(self.embedding_layers["token"], scaled, reverse=True)
+        return run(self.head_layers["lm"], hidden)
+
+    def get_inputs(self):
+        inputs = {
+            name: keras.Input((None,), dtype="int32", name=name)
+            for name in ("encoder_token_ids", "decoder_token_ids")
+        }
+        if self.padding_mask_input:
+            for name in ("encoder_padding_mask", "decoder_padding_mask"):
+                inputs[name] = keras.Input((None,), dtype="int32", name=name)
+        return inputs
+
+    def build_graph(self):
+        self.make_layers()
+        inputs = self.get_inputs()
+        encoder_output, encoder_valid = self.encode(
+            inputs["encoder_token_ids"], inputs.get("encoder_padding_mask")
+        )
+        decoder_ids = inputs["decoder_token_ids"]
+        decoder_valid = masking.real_tokens(decoder_ids, None, inputs.get("decoder_padding_mask"))
+        hidden = self.embed(decoder_ids)
+        distance_bias = self.position_bias(hidden, by_distance=True)
+        for block in self.blocks:
+            hidden = block(
+                hidden,
+                attention_mask=decoder_valid[:, None, :],
+                distance_bias=distance_bias,
+                use_causal_mask=True,
+                encoder_output=encoder_output,
+                encoder_mask=encoder_valid[:, None, :],
+            )
+        logits = self.language_model_head(self.finish_blocks(hidden))
+        return inputs, layers.OutputMask(name="Output-Mask")(logits, mask=decoder_valid)
+
+    def finish_blocks(self, hidden, condition=None, decoding=False):
+        hidden = apply_norm(self.output_norm, hidden, None, layer_caller(decoding))
+        return hidden if decoding else self.output_dropout(hidden)
+
+    def make_input_contract(self):
+        limits, groups = {}, {}
+        for stack in ("encoder", "decoder"):
+            limits[f"{stack}_token_ids"] = self.config.vocab_size
+            groups[f"{stack}_token_ids"] = stack
+        if self.padding_mask_input:
+            for stack in ("encoder", "decoder"):
+                limits[f"{stack}_padding_mask"] = 2
+                groups[f"{stack}_padding_mask"] = stack
+        return InputContract(
+            limits,
+            descriptions={name: "vocab_size" for name in limits if name.endswith("_ids")},
+            groups=groups,
+        )
+
+    def arguments(self):
+        return {"application": self.application, "padding_mask_input": self.padding_mask_input}
+
+
+# Decoding runs `embed`, the blocks, `finish_blocks` and
+# `language_model_head` of this class, whose `build_graph` runs them too.
+T5.decoding_follows = T5
+
+
+@register_variant("t5.1.1")
+class T5V11(T5):
+    """T5 v1.1: T5 (see `T5`) with a gated-GELU feed-forward and an untied
+    head, `Decoder-Output-LM`, without v1.0's rescaling.
+
+    https://github.com/google-research/text-to-text-transfer-transformer/blob/main/released_checkpoints.md#t511
+    The gating comes from the config (`feed_forward_proj: gated-gelu`, or
+    bert4keras's `hidden_act: ["gelu", "linear"]`).
+    """
+
+    tied_head = False
+
+
+@register_variant("mt5.1.1")
+class MT5(T5V11):
+    """mT5 (Xue et al. 2021, "mT5: A massively multilingual pre-trained
+    text-to-text transformer", https://arxiv.org/abs/2010.11934): T5 v1.1's
+    structure (see `T5V11`) over a 250k-piece multilingual vocabulary; its
+    Mesh TensorFlow checkpoints name the norms `rms_norm`."""
+
+
+@register_variant("t5_encoder")
+class T5Encoder(T5):
+    """T5's encoder alone (bert4keras's `t5_encoder`): `token_ids` (and
+    `padding_mask` with `padding_mask_input`) in, the encoder's output
+    (after `Encoder-Output-Norm`) out, with the layer names of `T5`'s
+    encoder, so a T5 or mT5 checkpoint loads into it (its decoder weights
+    reported unused)."""
+
+    applications = ("encoder",)
+
+    def __init__(self, config, application="encoder", **kwargs):
+        super().__init__(config, application=application, **kwargs)
+
+    def make_decoder_layers(self):
+        self.position_bias = None
+        self.blocks = []
+        self.output_norm = None
+        self.head_layers = {}
+
+    def get_inputs(self):
+        inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
+        if self.padding_mask_input:
+            inputs["padding_mask"] = keras.Input((None,), dtype="int32", name="padding_mask")
+        return inputs
+
+    def build_graph(self):
+        self.make_layers()
+        inputs = self.get_inputs()
+        hidden, valid = self.encode(inputs["token_ids"], inputs.get("padding_mask"))
+        return inputs, layers.OutputMask(name="Output-Mask")(hidden, mask=valid)
+
+    def make_input_contract(self):
+        limits = {"token_ids": self.config.vocab_size}
+        if self.padding_mask_input:
+            limits["padding_mask"] = 2
+        return InputContract(limits, descriptions={"token_ids": "vocab_size"})
+
+
+T5Encoder.decoding_follows = T5Encoder
