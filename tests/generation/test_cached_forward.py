@@ -24,6 +24,9 @@ OPTIONS = {
     "roberta": {"type_vocab_size": 1},
     "roberta+": {"attention_key_size": 12, "embedding_size": 8},
     "albert": {"embedding_size": 8},
+    # T5 v1.1 and mT5: an untied head and a gated feed-forward.
+    "t5.1.1": {"tie_word_embeddings": False, "feed_forward_gated": True},
+    "mt5.1.1": {"tie_word_embeddings": False, "attention_head_size": 6},
 }
 # Windows, rings and log-n scaling, on top of each variant's plain cases.
 WINDOWED_CASES = [
@@ -101,7 +104,7 @@ def test_the_cases_cover_the_registry():
         if set(cls.applications) & set(GENERATIVE_APPLICATIONS)
     }
     assert generative <= covered and set(TEST_VARIANTS) <= covered
-    assert {"bert", "roberta", "albert", "xpos"} <= generative
+    assert {"bert", "roberta", "albert", "xpos", "gpt2", "gpt2_ml", "t5", "mt5.1.1"} <= generative
 
 
 def sequences(pad_token_id, seed=0):
@@ -124,6 +127,14 @@ def test_each_cached_step_equals_the_full_pass(variant, application, options, te
         if unilm:
             segments[:, PROMPT:] = 1
         inputs["segment_ids"] = segments
+    source = None
+    if application == "seq2seq":
+        # An encoder-decoder: the decoder runs on `ids`, attending to a
+        # padded source encoded once.
+        encoder_ids = sequences(forward.pad_token_id, seed=1)[:, :11]
+        encoder_ids[0, 8:] = forward.pad_token_id
+        inputs = {"encoder_token_ids": encoder_ids, "decoder_token_ids": ids}
+        source = forward.encode_source(encoder_ids, (encoder_ids != 0).astype("int32"))
     full = to_numpy(model(inputs))
     capacity = forward.capacity(PROMPT, LENGTH)
     if options.get("attention_window"):
@@ -131,7 +142,7 @@ def test_each_cached_step_equals_the_full_pass(variant, application, options, te
     cache = forward.empty_cache(2, capacity)
     logits, cache = forward(
         ids[:, :PROMPT], 0, cache,
-        segment_ids=np.zeros((2, PROMPT), "int32") if unilm else None,
+        segment_ids=np.zeros((2, PROMPT), "int32") if unilm else None, source=source,
     )
     np.testing.assert_allclose(to_numpy(logits)[:, -1], full[:, PROMPT - 1], atol=1e-5, rtol=1e-5)
     if not unilm:
@@ -139,7 +150,7 @@ def test_each_cached_step_equals_the_full_pass(variant, application, options, te
     for position in range(PROMPT, LENGTH):
         logits, cache = forward(
             ids[:, position : position + 1], position, cache,
-            segment_ids=np.ones((2, 1), "int32") if unilm else None,
+            segment_ids=np.ones((2, 1), "int32") if unilm else None, source=source,
         )
         np.testing.assert_allclose(
             to_numpy(logits)[:, 0], full[:, position], atol=1e-5, rtol=1e-5,

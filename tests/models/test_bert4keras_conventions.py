@@ -164,7 +164,7 @@ def test_bert4keras_roberta_is_bert_format_and_albert_maps_by_name(google_config
     "arguments, message",
     [
         (dict(model="nezha"), "nezha.*not supported"),
-        (dict(model="t5.1.1"), "not supported"),
+        (dict(model="t5_decoder"), "t5_decoder.*not supported.*model='t5'"),
         (dict(model="roformer"), "variant='roformer'"),
         (dict(model="bert", variant="bert"), "both variant= and bert4keras's model="),
         (dict(with_mlm="softmax"), "logits"),
