@@ -30,6 +30,7 @@ from keras_attn.models import get_layout_map
 from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
 from keras_attn.preprocessing import sequence_padding
+from keras_attn.tokenizers import BpeTokenizer
 from keras_attn.tokenizers import SpTokenizer
 from keras_attn.tokenizers import Tokenizer
 from keras_attn.tokenizers import load_vocab
@@ -37,6 +38,7 @@ from keras_attn.version import __version__
 
 __all__ = [
     "AutoRegressiveDecoder",
+    "BpeTokenizer",
     "CheckpointError",
     "Generator",
     "InputError",
