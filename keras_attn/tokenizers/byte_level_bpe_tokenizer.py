@@ -128,7 +128,8 @@ class BpeTokenizer(BaseTokenizer):
     alike).
 
     Every text is representable: there is no unknown token, and
-    `decode(encode(text)[0]) == text` for any str. Only the end token
+    `decode(encode(text)[0], skip_special_tokens=False) == text` for any str
+    (with `add_prefix_space=False`). Only the end token
     `<|endoftext|>` is special (in a `tokenizer.json`, also any added token
     marked special); as in `GPT2TokenizerFast`, a typed `<|endoftext|>`
     inside a text becomes that single id.
