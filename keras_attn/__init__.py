@@ -30,13 +30,16 @@ from keras_attn.models import get_layout_map
 from keras_attn.models import load_checkpoint
 from keras_attn.models import register_variant
 from keras_attn.preprocessing import sequence_padding
+from keras_attn.tokenizers import BpeTokenizer
 from keras_attn.tokenizers import SpTokenizer
+from keras_attn.tokenizers import T5Tokenizer
 from keras_attn.tokenizers import Tokenizer
 from keras_attn.tokenizers import load_vocab
 from keras_attn.version import __version__
 
 __all__ = [
     "AutoRegressiveDecoder",
+    "BpeTokenizer",
     "CheckpointError",
     "Generator",
     "InputError",
@@ -44,6 +47,7 @@ __all__ = [
     "MultiHeadAttention",
     "SkippedWeightsWarning",
     "SpTokenizer",
+    "T5Tokenizer",
     "TTAEncoder",
     "TalkingHeadsAttention",
     "Transformer",

@@ -12,6 +12,19 @@ EXTRA_LINES = [
     "Tabs\tand\u200bzero width\u00a0spaces, control \x00 chars",
 ]
 
+# Texts every tokenizer is compared with its reference on.
+PARITY_TEXTS = EXTRA_LINES + [
+    "",
+    "   ",
+    "Hello, World! It's a test: (brackets) [square] {curly} -- dashes...",
+    "The json module's JSONDecoder decodes JSON documents.",
+    "supercalifragilisticexpialidocious" * 4,  # longer than 100 characters
+    "ＦＵＬＬ-width ｌｅｔｔｅｒｓ and digits ０１２",
+    "mixed中文and English混合text",
+    "\u0301leading combining accent and trailing\u0301",
+    "line\nbreaks\r\nand\ttabs",
+]
+
 
 def local_corpus():
     """Docstrings of standard-library modules, plus a few hand-written lines

@@ -5,18 +5,7 @@ import pytest
 
 import keras_attn
 from tests.tokenizers.conftest import EXTRA_LINES
-
-PARITY_TEXTS = EXTRA_LINES + [
-    "",
-    "   ",
-    "Hello, World! It's a test: (brackets) [square] {curly} -- dashes...",
-    "The json module's JSONDecoder decodes JSON documents.",
-    "supercalifragilisticexpialidocious" * 4,  # longer than 100 characters
-    "ＦＵＬＬ-width ｌｅｔｔｅｒｓ and digits ０１２",
-    "mixed中文and English混合text",
-    "\u0301leading combining accent and trailing\u0301",
-    "line\nbreaks\r\nand\ttabs",
-]
+from tests.tokenizers.conftest import PARITY_TEXTS
 
 
 @pytest.fixture(params=[True, False], ids=["uncased", "cased"])
