@@ -5,9 +5,11 @@ import keras
 # Any model path before a layer name: a functional model's variables have
 # none, a model nested in another one gets the outer names.
 _PREFIX = r"(?:.*/)?"
-# `Transformer-{i}-...`, or ALBERT's shared `Transformer-...` (no index).
-_ATTENTION = _PREFIX + r"Transformer(?:-\d+)?-MultiHeadSelfAttention"
-_FEED_FORWARD = _PREFIX + r"Transformer(?:-\d+)?-FeedForward"
+# `Transformer-{i}-...`, ALBERT's shared `Transformer-...` (no index), or an
+# encoder-decoder's `Encoder-Transformer-{i}-...` and `Decoder-...` (with
+# the decoder's `MultiHeadCrossAttention`).
+_ATTENTION = _PREFIX + r"(?:Encoder-|Decoder-)?Transformer(?:-\d+)?-MultiHead(?:Self|Cross)Attention"
+_FEED_FORWARD = _PREFIX + r"(?:Encoder-|Decoder-)?Transformer(?:-\d+)?-FeedForward"
 
 
 def _megatron_table(model_axis):
@@ -19,7 +21,7 @@ def _megatron_table(model_axis):
         # feed-forward activation) and works on them without communicating.
         _ATTENTION + r"/(?:query|key|value)_dense/kernel": columns,
         _ATTENTION + r"/(?:query|key|value)_dense/bias": (model_axis,),
-        _FEED_FORWARD + r"/intermediate_dense/kernel": columns,
+        _FEED_FORWARD + r"/(?:intermediate|gate)_dense/kernel": columns,
         _FEED_FORWARD + r"/intermediate_dense/bias": (model_axis,),
         # The projections that close a sublayer are split by rows: each device
         # multiplies its own slice and one all-reduce sums the partial
