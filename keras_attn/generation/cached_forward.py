@@ -339,7 +339,7 @@ class CachedForward:
             if source is not None:
                 cross = {
                     "encoder_output": source.keys_values[index],
-                    "encoder_mask": source.valid[:, None, :],
+                    "encoder_mask": ops.expand_dims(source.valid, 1),
                 }
             hidden, layer_cache = block(
                 hidden, attention_mask=mask, distance_bias=distance_bias, condition=condition,

@@ -217,7 +217,7 @@ class T5(Transformer):
         valid = masking.real_tokens(token_ids, self.config.pad_token_id, padding_mask)
         hidden = encoder["dropout"](self.embedding_layers["token"](token_ids))
         distance_bias = encoder["position_bias"](hidden, by_distance=True)
-        mask = valid[:, None, :]
+        mask = ops.expand_dims(valid, 1)
         for block in self.encoder_blocks:
             hidden = block(hidden, attention_mask=mask, distance_bias=distance_bias)
         hidden = encoder["output_dropout"](encoder["norm"](hidden))
@@ -262,11 +262,11 @@ class T5(Transformer):
         for block in self.blocks:
             hidden = block(
                 hidden,
-                attention_mask=decoder_valid[:, None, :],
+                attention_mask=ops.expand_dims(decoder_valid, 1),
                 distance_bias=distance_bias,
                 use_causal_mask=True,
                 encoder_output=encoder_output,
-                encoder_mask=encoder_valid[:, None, :],
+                encoder_mask=ops.expand_dims(encoder_valid, 1),
             )
         logits = self.language_model_head(self.finish_blocks(hidden))
         return inputs, layers.OutputMask(name="Output-Mask")(logits, mask=decoder_valid)

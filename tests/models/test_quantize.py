@@ -62,10 +62,10 @@ def test_int8_quantization(variant, application, tmp_path):
     token = model.get_layer("Embedding-Token")
     assert token.quantization_mode == "int8"
     assert keras.backend.standardize_dtype(token._embeddings.dtype) == "int8"
-    # ALBERT's one shared block has unindexed names.
-    block = "Transformer" if variant == "albert" else "Transformer-0"
-    attention = model.get_layer(f"{block}-MultiHeadSelfAttention")
-    feed_forward = model.get_layer(f"{block}-FeedForward")
+    # The first block's (ALBERT's one shared block has unindexed names,
+    # T5's are `Encoder-Transformer-0-...`).
+    attention = next(l for l in model.layers if l.name.endswith("-MultiHeadSelfAttention"))
+    feed_forward = next(l for l in model.layers if l.name.endswith("-FeedForward"))
     for dense in (
         attention.query_dense, attention.key_dense, attention.value_dense,
         attention.output_dense, feed_forward.intermediate_dense, feed_forward.output_dense,

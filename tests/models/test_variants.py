@@ -30,6 +30,8 @@ CONFIG = dict(
 VARIANT_FIELDS = {
     "roberta+": dict(attention_key_size=12, embedding_size=12),
     "albert": dict(embedding_size=12, num_hidden_layers=2),
+    "t5.1.1": dict(tie_word_embeddings=False, feed_forward_gated=True),
+    "mt5.1.1": dict(tie_word_embeddings=False, attention_head_size=6),
 }
 
 # The registry as collected: tests that register a variant of their own
@@ -60,6 +62,9 @@ def inputs_for(model):
     segment_ids = np.zeros_like(token_ids)
     segment_ids[:, 4:] = 1
     segment_ids[token_ids == 0] = 0
+    if "encoder_token_ids" in model.input_contract.names:
+        # An encoder-decoder: a padded source, and a target of its own length.
+        return {"encoder_token_ids": token_ids, "decoder_token_ids": token_ids[::-1, :5]}
     inputs = {"token_ids": token_ids}
     if "segment_ids" in model.input:
         inputs["segment_ids"] = segment_ids
@@ -128,7 +133,7 @@ def check_fit_step(model, application, inputs):
         targets = np.random.default_rng(1).normal(size=(2, 8, 16)).astype("float32")
     else:
         loss = keras_attn.TokenCrossEntropy(ignore_id=0)
-        targets = inputs["token_ids"]
+        targets = inputs.get("token_ids", inputs.get("decoder_token_ids"))
     model.compile(
         optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=loss, jit_compile=supports_jit()
     )
