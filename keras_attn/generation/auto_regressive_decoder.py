@@ -15,7 +15,8 @@ class AutoRegressiveDecoder:
 
     bert4keras's decoder calls a user-written `predict` on the whole
     sequence at every step; this one needs no `predict`: it decodes
-    `model` (a builder model with `application="lm"` or `"unilm"`) with
+    `model` (a builder model with `application="lm"` or `"unilm"`, or an
+    encoder-decoder such as T5, whose `inputs` are the source) with
     `keras_attn.generation.Generator`, which keeps a key/value cache and
     runs the whole loop as one compiled program. For a `"unilm"` model the
     input is the source (segment 0) and the output the target (segment 1),
@@ -68,6 +69,13 @@ class AutoRegressiveDecoder:
     def __init__(self, model, start_id=None, end_id=None, maxlen=None, minlen=1):
         name = type(self).__name__
         self.generator = getattr(model, "generator", None) or Generator(model)
+        forward = self.generator.forward
+        # An encoder-decoder (T5) starts its decoder with its own start id:
+        # bert4keras's `start_id=0` for mT5 is that id, output first as in
+        # bert4keras, not a token to generate after it.
+        self.decoder_start = forward.seq2seq and start_id == forward.start_token_id
+        if self.decoder_start:
+            start_id = None
         self.start_id = start_id
         self.end_id = end_id
         self.maxlen = check_number("maxlen", maxlen, name, minimum=1, integer=True)
@@ -175,9 +183,12 @@ class AutoRegressiveDecoder:
         return arrays[0]
 
     def _trim(self, sequence):
-        """`sequence` up to and including its first `end_id`."""
+        """`sequence` up to and including its first `end_id` (after the
+        decoder's start id, for an encoder-decoder given it as `start_id`)."""
         if self.end_id is not None:
             ends = np.flatnonzero(sequence == self.end_id)
             if len(ends):
-                return sequence[: ends[0] + 1]
-        return sequence
+                sequence = sequence[: ends[0] + 1]
+        if self.decoder_start:
+            sequence = np.concatenate([[self.generator.forward.start_token_id], sequence])
+        return sequence.astype("int32")

@@ -226,3 +226,17 @@ def test_fit_with_teacher_forcing_lowers_the_loss():
     history = model.fit(inputs, labels, epochs=30, batch_size=16, verbose=0)
     losses = history.history["loss"]
     assert np.isfinite(losses).all() and losses[-1] < 0.7 * losses[0]
+
+
+def test_bert4keras_auto_regressive_decoder_takes_the_source(pair):
+    """bert4keras's mT5 script: `AutoRegressiveDecoder(start_id=0, end_id=1)`
+    with the source as `inputs`; the output starts with the decoder's start
+    id, as bert4keras's does."""
+    _, ours, _ = pair
+    decoder = keras_attn.AutoRegressiveDecoder(ours, start_id=0, end_id=1, maxlen=6)
+    best = decoder.beam_search([np.array(PROMPTS[0])], topk=4)
+    tokens = ours.generate([PROMPTS[0]], 6, sampler=keras_attn.samplers.BeamSearch(4), end_token_id=1)[0]
+    tokens = list(tokens)
+    expected = [0] + (tokens[: tokens.index(1) + 1] if 1 in tokens else tokens)
+    assert best[0] == 0
+    np.testing.assert_array_equal(best, expected)
