@@ -5,10 +5,13 @@ library's own files and verified against its source.
         [--application NAME] [--format {weights,keras}] [--no-verify] [--quiet]
 
 `SOURCE` is anything `build_transformer_model` reads as a checkpoint: a
-Hugging Face directory (or its `.safetensors`/`.bin` file), a Google
-TensorFlow checkpoint prefix (`.../bert_model.ckpt`) or a directory holding
-one. The configuration is `--config`, else the `config.json` or
-`bert_config.json` beside the checkpoint.
+Hugging Face directory (or its `.safetensors`/`.bin` file) of a BERT,
+RoBERTa, ALBERT, GPT-2, T5 or mT5, a Google TensorFlow checkpoint prefix
+(`.../bert_model.ckpt`) or a directory holding one. The configuration is
+`--config`, else the `config.json` or `bert_config.json` beside the
+checkpoint. `--variant` and `--application` default to the config's
+variant and that variant's first application (`"encoder"` for the BERT
+family, `"lm"` for GPT-2, `"seq2seq"` for T5).
 
 `--format weights` (the default) writes the directory `OUTPUT` with
 `config.json` (the builder's fields) and `model.weights.h5`; reload with
@@ -18,10 +21,27 @@ variant=..., application=...)`. `--format keras` writes the single file
 
 Verification (unless `--no-verify`): the written files are reloaded into a
 fresh model, which must reproduce the model built from `SOURCE` exactly (to
-1e-6) on a few padded inputs; for a Hugging Face source with an `"encoder"`
-application, and `transformers` installed, the reloaded model's sequence
-output must also equal `transformers.AutoModel`'s on the real (unpadded)
-positions to 1e-4. The last line says which of these ran.
+1e-6) on a small batch of each of its inputs (see `_verification_inputs`:
+padded where the model reads padding; for an encoder-decoder a source and a
+target of different lengths). For a Hugging Face source, with
+`transformers` installed, the reloaded model's output must also equal
+the `transformers` model's on the real (unpadded) positions to 1e-4, for
+the applications `REFERENCES` lists:
+
+| family                 | application | compared with                               |
+|------------------------|-------------|---------------------------------------------|
+| BERT, RoBERTa, ALBERT  | encoder     | `AutoModel`'s `last_hidden_state`           |
+| GPT-2                  | lm          | `AutoModelForCausalLM`'s `logits`           |
+| GPT-2                  | encoder     | `AutoModel`'s `last_hidden_state` (*)       |
+| T5, mT5                | seq2seq     | `AutoModelForSeq2SeqLM`'s `logits`          |
+| T5, mT5 (`t5_encoder`) | encoder     | `T5EncoderModel`'s `last_hidden_state`      |
+
+(*) This library's `"encoder"` application attends both ways, on GPT-2
+too; `transformers`' GPT-2 is given the same bidirectional mask (a 4D
+additive mask, which it applies as it is), so the comparison checks the
+weights, not the choice of mask.
+
+The last line says which of these ran.
 
 Progress goes to stderr, one line per checkpoint array read.
 
@@ -44,6 +64,30 @@ import numpy as np
 # reloaded weights), and another framework's.
 ROUND_TRIP_TOLERANCE = 1e-6
 REFERENCE_TOLERANCE = 1e-4
+
+# (checkpoint family, application) -> the `transformers` class a Hugging
+# Face source is loaded with for the reference comparison, and the output
+# field our model's output is compared with. (T5's `AutoModel` is the
+# encoder-decoder without its head; its encoder alone is `T5EncoderModel`,
+# mT5's `MT5EncoderModel`.)
+REFERENCES = {
+    ("bert", "encoder"): ("AutoModel", "last_hidden_state"),
+    ("roberta", "encoder"): ("AutoModel", "last_hidden_state"),
+    ("albert", "encoder"): ("AutoModel", "last_hidden_state"),
+    ("gpt2", "lm"): ("AutoModelForCausalLM", "logits"),
+    ("gpt2", "encoder"): ("AutoModel", "last_hidden_state"),
+    ("t5", "seq2seq"): ("AutoModelForSeq2SeqLM", "logits"),
+    ("t5", "encoder"): ("T5EncoderModel", "last_hidden_state"),
+}
+ENCODER_CLASSES = {"mt5": "MT5EncoderModel"}
+
+# Our input names -> the keywords `transformers` models take them by.
+REFERENCE_INPUT_NAMES = {
+    "token_ids": ("input_ids", "attention_mask"),
+    "encoder_token_ids": ("input_ids", "attention_mask"),
+    "decoder_token_ids": ("decoder_input_ids", "decoder_attention_mask"),
+    "segment_ids": ("token_type_ids", None),
+}
 
 
 class VerificationError(Exception):
@@ -79,7 +123,7 @@ def main(argv=None):
     return 0
 
 
-def convert(source, output, config=None, variant=None, application="encoder",
+def convert(source, output, config=None, variant=None, application=None,
             format="weights", verify=True, log=None):
     """Converts `source` to `output` (see the module docstring) and returns
     a one-line summary of what was written and verified.
@@ -134,21 +178,26 @@ def convert(source, output, config=None, variant=None, application="encoder",
         reloaded = build_transformer_model(
             config_path, weights_path, variant=variant, application=application
         )
-    inputs, real = _verification_inputs(model, parsed.pad_token_id)
+    inputs, real = _verification_inputs(model, parsed)
     _compare(
         reloaded(inputs), model(inputs), ROUND_TRIP_TOLERANCE,
         f"the model reloaded from {written}", f"the model built from {reader.path}",
     )
     verified = ["the written files reproduce the model built from the checkpoint"]
-    reference = _reference_output(reader, source, application, inputs, real, log)
+    reference = _reference_output(reader, source, model, inputs, real, log)
     if reference is not None:
-        sequence = keras.ops.convert_to_numpy(_sequence_output(reloaded(inputs)))
+        reference_name, field, expected = reference
+        # The output's positions are those of the last ids input: the
+        # decoder's for an encoder-decoder.
+        positions = list(real.values())[-1]
+        actual = keras.ops.convert_to_numpy(_sequence_output(reloaded(inputs)))
         _compare(
-            sequence[real], reference[real], REFERENCE_TOLERANCE,
-            f"the model reloaded from {written}", "transformers.AutoModel",
+            actual[positions], expected[positions], REFERENCE_TOLERANCE,
+            f"the model reloaded from {written}", reference_name,
         )
         verified.append(
-            f"its sequence output equals transformers.AutoModel's to {REFERENCE_TOLERANCE:g}"
+            f"its output equals {reference_name}'s {field} on the real positions "
+            f"to {REFERENCE_TOLERANCE:g}"
         )
     return f"Converted {reader.path} -> {written}; verified: {'; '.join(verified)}."
 
@@ -157,7 +206,7 @@ def _parser():
     parser = argparse.ArgumentParser(
         prog="keras-attn-convert",
         description=(
-            "Convert a Google TF or Hugging Face BERT-family checkpoint into a "
+            "Convert a Google TF or Hugging Face BERT-family, GPT-2 or T5 checkpoint into a "
             "keras_attn .weights.h5 + config.json (or a .keras file), and verify it."
         ),
     )
@@ -166,8 +215,9 @@ def _parser():
     parser.add_argument("--config", help="configuration file (default: the one beside SOURCE)")
     parser.add_argument("--variant", help="builder variant (default: the config's family)")
     parser.add_argument(
-        "--application", default="encoder", choices=["encoder", "mlm", "lm", "unilm"],
-        help="builder application (default: encoder)",
+        "--application", default=None, choices=["encoder", "mlm", "lm", "unilm", "seq2seq"],
+        help="builder application (default: the variant's first: encoder for the BERT "
+        "family, lm for GPT-2, seq2seq for T5)",
     )
     parser.add_argument(
         "--format", default="weights", choices=["weights", "keras"],
@@ -213,26 +263,53 @@ class _ProgressReader:
         return array
 
 
-def _verification_inputs(model, pad, batch=2, length=16):
-    """A padded batch within the model's contract (ids in range, the second
-    row ending in padding) and the boolean `(batch, length)` of real tokens."""
+def _verification_inputs(model, config, batch=2, length=16):
+    """A batch within the model's contract, and the real tokens of each ids
+    input: a dict of ids input name -> boolean `(batch, its length)`.
+
+    Each group of inputs (`InputContract.groups`: an encoder-decoder's
+    source and target) has a length of its own, 16, 11, ..., so that a
+    model that mixed them up fails. Ids are random in the vocabulary; the
+    second row ends in padding where the model reads padding: from its
+    `padding_mask` input if it takes one, else from the pad id (never where
+    `pad_token_id` is None, as in GPT-2, and never in a decoder's ids, which
+    start with the decoder start token, the pad id in T5). Other inputs
+    (`segment_ids`) are zeros.
+    """
     contract = model.input_contract
-    if contract.max_length is not None:
-        length = min(length, contract.max_length)
+    pad = config.pad_token_id
     generator = np.random.default_rng(0)
-    vocabulary = contract.limits["token_ids"]
-    token_ids = generator.integers(0, vocabulary, (batch, length)).astype("int32")
-    token_ids[token_ids == pad] = (pad + 1) % vocabulary
-    real = np.ones((batch, length), bool)
-    real[1:, length // 2 :] = False
-    inputs = {}
-    for name, limit in contract.limits.items():
-        if name == "token_ids":
-            inputs[name] = np.where(real, token_ids, pad).astype("int32")
-        elif name == "padding_mask":
-            inputs[name] = real.astype("int32")
-        else:
-            inputs[name] = np.zeros((batch, length), "int32")
+    groups = {}
+    for name in contract.limits:
+        groups.setdefault(contract.groups.get(name), []).append(name)
+    inputs, real = {}, {}
+    for index, names in enumerate(groups.values()):
+        size = length - 5 * index
+        if contract.max_length is not None:
+            size = min(size, contract.max_length)
+        ids_name = next(name for name in names if name.endswith("token_ids"))
+        mask_name = ids_name.replace("token_ids", "padding_mask")
+        vocabulary = contract.limits[ids_name]
+        decoder = ids_name == "decoder_token_ids"
+        reads_pad_id = pad is not None and not decoder
+        token_ids = generator.integers(0, vocabulary, (batch, size)).astype("int32")
+        if reads_pad_id:
+            token_ids[token_ids == pad] = (pad + 1) % vocabulary
+        if decoder and config.decoder_start_token_id is not None:
+            token_ids[:, 0] = config.decoder_start_token_id
+        valid = np.ones((batch, size), bool)
+        if reads_pad_id or mask_name in contract.limits:
+            valid[1:, size // 2 :] = False
+        if reads_pad_id:
+            token_ids = np.where(valid, token_ids, pad).astype("int32")
+        real[ids_name] = valid
+        for name in names:
+            if name == ids_name:
+                inputs[name] = token_ids
+            elif name == mask_name:
+                inputs[name] = valid.astype("int32")
+            else:
+                inputs[name] = np.zeros((batch, size), "int32")
     return inputs, real
 
 
@@ -257,11 +334,13 @@ def _compare(actual, expected, tolerance, actual_name, expected_name):
             )
 
 
-def _reference_output(reader, source, application, inputs, real, log):
-    """`transformers.AutoModel`'s sequence output on `inputs` for a Hugging
-    Face source, or None (another format, another application, or
-    `transformers`/`torch` not installed)."""
-    if reader.format == "tensorflow" or application != "encoder":
+def _reference_output(reader, source, model, inputs, real, log):
+    """`(name, field, output)`: the `transformers` model's output on `inputs`
+    for a Hugging Face source (see `REFERENCES`), or None (another format,
+    an application without a reference, or `transformers`/`torch` not
+    installed)."""
+    family = model.template.checkpoint_family
+    if reader.format == "tensorflow" or (family, model.application) not in REFERENCES:
         return None
     try:
         import torch
@@ -269,18 +348,34 @@ def _reference_output(reader, source, application, inputs, real, log):
     except ImportError:
         log("transformers/torch not installed: no comparison with the source framework.")
         return None
+    class_name, field = REFERENCES[family, model.application]
     directory = source if os.path.isdir(source) else os.path.dirname(source)
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    reference = transformers.AutoModel.from_pretrained(directory).eval()
-    feed = {
-        "input_ids": torch.tensor(inputs["token_ids"], dtype=torch.long),
-        "attention_mask": torch.tensor(real, dtype=torch.long),
-    }
-    if "segment_ids" in inputs:
-        feed["token_type_ids"] = torch.tensor(inputs["segment_ids"], dtype=torch.long)
+    if class_name == "T5EncoderModel":
+        model_type = transformers.AutoConfig.from_pretrained(directory).model_type
+        class_name = ENCODER_CLASSES.get(model_type, class_name)
+    reference = getattr(transformers, class_name).from_pretrained(directory).eval()
+    feed = {}
+    for name, value in inputs.items():
+        if name not in REFERENCE_INPUT_NAMES:
+            continue  # a padding mask: given below, as its ids' attention mask
+        ids_keyword, mask_keyword = REFERENCE_INPUT_NAMES[name]
+        feed[ids_keyword] = torch.tensor(value, dtype=torch.long)
+        if mask_keyword is not None:
+            feed[mask_keyword] = torch.tensor(real[name], dtype=torch.long)
+    if family == "gpt2" and not model.template.causal:
+        # See the module docstring's (*): transformers' GPT-2 is causal
+        # unless given a 4D mask, which it adds to the scores as it is.
+        attends = torch.tensor(real["token_ids"])[:, None, None, :]
+        length = attends.shape[-1]
+        attends = attends.expand(-1, 1, length, length)
+        feed["attention_mask"] = torch.zeros(attends.shape).masked_fill(
+            ~attends, torch.finfo(torch.float32).min
+        )
     with torch.no_grad():
-        return reference(**feed).last_hidden_state.numpy()
+        output = getattr(reference(**feed), field).numpy()
+    return f"transformers.{class_name}", field, output
 
 
 def _one_line(error):

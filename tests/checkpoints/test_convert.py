@@ -11,6 +11,7 @@ import pytest
 
 import keras_attn
 from keras_attn.convert import main
+from tests.checkpoint_files import perturb
 
 INPUTS = {
     "token_ids": np.array([[2, 17, 40, 98, 5, 3], [2, 61, 7, 3, 0, 0]], "int32"),
@@ -99,3 +100,142 @@ def test_help_lists_the_options(capsys):
     usage = capsys.readouterr().out
     for option in ("--config", "--variant", "--application", "--format", "--no-verify"):
         assert option in usage
+
+
+# GPT-2 and T5 ------------------------------------------------------------
+
+GPT2_INPUTS = {"token_ids": np.array([[5, 17, 3, 44, 9, 28], [7, 12, 50, 0, 1, 2]], "int32")}
+# A source and a target of different lengths; the source's second row padded.
+T5_INPUTS = {
+    "encoder_token_ids": np.array([[3, 4, 5, 9, 1], [7, 8, 1, 0, 0]], "int32"),
+    "decoder_token_ids": np.array([[0, 6, 2], [0, 11, 40]], "int32"),
+}
+
+
+@pytest.fixture(scope="module")
+def hf_gpt2_dir(tmp_path_factory):
+    """A random `GPT2LMHeadModel` (no pad id) as a Hugging Face directory."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    config = transformers.GPT2Config(
+        vocab_size=61, n_positions=40, n_embd=24, n_layer=2, n_head=3,
+        bos_token_id=1, eos_token_id=1,
+    )
+    model = perturb(transformers.GPT2LMHeadModel(config), seed=2).eval()
+    directory = tmp_path_factory.mktemp("hf_gpt2")
+    model.save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def hf_t5_dir(tmp_path_factory):
+    """A random T5 v1.0 `T5ForConditionalGeneration` (tied, rescaled head)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    config = transformers.T5Config(
+        vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2
+    )
+    model = perturb(transformers.T5ForConditionalGeneration(config), seed=3).eval()
+    directory = tmp_path_factory.mktemp("hf_t5")
+    model.save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def hf_t5_v1_1_dir(tmp_path_factory):
+    """A random T5 v1.1 (gated GELU, untied head; transformers 5 writes
+    `scale_decoder_outputs: false` for it)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    config = transformers.T5Config(
+        vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2,
+        feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+    )
+    model = perturb(transformers.T5ForConditionalGeneration(config), seed=4).eval()
+    directory = tmp_path_factory.mktemp("hf_t5_v1_1")
+    model.save_pretrained(directory)
+    return str(directory)
+
+
+def reload(output, format):
+    if format == "keras":
+        return keras.saving.load_model(output)
+    return keras_attn.build_transformer_model(
+        os.path.join(output, "config.json"), os.path.join(output, "model.weights.h5")
+    )
+
+
+@pytest.mark.parametrize("format", ["weights", "keras"])
+def test_gpt2_directory(hf_gpt2_dir, tmp_path, capsys, format):
+    output = str(tmp_path / ("converted.keras" if format == "keras" else "converted"))
+    assert main([hf_gpt2_dir, output, "--format", format, "--quiet"]) == 0
+    summary = capsys.readouterr().out
+    assert "transformers.AutoModelForCausalLM's logits" in summary
+
+    reloaded = reload(output, format)
+    direct = keras_attn.build_transformer_model(hf_gpt2_dir)
+    assert reloaded.application == "lm"  # GPT-2's own application by default
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(reloaded(GPT2_INPUTS)),
+        keras.ops.convert_to_numpy(direct(GPT2_INPUTS)),
+    )
+
+
+def test_gpt2_encoder_application(hf_gpt2_dir, tmp_path, capsys):
+    # Our "encoder" attends both ways; transformers' GPT-2 is given that mask.
+    output = str(tmp_path / "encoder")
+    assert main([hf_gpt2_dir, output, "--application", "encoder", "--quiet"]) == 0
+    assert "transformers.AutoModel's last_hidden_state" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("format", ["weights", "keras"])
+def test_t5_directory(hf_t5_dir, tmp_path, capsys, format):
+    output = str(tmp_path / ("converted.keras" if format == "keras" else "converted"))
+    assert main([hf_t5_dir, output, "--format", format, "--quiet"]) == 0
+    summary = capsys.readouterr().out
+    assert "transformers.AutoModelForSeq2SeqLM's logits" in summary
+
+    reloaded = reload(output, format)
+    direct = keras_attn.build_transformer_model(hf_t5_dir)
+    assert reloaded.application == "seq2seq"
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(reloaded(T5_INPUTS)),
+        keras.ops.convert_to_numpy(direct(T5_INPUTS)),
+    )
+    np.testing.assert_array_equal(
+        reloaded.generate([[3, 4, 5, 1]], 4), direct.generate([[3, 4, 5, 1]], 4)
+    )
+
+
+def test_t5_v1_1_keeps_its_untied_head(hf_t5_v1_1_dir, tmp_path, capsys):
+    # The written config.json says which T5 it is: the reload picks "t5.1.1".
+    output = str(tmp_path / "converted")
+    assert main([hf_t5_v1_1_dir, output, "--quiet"]) == 0
+    assert "transformers.AutoModelForSeq2SeqLM's logits" in capsys.readouterr().out
+    assert type(reload(output, "weights").template).__name__ == "T5V11"
+
+
+def test_t5_encoder_variant(hf_t5_dir, tmp_path, capsys):
+    output = str(tmp_path / "encoder")
+    assert main([hf_t5_dir, output, "--variant", "t5_encoder", "--quiet"]) == 0
+    assert "transformers.T5EncoderModel's last_hidden_state" in capsys.readouterr().out
+
+
+def test_a_t5_that_drifted_fails_on_the_decoder_logits(hf_t5_dir, tmp_path, monkeypatch, capsys):
+    """The seq2seq reference comparison is live: one decoder weight changed
+    in transformers' model fails the verification."""
+    import torch
+    import transformers
+
+    real = transformers.AutoModelForSeq2SeqLM.from_pretrained
+
+    def drifted(*args, **kwargs):
+        model = real(*args, **kwargs)
+        with torch.no_grad():
+            model.decoder.block[1].layer[1].EncDecAttention.o.weight[0, 0] += 1e-2
+        return model
+
+    monkeypatch.setattr(transformers.AutoModelForSeq2SeqLM, "from_pretrained", drifted)
+    assert main([hf_t5_dir, str(tmp_path / "converted"), "--quiet"]) == 3
+    message = capsys.readouterr().err
+    assert "transformers.AutoModelForSeq2SeqLM" in message
