@@ -177,7 +177,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
             `skip_missing` left at their initial values.
     """
     table, candidates = name_table.TABLE, name_table.candidates
-    ignored, duplicates = name_table.IGNORED, name_table.DUPLICATES
+    ignored = name_table.IGNORED
     compiled = _compile(table)
     stored = set(reader.names())
     checkpoint_free = checkpoint_free_paths(model)
