@@ -32,6 +32,14 @@ class Gpt(Transformer):
     applications = ("lm", "encoder")
     checkpoint_family = "gpt"
 
+    def __init__(self, config, with_pool=False, with_nsp=False, **kwargs):
+        if with_pool or with_nsp:
+            raise ValueError(
+                f"{type(self).__name__} has no pooler or next-sentence head (bert4keras's "
+                "GPTs have none); build it without with_pool and with_nsp."
+            )
+        super().__init__(config, **kwargs)
+
     def make_embedding_norm(self):
         return None
 

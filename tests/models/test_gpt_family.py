@@ -184,3 +184,8 @@ def checkpoint_name(variant, path):
         dense, kind = weight.split("/")
         return prefix + f"{'intermediate' if dense == 'intermediate_dense' else 'output'}/{kind}"
     return prefix + f"LayerNorm_mlp_ln{part[-1]}/{weight}"
+
+
+def test_a_pooler_is_refused():
+    with pytest.raises(ValueError, match="no pooler"):
+        keras_attn.build_transformer_model(CONFIG, variant="gpt2", with_pool=True)
