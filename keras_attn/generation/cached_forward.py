@@ -149,7 +149,10 @@ class CachedForward:
         # prompts' lengths say.
         pad_token_id = template.config.pad_token_id
         self.pad_token_id = 0 if pad_token_id is None else pad_token_id
-        self.start_token_id = template.config.decoder_start_token_id
+        # An encoder-decoder's first decoder input: the config's, else the
+        # pad id (T5's).
+        start = template.config.decoder_start_token_id
+        self.start_token_id = self.pad_token_id if start is None else start
         # `conditional_layer_norm` models: every norm takes the `condition`
         # input, `(batch, width)`, fed to each step.
         self.conditional = template.conditional_layer_norm is not None

@@ -16,6 +16,23 @@ CONFIG = dict(
 PROMPTS = [[2, 7, 9], [2, 11, 5, 31, 8, 17, 4], [2, 21]]
 
 
+def _uncached_seq2seq_greedy(model, sources, max_new_tokens):
+    """An encoder-decoder's greedy decoding by the full pass: each source
+    padded with the pad id (masked in the encoder), the decoder run on the
+    start token and every token so far, the last position's argmax next."""
+    config = model.template.config
+    width = max(len(source) for source in sources)
+    encoder_ids = np.full((len(sources), width), config.pad_token_id, "int32")
+    for r, source in enumerate(sources):
+        encoder_ids[r, : len(source)] = source
+    start = config.decoder_start_token_id
+    decoder_ids = np.full((len(sources), 1), config.pad_token_id if start is None else start, "int32")
+    for _ in range(max_new_tokens):
+        logits = to_numpy(model({"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids}))
+        decoder_ids = np.concatenate([decoder_ids, logits[:, -1].argmax(-1)[:, None]], axis=1)
+    return decoder_ids[:, 1:]
+
+
 def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_tokens=0,
                     extra_inputs=None):
     """Greedy decoding by the full pass over every row's whole prefix at each
@@ -25,6 +42,8 @@ def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_t
     token. `extra_inputs` (a `condition`) are added to every call."""
     unilm = model.application == "unilm"
     pad = model.template.config.pad_token_id
+    if model.application == "seq2seq":
+        return _uncached_seq2seq_greedy(model, prompts, max_new_tokens)
     rows = [list(prompt) for prompt in prompts]
     done = [False] * len(rows)
     width = max(len(row) for row in rows) + max_new_tokens

@@ -26,6 +26,8 @@ OPTIONS = {
     "roberta": {"type_vocab_size": 1, "pad_token_id": 1},
     "roberta+": {"attention_key_size": 12},
     "albert": {"embedding_size": 8},
+    "t5.1.1": {"tie_word_embeddings": False},
+    "mt5.1.1": {"tie_word_embeddings": False},
 }
 STEPS = 4
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures")
