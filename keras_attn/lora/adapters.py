@@ -11,6 +11,8 @@ from keras_attn.layers.multi_head_attention import MultiHeadAttention
 
 ATTENTION_PROJECTIONS = ("query_dense", "key_dense", "value_dense", "output_dense")
 FEED_FORWARD_PROJECTIONS = ("intermediate_dense", "output_dense")
+# A gated feed-forward's (T5 v1.1's) third projection, `V` in `act(x W) * (x V)`.
+GATE_PROJECTION = "gate_dense"
 ADAPTER_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 
 
@@ -24,7 +26,7 @@ def _projections(model, feed_forward=True):
         if isinstance(layer, MultiHeadAttention):
             names = ATTENTION_PROJECTIONS
         elif isinstance(layer, FeedForward) and feed_forward:
-            names = FEED_FORWARD_PROJECTIONS
+            names = FEED_FORWARD_PROJECTIONS + ((GATE_PROJECTION,) if layer.gated else ())
         else:
             continue
         for name in names:
@@ -40,8 +42,10 @@ def enable_lora(model, rank, feed_forward=False, alpha=None):
     """Adds LoRA adapters to `model` and makes them its only trainable weights.
 
     Every attention projection (query, key, value, output `Dense` of each
-    `keras_attn.MultiHeadAttention`, talking-heads and T-TA included) and,
-    with `feed_forward=True`, both `FeedForward` projections get Keras' own
+    `keras_attn.MultiHeadAttention`, talking-heads, T-TA and an
+    encoder-decoder's cross-attention included) and, with
+    `feed_forward=True`, every `FeedForward` projection (the gate of a
+    gated one, T5 v1.1's, too) get Keras' own
     adapters (`Dense.enable_lora`): a kernel `W` then computes
     `W + (alpha / rank) * A @ B`, with `A` (`d_in x rank`, He-uniform) and
     `B` (`rank x d_out`, zeros), so the adapted model starts out computing
