@@ -108,11 +108,11 @@ def _example_module(name):
         sys.path.remove(EXAMPLES)
 
 
-def test_seq2seq_docstrings_scores_against_brute_force():
-    """The example's ROUGE-L (dynamic programming) and word F1 against the
-    longest common subsequence found by trying every subsequence, and
-    against counting shared words one by one."""
-    example = _example_module("seq2seq_docstrings")
+def test_docstring_scores_against_brute_force():
+    """The docstring examples' ROUGE-L (dynamic programming) and word F1
+    against the longest common subsequence found by trying every
+    subsequence, and against counting shared words one by one."""
+    example = _example_module("common")
     rng = np.random.default_rng(0)
     words = ["return", "the", "a", "file", "of"]
     for _ in range(200):
