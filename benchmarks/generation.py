@@ -79,6 +79,7 @@ Not part of the test suite.
 """
 
 import argparse
+import os
 import resource
 import tempfile
 
@@ -448,7 +449,9 @@ def keras_hub_gpt2(directory, prompt_ids):
         token_ids[:, :PROMPT] = prompt_ids
         padding_mask = np.zeros((BATCH, width), bool)
         padding_mask[:, :PROMPT] = True
-        output = causal_lm.generate({"token_ids": token_ids, "padding_mask": padding_mask}, stop_token_ids=None)
+        output = causal_lm.generate(
+            {"token_ids": token_ids, "padding_mask": padding_mask}, stop_token_ids=None
+        )
         return keras.ops.convert_to_numpy(output["token_ids"])[:, PROMPT:]
 
     return generate
@@ -516,6 +519,7 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
     """keras_attn's greedy `generate` against keras-hub's and (on torch)
     transformers' for one of `PRETRAINED_SHAPES`, side by side."""
     shape = PRETRAINED_SHAPES[family]
+    load_before = os.getloadavg()[0]
     prompt_ids = prompts(BATCH, PROMPT, shape["vocab_size"])
     generators, same_weights, keras_hub_error = {}, set(), None
     with tempfile.TemporaryDirectory() as directory:
@@ -554,7 +558,9 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
     rows = []
     for name, (warm_up, seconds) in timings.items():
         if outputs[name].shape != (BATCH, new_tokens):
-            raise RuntimeError(f"{name} returned {outputs[name].shape} new tokens, not {(BATCH, new_tokens)}.")
+            raise RuntimeError(
+                f"{name} returned new tokens of shape {outputs[name].shape}, not {(BATCH, new_tokens)}."
+            )
         rows.append(
             {
                 "generator": name, "seconds": seconds, "warm_up_seconds": warm_up,
@@ -569,6 +575,8 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
         "model": shape["description"], "batch": BATCH, "prompt_length": PROMPT,
         "new_tokens": new_tokens, "sampler": "greedy", "rows": rows,
         "greedy_rows_equal_to_keras_attn": {},
+        # Other work on the machine slows every contender; the ratios are side by side.
+        "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
     }
     if keras_hub_error:
         result["keras_hub_error"] = keras_hub_error
