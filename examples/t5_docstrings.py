@@ -22,7 +22,9 @@ models use it, so their per-token losses count the same tokens.
    the summary and `</s>`. Trained with `fit` (teacher forcing) and
    `keras_attn.TokenCrossEntropy(ignore_id=0)`, so padding counts for
    nothing. Reported: the held-out loss and token accuracy on the summary
-   tokens, and the held-out signatures decoded by `model.generate` (each
+   tokens, the perplexity of the summaries again with every summary given
+   another pair's signature (how much the model reads its source), and
+   the held-out signatures decoded by `model.generate` (each
    source encoded once, then a cached decoder) greedily and by beam search
    (4 beams), scored as `seq2seq_docstrings.py` scores them (word F1,
    ROUGE-L, exact match) beside its nearest-neighbour baseline.
@@ -30,7 +32,8 @@ models use it, so their per-token losses count the same tokens.
    as one sequence, `signature </s> summary </s>`. Reported: the held-out
    perplexity over every token, and over the summary tokens alone (the
    same tokens as T5's loss, now predicted from the signature by a
-   decoder-only model), and greedy continuations of the held-out
+   decoder-only model), also after another pair's signature, and greedy
+   continuations of the held-out
    signatures (`signature </s>` as the prompt), scored the same way.
 
     KERAS_BACKEND=jax python examples/t5_docstrings.py [--quick] [--variant t5]
@@ -165,6 +168,12 @@ def target_log_probabilities(model, inputs, targets):
     return chosen, logits.argmax(axis=-1)
 
 
+def with_other_signatures(pairs):
+    """Each summary after the next pair's signature: what the summary
+    perplexity is when the source says nothing about it."""
+    return [(module, pairs[(i + 1) % len(pairs)][1], target) for i, (module, _, target) in enumerate(pairs)]
+
+
 def decode_all(tokenizer, rows):
     return [tokenizer.decode(row) for row in rows]  # <pad> and </s> dropped
 
@@ -193,6 +202,8 @@ def train_t5(tokenizer, train_pairs, test_pairs, quick, variant):
         )
     log_probabilities, predicted = target_log_probabilities(model, test_x, test_y)
     counted = test_y != 0
+    other_x, _ = seq2seq_arrays(tokenizer, with_other_signatures(test_pairs))
+    other_log_probabilities, _ = target_log_probabilities(model, other_x, test_y)
     results = {
         "variant": variant, "parameters": model.count_params(), "epochs": epochs,
         "training_seconds": training.seconds,
@@ -200,6 +211,7 @@ def train_t5(tokenizer, train_pairs, test_pairs, quick, variant):
         "held_out_loss": [float(v) for v in history.history["val_loss"]],
         "held_out_token_accuracy": float((predicted == test_y)[counted].mean()),
         "held_out_summary_perplexity": math.exp(-log_probabilities[counted].mean()),
+        "held_out_summary_perplexity_other_signatures": math.exp(-other_log_probabilities[counted].mean()),
     }
     sources = [tokenizer.encode(source, maxlen=SOURCE_MAXLEN)[0] for _, source, _ in test_pairs]
     outputs, seconds = {}, {}
@@ -237,12 +249,17 @@ def train_gpt2(tokenizer, train_pairs, test_pairs, quick):
         )
     log_probabilities, predicted = target_log_probabilities(model, test_x, test_y)
     counted = test_y != 0
+    other_x, other_y, other_summary = lm_arrays(tokenizer, with_other_signatures(test_pairs))
+    other_log_probabilities, _ = target_log_probabilities(model, other_x, other_y)
     results = {
         "parameters": model.count_params(), "epochs": epochs, "training_seconds": training.seconds,
         "loss": [float(v) for v in history.history["loss"]],
         "held_out_loss": [float(v) for v in history.history["val_loss"]],
         "held_out_perplexity": math.exp(-log_probabilities[counted].mean()),
         "held_out_summary_perplexity": math.exp(-log_probabilities[test_summary].mean()),
+        "held_out_summary_perplexity_other_signatures": (
+            math.exp(-other_log_probabilities[other_summary].mean())
+        ),
         "held_out_summary_token_accuracy": float((predicted == test_y)[test_summary].mean()),
     }
     prompts = [tokenizer.encode(source, maxlen=SOURCE_MAXLEN)[0] for _, source, _ in test_pairs]
@@ -260,11 +277,13 @@ def report(results):
     print(f"\nHeld-out pairs ({results['held_out_pairs']}, modules never trained on):")
     print(
         f"  T5    summary tokens: loss {t5['held_out_loss'][-1]:.3f}, perplexity "
-        f"{t5['held_out_summary_perplexity']:.1f}, token accuracy {t5['held_out_token_accuracy']:.3f}"
+        f"{t5['held_out_summary_perplexity']:.1f} ({t5['held_out_summary_perplexity_other_signatures']:.1f} "
+        f"after another pair's signature), token accuracy {t5['held_out_token_accuracy']:.3f}"
     )
     print(
-        f"  GPT-2 summary tokens: perplexity {gpt2['held_out_summary_perplexity']:.1f}, token accuracy "
-        f"{gpt2['held_out_summary_token_accuracy']:.3f}; all tokens: perplexity "
+        f"  GPT-2 summary tokens: perplexity {gpt2['held_out_summary_perplexity']:.1f} "
+        f"({gpt2['held_out_summary_perplexity_other_signatures']:.1f} after another pair's signature), "
+        f"token accuracy {gpt2['held_out_summary_token_accuracy']:.3f}; all tokens: perplexity "
         f"{gpt2['held_out_perplexity']:.1f}"
     )
     print(f"\n  {'decoder':<30} {'word F1':>8} {'ROUGE-L':>8} {'exact':>6}")

@@ -112,7 +112,9 @@ def test_t5_docstrings_quick_mode(tmp_path):
     # Perplexities of models trained from random weights: finite, below a
     # uniform guess over the vocabulary.
     for perplexity in (t5["held_out_summary_perplexity"], gpt2["held_out_perplexity"],
-                       gpt2["held_out_summary_perplexity"]):
+                       gpt2["held_out_summary_perplexity"],
+                       t5["held_out_summary_perplexity_other_signatures"],
+                       gpt2["held_out_summary_perplexity_other_signatures"]):
         assert 1.0 < perplexity < results["vocab_size"]
     for decoder in ("T5 greedy", "T5 beam search (4 beams)", "GPT-2 greedy", "nearest-neighbour baseline"):
         assert 0.0 <= results["scores"][decoder]["word_f1"] <= 1.0
