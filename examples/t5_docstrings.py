@@ -46,6 +46,7 @@ import argparse
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -327,12 +328,14 @@ def main():
     scores = {
         label: dict(score(texts, references), seconds=seconds[label]) for label, texts in outputs.items()
     }
-    normalised = lambda text: tokenizer.decode(tokenizer.encode(text)[0])  # noqa: E731
+    # Signatures compared by their lowercased names and punctuation, as
+    # seq2seq_docstrings.py's WordPiece decoding splits them.
+    signature_words = lambda text: re.findall(r"\w+|[^\w\s]", text.lower())  # noqa: E731
     scores["nearest-neighbour baseline"] = score(
         nearest_neighbour(
-            [normalised(source).split() for _, source, _ in train_pairs],
-            [normalised(target) for _, _, target in train_pairs],
-            [normalised(source).split() for _, source, _ in test_pairs],
+            [signature_words(source) for _, source, _ in train_pairs],
+            [tokenizer.decode(tokenizer.encode(target)[0]) for _, _, target in train_pairs],
+            [signature_words(source) for _, source, _ in test_pairs],
         ),
         references,
     )
