@@ -35,21 +35,53 @@ float32, this measures:
    the growth of the process's peak RSS on CPU, and on a GPU the device's
    peak memory. The window part runs first, so the BERT-base part does not
    set the process's peaks.
+3. Pretrained shapes, greedy, batch 8, prompts (T5: sources) of 32 tokens,
+   256 new tokens (`--new-tokens`), random weights in float32, every
+   generator made to run all the steps (no end token):
+   - GPT-2 small (`--parts gpt2`: 12 layers, hidden 768, 12 heads, FFN
+     3072, vocabulary 50257): one random `transformers.GPT2LMHeadModel`,
+     saved with `save_pretrained`; keras_attn builds its model from that
+     directory and keras-hub its `GPT2Backbone` (`from_preset` on the
+     directory), so the three run the same weights. keras_attn's
+     `generate` against keras-hub's `GPT2CausalLM.generate` (preprocessor
+     off, prompts right-padded with a padding mask, as in part 1) and, on
+     torch, against transformers' `generate` (`use_cache=True`).
+   - T5-small (`--parts t5`: 6 + 6 layers, d_model 512, 8 heads, d_kv 64,
+     d_ff 2048, ReLU, vocabulary 32128): one random
+     `transformers.T5ForConditionalGeneration`, saved, keras_attn built from
+     its directory; keras-hub's `T5Seq2SeqLM` (a `T5Backbone` of the same
+     shape, its own random weights: keras-hub 0.32 converts no T5
+     checkpoint) generating from a decoder prompt of the start token; on
+     torch transformers' `generate` on the same weights. Every generator
+     encodes the sources once and decodes with a cache.
+   The contenders take turns within each repetition; on torch each is
+   warmed up by an 8-token call (nothing compiles), elsewhere by a full
+   call (the compilation). Where two generators share the weights, the
+   fraction of rows whose greedy tokens are the same (over the first 16
+   new tokens and over all of them) checks that they compute the same
+   model.
 
-Results go to `benchmarks/results/generation_<backend>.json`, with
-`cached_over_uncached_tokens_per_second` and
-`keras_attn_over_keras_hub_tokens_per_second` fields; `report.py` prints the
+Results go to `benchmarks/results/generation_<backend>.json` (parts 1 and
+2), with `cached_over_uncached_tokens_per_second` and
+`keras_attn_over_keras_hub_tokens_per_second` fields, and
+`benchmarks/results/generation_gpt2_t5_<backend>.json` (part 3), with
+`keras_attn_over_keras_hub_tokens_per_second` and, on torch,
+`keras_attn_over_transformers_tokens_per_second` per model; so a run of
+some parts never overwrites another part's results. `report.py` prints the
 tables.
 
     pip install -e ".[all,benchmarks]"
     KERAS_BACKEND=jax python benchmarks/generation.py
     KERAS_BACKEND=jax python benchmarks/generation.py --quick  # 1 repeat, window to 4k
+    KERAS_BACKEND=torch python benchmarks/generation.py --parts gpt2 t5 --new-tokens 64
 
 Not part of the test suite.
 """
 
 import argparse
+import os
 import resource
+import tempfile
 
 import keras
 import numpy as np
@@ -74,6 +106,14 @@ WINDOW_CONFIG = dict(
     intermediate_size=1024, max_position_embeddings=512, type_vocab_size=2,
 )
 WINDOW_LENGTHS = (1024, 2048, 4096, 8192, 16384)
+# Pretrained shapes, in transformers' config fields.
+GPT2_SMALL = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+T5_SMALL = dict(
+    vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
+    feed_forward_proj="relu",
+)
+AGREEMENT_TOKENS = 16
+TORCH_WARM_UP_TOKENS = 8
 
 
 def prompts(batch, length, vocab_size):
@@ -352,6 +392,213 @@ def windowed(lengths, repeats):
     }
 
 
+# GPT-2 small and T5-small shapes, on the same weights ------------------------------------
+
+
+def random_transformers_model(family, directory):
+    """A random transformers GPT-2 small or T5-small in eval mode (no
+    dropout), saved to `directory` with `save_pretrained`."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    if family == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**GPT2_SMALL))
+    else:
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(**T5_SMALL))
+    model.eval()
+    model.save_pretrained(directory)
+    return model
+
+
+def transformers_generator(model, prompt_ids, encoder_decoder):
+    """`generate(new_tokens)`: transformers' greedy `generate` with its
+    cache, never stopping early; the new tokens, numpy `(batch, new_tokens)`."""
+    import torch
+    import transformers
+
+    input_ids = torch.from_numpy(prompt_ids).long()
+    attention_mask = torch.ones_like(input_ids)
+
+    def generate(new_tokens):
+        settings = transformers.GenerationConfig(
+            max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
+            use_cache=True, pad_token_id=0, eos_token_id=None,
+            decoder_start_token_id=0 if encoder_decoder else None,
+        )
+        with torch.no_grad():
+            output = model.generate(input_ids, attention_mask=attention_mask, generation_config=settings)
+        # A decoder-only output starts with the prompt, an encoder-decoder's with the start token.
+        return output[:, 1 if encoder_decoder else prompt_ids.shape[1]:].numpy()
+
+    return generate
+
+
+def keras_hub_gpt2(directory, prompt_ids):
+    """keras-hub's `GPT2CausalLM.generate`, greedy, on the GPT-2 weights
+    saved in `directory`: `generate(new_tokens)`."""
+    import keras_hub
+
+    backbone = keras_hub.models.GPT2Backbone.from_preset(directory)
+    causal_lm = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
+    causal_lm.compile(sampler="greedy")
+
+    def generate(new_tokens):
+        width = PROMPT + new_tokens
+        token_ids = np.zeros((BATCH, width), "int32")
+        token_ids[:, :PROMPT] = prompt_ids
+        padding_mask = np.zeros((BATCH, width), bool)
+        padding_mask[:, :PROMPT] = True
+        output = causal_lm.generate(
+            {"token_ids": token_ids, "padding_mask": padding_mask}, stop_token_ids=None
+        )
+        return keras.ops.convert_to_numpy(output["token_ids"])[:, PROMPT:]
+
+    return generate
+
+
+def keras_hub_t5(directory, source_ids):
+    """keras-hub's `T5Seq2SeqLM.generate`, greedy, on a `T5Backbone` of
+    T5-small's shape with its own random weights (keras-hub 0.32 reads no
+    T5 checkpoint, so `directory` is not used): `generate(new_tokens)`."""
+    import keras_hub
+
+    backbone = keras_hub.models.T5Backbone(
+        vocabulary_size=T5_SMALL["vocab_size"], num_layers=T5_SMALL["num_layers"],
+        num_heads=T5_SMALL["num_heads"], hidden_dim=T5_SMALL["d_model"],
+        intermediate_dim=T5_SMALL["d_ff"], key_value_dim=T5_SMALL["d_kv"], dropout=0.0,
+        activation="relu", use_gated_activation=False, tie_embedding_weights=True,
+    )
+    seq2seq_lm = keras_hub.models.T5Seq2SeqLM(backbone, preprocessor=None)
+    seq2seq_lm.compile(sampler="greedy")
+
+    def generate(new_tokens):
+        # The decoder's prompt: the start token (the pad id 0), then room for the new tokens.
+        decoder_padding_mask = np.zeros((BATCH, 1 + new_tokens), bool)
+        decoder_padding_mask[:, 0] = True
+        output = seq2seq_lm.generate(
+            {
+                "encoder_token_ids": source_ids,
+                "encoder_padding_mask": np.ones_like(source_ids, bool),
+                "decoder_token_ids": np.zeros((BATCH, 1 + new_tokens), "int32"),
+                "decoder_padding_mask": decoder_padding_mask,
+            },
+            stop_token_ids=None,
+        )
+        return keras.ops.convert_to_numpy(output["decoder_token_ids"])[:, 1:]
+
+    return generate
+
+
+PRETRAINED_SHAPES = {
+    "gpt2": {
+        "description": (
+            "GPT-2 small shape (variant 'gpt2'): 12 layers, hidden 768, 12 heads, FFN 3072, "
+            "vocabulary 50257, float32, random weights: one transformers GPT2LMHeadModel, saved "
+            "and loaded by keras_attn and by keras-hub (GPT2Backbone.from_preset)"
+        ),
+        "vocab_size": GPT2_SMALL["vocab_size"],
+        "keras_hub": ("keras-hub GPT2CausalLM", keras_hub_gpt2, True),
+        "transformers": "transformers GPT2LMHeadModel",
+    },
+    "t5": {
+        "description": (
+            "T5-small shape (variant 't5', v1.0): 6 + 6 layers, d_model 512, 8 heads, d_kv 64, "
+            "d_ff 2048 (ReLU), vocabulary 32128, float32, random weights: one transformers "
+            "T5ForConditionalGeneration, saved and loaded by keras_attn; keras-hub's T5Backbone "
+            "has its own random weights (keras-hub 0.32 converts no T5 checkpoint)"
+        ),
+        "vocab_size": T5_SMALL["vocab_size"],
+        "keras_hub": ("keras-hub T5Seq2SeqLM", keras_hub_t5, False),
+        "transformers": "transformers T5ForConditionalGeneration",
+    },
+}
+
+
+def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
+    """keras_attn's greedy `generate` against keras-hub's and (on torch)
+    transformers' for one of `PRETRAINED_SHAPES`, side by side."""
+    shape = PRETRAINED_SHAPES[family]
+    load_before = os.getloadavg()[0]
+    prompt_ids = prompts(BATCH, PROMPT, shape["vocab_size"])
+    generators, same_weights, keras_hub_error = {}, set(), None
+    with tempfile.TemporaryDirectory() as directory:
+        transformers_model = random_transformers_model(family, directory)
+        model = keras_attn.build_transformer_model(directory)
+        generators["keras_attn"] = lambda tokens: model.generate(prompt_ids, tokens)
+        if with_keras_hub:
+            name, make, shares_weights = shape["keras_hub"]
+            try:
+                generators[name] = make(directory, prompt_ids)
+                if shares_weights:
+                    same_weights.add(name)
+            except Exception as error:  # recorded, not hidden: the reason keras-hub has no row
+                keras_hub_error = f"{type(error).__name__}: {error}"
+                print(f"keras-hub not measured: {keras_hub_error}")
+    if BACKEND == "torch":
+        generators[shape["transformers"]] = transformers_generator(
+            transformers_model, prompt_ids, encoder_decoder=family == "t5"
+        )
+        same_weights.add(shape["transformers"])
+    outputs = {}
+
+    def recorded(name, generate, tokens):
+        def call():
+            outputs[name] = generate(tokens)
+
+        return call
+
+    functions = {name: recorded(name, generate, new_tokens) for name, generate in generators.items()}
+    warm_ups = None
+    if BACKEND == "torch":  # nothing compiles: a short call warms up
+        warm_ups = {
+            name: recorded(name, generate, TORCH_WARM_UP_TOKENS) for name, generate in generators.items()
+        }
+    timings = timed_side_by_side(functions, repeats, warm_ups)
+    rows = []
+    for name, (warm_up, seconds) in timings.items():
+        if outputs[name].shape != (BATCH, new_tokens):
+            raise RuntimeError(
+                f"{name} returned new tokens of shape {outputs[name].shape}, not {(BATCH, new_tokens)}."
+            )
+        rows.append(
+            {
+                "generator": name, "seconds": seconds, "warm_up_seconds": warm_up,
+                "tokens_per_second": BATCH * new_tokens / seconds,
+            }
+        )
+        print(
+            f"{family:<5} {name:<41} {seconds:>8.2f} s  {BATCH * new_tokens / seconds:>8.1f} tokens/s  "
+            f"(warm-up {warm_up:.1f} s)"
+        )
+    result = {
+        "model": shape["description"], "batch": BATCH, "prompt_length": PROMPT,
+        "new_tokens": new_tokens, "sampler": "greedy", "rows": rows,
+        "greedy_rows_equal_to_keras_attn": {},
+        # Other work on the machine slows every contender; the ratios are side by side.
+        "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
+    }
+    if keras_hub_error:
+        result["keras_hub_error"] = keras_hub_error
+    speed = {row["generator"]: row["tokens_per_second"] for row in rows}
+    for name in generators:
+        if name == "keras_attn":
+            continue
+        peer = "keras_hub" if name.startswith("keras-hub") else "transformers"
+        result[f"keras_attn_over_{peer}_tokens_per_second"] = speed["keras_attn"] / speed[name]
+        if name in same_weights:
+            equal = outputs[name] == outputs["keras_attn"]
+            result["greedy_rows_equal_to_keras_attn"][name] = {
+                f"first_{AGREEMENT_TOKENS}": float(equal[:, :AGREEMENT_TOKENS].all(axis=1).mean()),
+                "all": float(equal.all(axis=1).mean()),
+            }
+    for key, value in result.items():
+        if key.startswith("keras_attn_over"):
+            print(f"{family:<5} {key}: {value:.2f}x")
+    print(f"{family:<5} greedy rows equal to keras_attn's: {result['greedy_rows_equal_to_keras_attn']}")
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -361,8 +608,10 @@ def main():
     parser.add_argument("--uncached", choices=["loop", "estimate"], default=None,
                         help="run the uncached loop for real (default on a GPU) or estimate it "
                              "from steps at a few prefix lengths (default on CPU)")
-    parser.add_argument("--parts", nargs="+", choices=["windowed", "cached"],
-                        default=["windowed", "cached"])
+    parser.add_argument("--parts", nargs="+", choices=["windowed", "cached", "gpt2", "t5"],
+                        default=["windowed", "cached", "gpt2", "t5"])
+    parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS,
+                        help="new tokens per row for the gpt2 and t5 parts")
     parser.add_argument("--no-keras-hub", action="store_true")
     parser.add_argument("--output", default=None)
     arguments = parser.parse_args()
@@ -379,7 +628,16 @@ def main():
         result |= cached_against_uncached_and_keras_hub(
             repeats, uncached_mode, not arguments.no_keras_hub
         )
-    write_result(result, arguments.output, f"generation_{BACKEND}.json")
+    if {"windowed", "cached"} & set(arguments.parts):
+        write_result(result, arguments.output, f"generation_{BACKEND}.json")
+    shapes = [family for family in PRETRAINED_SHAPES if family in arguments.parts]
+    if shapes:
+        result = {"device": device, "repeats": repeats}
+        for family in shapes:
+            result[family] = pretrained_shape(
+                family, arguments.new_tokens, repeats, not arguments.no_keras_hub
+            )
+        write_result(result, arguments.output, f"generation_gpt2_t5_{BACKEND}.json")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 per-device folders, such as h100/): BERT-base (`<backend>.json`, from
 bert_base.py), banded attention (`banded_attention_*.json`), fused attention
 for decoupled widths (`fused_widths_*.json`), the input contract's cost
-(`input_contract_*.json`) and generation (`generation_*.json`)."""
+(`input_contract_*.json`) and generation (`generation_*.json`; the GPT-2
+small and T5-small rows from `generation_gpt2_t5_*.json`)."""
 
 import glob
 import json
@@ -102,7 +103,10 @@ def device_of(path, result):
 def generation_table():
     """Cached against uncached and keras-hub (tokens per second, batch 8,
     prompt 32, 256 new tokens), then the windowed cache over length."""
-    files = [(path, load(path)) for path in results("generation_*.json")]
+    files = [
+        (path, load(path)) for path in results("generation_*.json")
+        if not os.path.basename(path).startswith("generation_gpt2_t5_")
+    ]
     print("\n| backend | device | generator | sampler | tokens/s | how | cached / this |")
     print("| --- | --- | --- | --- | ---: | --- | ---: |")
     for path, result in files:
@@ -148,9 +152,39 @@ def generation_table():
             )
 
 
+def pretrained_shapes_table():
+    """GPT-2 small and T5-small, greedy: keras_attn's `generate` against
+    keras-hub's and transformers', measured side by side in one run."""
+    print("\n| backend | device | model | generator | new tokens | tokens/s | keras_attn / this "
+          "| greedy rows equal to keras_attn (first 16 / all) |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | --- |")
+    for path in results("generation_gpt2_t5_*.json"):
+        result = load(path)
+        for family, label in (("gpt2", "GPT-2 small"), ("t5", "T5-small")):
+            shape = result.get(family)
+            if not shape:
+                continue
+            speeds = {row["generator"]: row["tokens_per_second"] for row in shape["rows"]}
+            for row in shape["rows"]:
+                equal = shape["greedy_rows_equal_to_keras_attn"].get(row["generator"])
+                agreement = (
+                    " / ".join(f"{value:.0%}" for value in equal.values()) if equal
+                    else "—" if row["generator"] == "keras_attn" else "other weights"
+                )
+                print(
+                    f"| {result['backend']} | {device_of(path, result)} | {label} | {row['generator']} "
+                    f"| {shape['new_tokens']} | {row['tokens_per_second']:.1f} "
+                    f"| {speeds['keras_attn'] / row['tokens_per_second']:.2f}x | {agreement} |"
+                )
+            if "keras_hub_error" in shape:
+                print(f"| {result['backend']} | {device_of(path, result)} | {label} | keras-hub "
+                      f"| — | — | — | not run: {shape['keras_hub_error']} |")
+
+
 if __name__ == "__main__":
     bert_base_table()
     banded_table()
     fused_widths_table()
     input_contract_table()
     generation_table()
+    pretrained_shapes_table()

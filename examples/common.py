@@ -1,6 +1,8 @@
 """What the examples share: real text that exists on every machine with
-Python (the standard library's own source and docstrings), the synthetic
-attention tasks, and writing results (JSON + PNG). Nothing is downloaded."""
+Python (the standard library's own source and docstrings), the held-out
+split and scores of the signature -> docstring task, vocabularies learned
+from that text, the synthetic attention tasks, and writing results (JSON +
+PNG). Nothing is downloaded."""
 
 import ast
 import json
@@ -9,6 +11,7 @@ import random
 import sys
 import sysconfig
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -93,6 +96,68 @@ def signature_docstring_pairs(min_words=3):
     return pairs
 
 
+def split_by_module(pairs, fraction, seed=0):
+    """Whole top-level modules held out until they hold `fraction` of the
+    pairs, so no held-out signature shares a module with training."""
+    modules = sorted({module for module, _, _ in pairs})
+    random.Random(seed).shuffle(modules)
+    held_out, count = set(), 0
+    for module in modules:
+        if count >= fraction * len(pairs):
+            break
+        held_out.add(module)
+        count += sum(1 for m, _, _ in pairs if m == module)
+    train = [p for p in pairs if p[0] not in held_out]
+    test = [p for p in pairs if p[0] in held_out]
+    return train, test, sorted(held_out)
+
+
+# Scores of generated summaries against the real ones ---------------------------
+
+
+def word_f1(prediction, reference):
+    """SQuAD-style F1 of the two bags of words."""
+    common = sum((Counter(prediction) & Counter(reference)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(prediction), common / len(reference)
+    return 2 * precision * recall / (precision + recall)
+
+
+def rouge_l(prediction, reference):
+    """ROUGE-L F1: from the longest common subsequence of the word lists."""
+    if not prediction or not reference:
+        return 0.0
+    previous = [0] * (len(reference) + 1)
+    for word in prediction:
+        current = [0]
+        for j, other in enumerate(reference):
+            current.append(previous[j] + 1 if word == other else max(previous[j + 1], current[j]))
+        previous = current
+    longest = previous[-1]
+    if longest == 0:
+        return 0.0
+    precision, recall = longest / len(prediction), longest / len(reference)
+    return 2 * precision * recall / (precision + recall)
+
+
+def score(predictions, references):
+    words = [(p.split(), r.split()) for p, r in zip(predictions, references)]
+    return {
+        "word_f1": float(np.mean([word_f1(p, r) for p, r in words])),
+        "rouge_l": float(np.mean([rouge_l(p, r) for p, r in words])),
+        "exact_match": float(np.mean([p == r for p, r in words])),
+    }
+
+
+def nearest_neighbour(train_sources, train_targets, test_sources):
+    """The summary of the training signature with the highest word F1."""
+    return [
+        train_targets[max(range(len(train_sources)), key=lambda i: word_f1(source, train_sources[i]))]
+        for source in test_sources
+    ]
+
+
 def train_vocabulary(texts, directory, size=3000):
     """A WordPiece `vocab.txt` learned from `texts` with the tokenizers
     package (lowercased, BERT's pre-tokenizer), written in `directory`."""
@@ -111,6 +176,23 @@ def train_vocabulary(texts, directory, size=3000):
     path = os.path.join(directory, "vocab.txt")
     with open(path, "w", encoding="utf-8") as file:
         file.write("\n".join(sorted(vocabulary, key=vocabulary.get)) + "\n")
+    return path
+
+
+def train_sentencepiece(texts, directory, size=2000):
+    """A SentencePiece unigram model learned from `texts` with the
+    sentencepiece package, with T5's special ids (`<pad>` 0, `</s>` 1,
+    `<unk>` 2, no `<s>`), written as `spiece.model` in `directory`. Where
+    `texts` hold fewer pieces than `size`, the vocabulary is smaller."""
+    import sentencepiece
+
+    path = os.path.join(directory, "spiece.model")
+    with open(path, "wb") as file:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts), model_writer=file, vocab_size=size,
+            model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+            character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+        )
     return path
 
 

@@ -33,7 +33,6 @@ import random
 import sys
 import tempfile
 import time
-from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,7 +40,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
-from common import Timer, docstring_lines, signature_docstring_pairs  # noqa: E402
+from common import Timer, docstring_lines, nearest_neighbour, score  # noqa: E402
+from common import signature_docstring_pairs, split_by_module  # noqa: E402
 from common import train_vocabulary, windows, write_results  # noqa: E402
 from keras_attn.generation import CachedForward  # noqa: E402
 
@@ -78,22 +78,6 @@ def compile_model(model, learning_rate, steps):
 # Data ------------------------------------------------------------------------
 
 
-def split_by_module(pairs, fraction, seed=0):
-    """Whole top-level modules held out until they hold `fraction` of the
-    pairs, so no held-out signature shares a module with training."""
-    modules = sorted({module for module, _, _ in pairs})
-    random.Random(seed).shuffle(modules)
-    held_out, count = set(), 0
-    for module in modules:
-        if count >= fraction * len(pairs):
-            break
-        held_out.add(module)
-        count += sum(1 for m, _, _ in pairs if m == module)
-    train = [p for p in pairs if p[0] not in held_out]
-    test = [p for p in pairs if p[0] in held_out]
-    return train, test, sorted(held_out)
-
-
 def seq2seq_arrays(tokenizer, pairs):
     """Inputs and targets for UniLM training: `[CLS] source [SEP] target
     [SEP]` with segment ids 0 then 1; the target at position i is the token
@@ -111,52 +95,6 @@ def seq2seq_arrays(tokenizer, pairs):
     targets = np.zeros_like(token_ids)
     targets[:, :-1] = np.where(segment_ids[:, 1:] == 1, token_ids[:, 1:], 0)
     return {"token_ids": token_ids, "segment_ids": segment_ids}, targets
-
-
-# Scores ----------------------------------------------------------------------
-
-
-def word_f1(prediction, reference):
-    """SQuAD-style F1 of the two bags of words."""
-    common = sum((Counter(prediction) & Counter(reference)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(prediction), common / len(reference)
-    return 2 * precision * recall / (precision + recall)
-
-
-def rouge_l(prediction, reference):
-    """ROUGE-L F1: from the longest common subsequence of the word lists."""
-    if not prediction or not reference:
-        return 0.0
-    previous = [0] * (len(reference) + 1)
-    for word in prediction:
-        current = [0]
-        for j, other in enumerate(reference):
-            current.append(previous[j] + 1 if word == other else max(previous[j + 1], current[j]))
-        previous = current
-    longest = previous[-1]
-    if longest == 0:
-        return 0.0
-    precision, recall = longest / len(prediction), longest / len(reference)
-    return 2 * precision * recall / (precision + recall)
-
-
-def score(predictions, references):
-    words = [(p.split(), r.split()) for p, r in zip(predictions, references)]
-    return {
-        "word_f1": float(np.mean([word_f1(p, r) for p, r in words])),
-        "rouge_l": float(np.mean([rouge_l(p, r) for p, r in words])),
-        "exact_match": float(np.mean([p == r for p, r in words])),
-    }
-
-
-def nearest_neighbour(train_sources, train_targets, test_sources):
-    """The summary of the training signature with the highest word F1."""
-    return [
-        train_targets[max(range(len(train_sources)), key=lambda i: word_f1(source, train_sources[i]))]
-        for source in test_sources
-    ]
 
 
 # Part 1: seq2seq -------------------------------------------------------------

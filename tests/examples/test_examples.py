@@ -100,6 +100,28 @@ def test_seq2seq_docstrings_quick_mode(tmp_path):
     assert_plotted(tmp_path / "seq2seq_docstrings.png")
 
 
+@pytest.mark.slow
+def test_t5_docstrings_quick_mode(tmp_path):
+    output = run("t5_docstrings.py", "--quick", "--output", str(tmp_path))
+    assert "Held-out pairs" in output
+    with open(tmp_path / "t5_docstrings.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    t5, gpt2 = results["t5"], results["gpt2"]
+    assert 0.0 <= t5["held_out_token_accuracy"] <= 1.0
+    # Perplexities of models trained from random weights: finite, below a
+    # uniform guess over the vocabulary.
+    for perplexity in (t5["held_out_summary_perplexity"], gpt2["held_out_perplexity"],
+                       gpt2["held_out_summary_perplexity"],
+                       t5["held_out_summary_perplexity_other_signatures"],
+                       gpt2["held_out_summary_perplexity_other_signatures"]):
+        assert 1.0 < perplexity < results["vocab_size"]
+    for decoder in ("T5 greedy", "T5 beam search (4 beams)", "GPT-2 greedy", "nearest-neighbour baseline"):
+        assert 0.0 <= results["scores"][decoder]["word_f1"] <= 1.0
+    assert set(results["samples"][0]) >= {"signature", "reference", "T5 greedy", "GPT-2 greedy"}
+    assert_plotted(tmp_path / "t5_docstrings.png")
+
+
 def _example_module(name):
     sys.path.insert(0, EXAMPLES)
     try:
@@ -108,11 +130,11 @@ def _example_module(name):
         sys.path.remove(EXAMPLES)
 
 
-def test_seq2seq_docstrings_scores_against_brute_force():
-    """The example's ROUGE-L (dynamic programming) and word F1 against the
-    longest common subsequence found by trying every subsequence, and
-    against counting shared words one by one."""
-    example = _example_module("seq2seq_docstrings")
+def test_docstring_scores_against_brute_force():
+    """The docstring examples' ROUGE-L (dynamic programming) and word F1
+    against the longest common subsequence found by trying every
+    subsequence, and against counting shared words one by one."""
+    example = _example_module("common")
     rng = np.random.default_rng(0)
     words = ["return", "the", "a", "file", "of"]
     for _ in range(200):
