@@ -40,7 +40,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
-from common import Timer, docstring_lines, nearest_neighbour, score  # noqa: E402
+from common import Timer, compile_model, docstring_lines, nearest_neighbour, score  # noqa: E402
 from common import signature_docstring_pairs, split_by_module  # noqa: E402
 from common import train_vocabulary, windows, write_results  # noqa: E402
 from keras_attn.generation import CachedForward  # noqa: E402
@@ -59,19 +59,6 @@ def small_config(vocabulary_size, max_positions, type_vocab_size, dropout):
         num_attention_heads=4, intermediate_size=256, max_position_embeddings=max_positions,
         type_vocab_size=type_vocab_size, hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=0.0, pad_token_id=0,
-    )
-
-
-def compile_model(model, learning_rate, steps):
-    model.compile(
-        optimizer=keras.optimizers.AdamW(
-            keras.optimizers.schedules.CosineDecay(
-                0.0, steps, warmup_target=learning_rate, warmup_steps=max(1, steps // 10)
-            ),
-            weight_decay=0.01,
-        ),
-        loss=keras_attn.TokenCrossEntropy(ignore_id=0),
-        jit_compile=keras.config.backend() != "torch",
     )
 
 

@@ -57,7 +57,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
-from common import Timer, nearest_neighbour, score, signature_docstring_pairs  # noqa: E402
+from common import Timer, compile_model, nearest_neighbour, score  # noqa: E402
+from common import signature_docstring_pairs  # noqa: E402
 from common import split_by_module, train_sentencepiece, write_results  # noqa: E402
 
 SOURCE_MAXLEN = 24  # the signature and its </s>
@@ -97,19 +98,6 @@ def gpt2_config(vocab_size, hidden, layers):
         num_attention_heads=4, intermediate_size=4 * hidden,
         max_position_embeddings=SOURCE_MAXLEN + TARGET_MAXLEN, pad_token_id=0,
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0,
-    )
-
-
-def compile_model(model, learning_rate, steps):
-    model.compile(
-        optimizer=keras.optimizers.AdamW(
-            keras.optimizers.schedules.CosineDecay(
-                0.0, steps, warmup_target=learning_rate, warmup_steps=max(1, steps // 10)
-            ),
-            weight_decay=0.01,
-        ),
-        loss=keras_attn.TokenCrossEntropy(ignore_id=0),
-        jit_compile=keras.config.backend() != "torch",
     )
 
 
