@@ -431,20 +431,14 @@ class MultiHeadAttention(keras.layers.Layer):
         attend to every slot `attention_mask` keeps (which the caller builds
         from the slots' positions: causality, the window, padding), with a
         `distance_bias` table gathered at the slots' distances as in the
-        full pass. Returns `(output, updated_cache)`.
-
-        Without `step` the cache is read only: the queries attend to keys
-        and values computed before (an encoder-decoder's cross-attention,
-        whose `project_key_value(encoder_output)` is computed once per
-        source), under `attention_mask`."""
+        full pass. Returns `(output, updated_cache)`."""
         if step is None:
-            query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
-            mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
-            attended, _ = self._kernel(
-                query_heads, cache.keys, cache.values, mask, attention_bias, training
+            raise ValueError(
+                f"{self.name}: a call with `cache=` needs `cache_step` (a "
+                "`keras_attn.layers.CacheStep` saying where the new tokens go). To "
+                "attend to keys and values computed once (an encoder's output, "
+                "see `project_key_value`), use `attend_projected`."
             )
-            output = direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
-            return output, cache
         self._check_call_arguments(query, query, query, None, use_causal_mask=True)
         query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
         key_heads = split_heads(direct_call(self.key_dense, query), self.key_size)
@@ -477,16 +471,29 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def project_key_value(self, value, key=None):
         """The keys and values of `value` (and `key`, default `value`),
-        `(batch, length, width)`, as a `KeyValueCache` that a call with
-        `cache=` and no `cache_step` attends to: a cross-attention's
-        projections of an encoder's output, computed once per source for
-        every decoding step. Rotary encodings (which need positions) are not
-        applied."""
+        `(batch, length, width)`, as a `KeyValueCache` for
+        `attend_projected`: a cross-attention's projections of an encoder's
+        output, computed once per source for every decoding step. Rotary
+        encodings (which need positions) are not applied."""
         key = value if key is None else key
         return KeyValueCache(
             split_heads(direct_call(self.key_dense, key), self.key_size),
             split_heads(direct_call(self.value_dense, value), self.head_size),
         )
+
+    def attend_projected(self, query, key_value, attention_mask=None, training=None):
+        """`query` `(batch, n, width)` attending to `key_value`, the
+        `project_key_value` of some `value`, under `attention_mask`
+        (broadcastable to `(batch, n, length)`): equal to
+        `self(query, value=value, attention_mask=attention_mask)` without
+        projecting `value` again. An encoder-decoder's decoding steps read
+        each source's cross-attention keys and values this way."""
+        query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
+        mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
+        attended, _ = self._kernel(
+            query_heads, key_value.keys, key_value.values, mask, None, training
+        )
+        return direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
 
     def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
         """The checks of every call, eager or symbolic (see

@@ -3,6 +3,7 @@
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
 from keras_attn.layers.direct_call import keras_call
 from keras_attn.layers.direct_call import layer_caller
+from keras_attn.layers.key_value_cache import KeyValueCache
 
 
 class TransformerBlock:
@@ -74,9 +75,9 @@ class TransformerBlock:
         attention_bias: an additive bias of a decoding step's slots.
         encoder_output: `(batch, source_length, width)`, what the
             cross-attention attends to (required when the block has one);
-            in a decoding step, the `KeyValueCache` of its keys and values
-            (`cross_attention.project_key_value(encoder_output)`, computed
-            once per source).
+            or the `KeyValueCache` of its keys and values
+            (`cross_attention.project_key_value(encoder_output)`, which
+            decoding steps compute once per source).
         encoder_mask: boolean, broadcastable to `(batch, length,
             source_length)`: the encoder positions each query may see.
 
@@ -189,6 +190,13 @@ class TransformerBlock:
                 arguments["use_causal_mask"] = True
             return self.attention(x, **arguments)
 
+        def cross_attention(x):
+            if isinstance(encoder_output, KeyValueCache):
+                return self.cross_attention.attend_projected(
+                    x, encoder_output, attention_mask=encoder_mask
+                )
+            return run(self.cross_attention, x, value=encoder_output, attention_mask=encoder_mask)
+
         hidden = residual(
             self.attention_norm, self.attention_dropout, self.attention_add, hidden,
             self_attention,
@@ -202,11 +210,7 @@ class TransformerBlock:
             hidden = residual(
                 self.cross_attention_norm, self.cross_attention_dropout,
                 self.cross_attention_add, hidden,
-                lambda x: run(
-                    self.cross_attention, x, cache=encoder_output, attention_mask=encoder_mask
-                )[0] if decoding else self.cross_attention(
-                    x, value=encoder_output, attention_mask=encoder_mask
-                ),
+                cross_attention,
             )
         hidden = residual(
             self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward_add, hidden,

@@ -53,5 +53,22 @@ def test_a_cached_call_needs_its_step():
     x = np.zeros((1, 1, 8), "float32")
     layer(x)
     cache = KeyValueCache.empty(1, 3, 2, 4, 2, 4, "float32")
-    with pytest.raises(ValueError, match="needs `cache_step`"):
+    with pytest.raises(ValueError, match="needs `cache_step`.*attend_projected"):
         layer(x, cache=cache)
+
+
+def test_attend_projected_equals_attending_to_the_value():
+    layer = keras_attn.MultiHeadAttention(2, 4, key_size=3)
+    rng = np.random.default_rng(1)
+    query = rng.normal(size=(2, 3, 8)).astype("float32")
+    value = rng.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.ones((2, 3, 5), bool)
+    mask[1, :, -2:] = False
+    full = to_numpy(layer(query, value=value, attention_mask=mask))
+    projected = layer.project_key_value(value)
+    np.testing.assert_allclose(
+        to_numpy(layer.attend_projected(query, projected, attention_mask=mask)),
+        full, atol=1e-6, rtol=1e-6,
+    )
+    # The mask is applied: unmasked, row 1 differs.
+    assert not np.allclose(to_numpy(layer.attend_projected(query, projected))[1], full[1])

@@ -176,6 +176,55 @@ def test_sinusoidal_positions_through_the_harness(tmp_path):
     )
 
 
+def numpy_t5_buckets(relative, num_buckets, max_distance, bidirectional):
+    """T5's buckets of `relative = key - query` positions, written from the
+    paper's description (Mesh TensorFlow's `_relative_position_bucket`)."""
+    buckets = np.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative > 0) * num_buckets
+        distance = np.abs(relative)
+    else:
+        distance = np.maximum(-relative, 0)
+    exact = num_buckets // 2
+    with np.errstate(divide="ignore"):
+        large = exact + (
+            np.log(distance / exact) / np.log(max_distance / exact) * (num_buckets - exact)
+        ).astype("int64")
+    large = np.minimum(large, num_buckets - 1)
+    return buckets + np.where(distance < exact, distance, large)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_bucketed_position_bias_through_the_harness(bidirectional, tmp_path):
+    # 9 x 40 positions with 8 buckets up to distance 12: exact, logarithmic
+    # and clipped buckets, on both sides of the query when bidirectional.
+    query = RNG.normal(size=(2, 9, 3)).astype("float32")
+    key = RNG.normal(size=(2, 40, 3)).astype("float32")
+
+    def numpy_reference(layer, inputs):
+        relative = np.arange(40)[None, :] - np.arange(9)[:, None]
+        buckets = numpy_t5_buckets(relative, 8, 12, bidirectional)
+        table = to_numpy(layer.embeddings)
+        return np.moveaxis(table[buckets], -1, 0)[None]
+
+    run_layer_test(
+        keras_attn.layers.BucketedPositionBias,
+        {
+            "heads": 3,
+            "num_buckets": 8,
+            "max_distance": 12,
+            "bidirectional": bidirectional,
+            "embeddings_initializer": "random_normal",
+        },
+        inputs={"query": query, "key": key},
+        expected_output_shape=(1, 3, 9, 40),
+        expected_output_dtype="float32",
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+
+
 # The extension point: bias(distance) for any tensor of distances.
 
 
