@@ -26,6 +26,10 @@ class Gpt(Transformer):
     read as `gpt/` and `encoder` as `transformer` (`gpt/embeddings/...`,
     `gpt/transformer/layer_0/...`), from a Google-style `bert_config.json`.
 
+    `application="encoder"` returns the last hidden states (after GPT-2's
+    final norm), causal as the language model's: each position sees the
+    tokens up to it.
+
     GPT-2 (`"gpt2"`) and GPT2-ML (`"gpt2_ml"`) build on this class.
     """
 
@@ -39,6 +43,10 @@ class Gpt(Transformer):
                 "GPTs have none); build it without with_pool and with_nsp."
             )
         super().__init__(config, **kwargs)
+        # Every application is causal: the family was trained so, and its
+        # hidden states (`"encoder"`, Hugging Face's `GPT2Model`) are each
+        # position's given the tokens before it.
+        self.causal = True
 
     def make_embedding_norm(self):
         return None

@@ -34,6 +34,7 @@ class Gpt2(Gpt):
     norm_first = True
     family_layer_norm_epsilon = 1e-5
     token_types = False
+    default_hidden_act = "gelu_approximate"
 
     def make_output_norm(self):
         return self.layer_norm("Output-Norm")

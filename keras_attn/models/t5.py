@@ -70,6 +70,7 @@ class T5(Transformer):
     family_layer_norm_epsilon = 1e-6
     # v1.0: the head is the token embedding, on `h * d_model ** -0.5`.
     tied_head = True
+    default_hidden_act = "relu"
 
     def __init__(self, config, application="seq2seq", padding_mask_input=False,
                  conditional_layer_norm=None, with_pool=False, with_nsp=False, **kwargs):
@@ -132,9 +133,9 @@ class T5(Transformer):
             attention=self.attention(attention),
             feed_forward=layers.FeedForward(
                 config.intermediate_size,
-                activation=config.hidden_act,
+                activation=self.hidden_act(),
                 use_bias=False,
-                gated=config.feed_forward_gated,
+                gated=self.feed_forward_gated(),
                 kernel_initializer=self.initializer(),
                 name=feed_forward,
             ),
@@ -306,10 +307,13 @@ class T5V11(T5):
 
     https://github.com/google-research/text-to-text-transfer-transformer/blob/main/released_checkpoints.md#t511
     The gating comes from the config (`feed_forward_proj: gated-gelu`, or
-    bert4keras's `hidden_act: ["gelu", "linear"]`).
+    bert4keras's `hidden_act: ["gelu", "linear"]`); a config that does not
+    say gets v1.1's gated tanh-approximate GELU.
     """
 
     tied_head = False
+    default_hidden_act = "gelu_approximate"
+    default_feed_forward_gated = True
 
 
 @register_variant("mt5.1.1")

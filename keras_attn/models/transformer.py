@@ -208,6 +208,10 @@ class Transformer:
     # T5) when its config does not come in the family's own format (a
     # bert4keras-style config); None: the config's.
     family_layer_norm_epsilon = None
+    # The feed-forward a config that does not say gets (`hidden_act`,
+    # `feed_forward_gated` unset): what the family's checkpoints use.
+    default_hidden_act = "gelu"
+    default_feed_forward_gated = False
     # The class whose full-pass hooks decoding follows: a family with a
     # graph of its own (T5's encoder-decoder) names itself; its subclasses'
     # overrides of those hooks are then reported as for any variant.
@@ -336,7 +340,8 @@ class Transformer:
         config = self.config
         return layers.FeedForward(
             config.intermediate_size,
-            activation=config.hidden_act,
+            activation=self.hidden_act(),
+            gated=self.feed_forward_gated(),
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-FeedForward",
         )
@@ -651,6 +656,20 @@ class Transformer:
             name=name,
         )
 
+    def hidden_act(self):
+        """The feed-forward's activation: the config's `hidden_act`, or
+        `default_hidden_act` when the config does not set one."""
+        if self.config.hidden_act is None:
+            return self.default_hidden_act
+        return self.config.hidden_act
+
+    def feed_forward_gated(self):
+        """Whether the feed-forward is gated: the config's
+        `feed_forward_gated`, or `default_feed_forward_gated`."""
+        if self.config.feed_forward_gated is None:
+            return self.default_feed_forward_gated
+        return self.config.feed_forward_gated
+
     def norm_epsilon(self):
         """The config's `layer_norm_epsilon`, or `family_layer_norm_epsilon`
         when the config is not in the variant's own family format."""
@@ -695,7 +714,7 @@ class Transformer:
         if self.with_mlm:
             head["mlm_dense"] = keras.layers.Dense(
                 config.embedding_width,
-                activation=resolve_activation(config.hidden_act),
+                activation=resolve_activation(self.hidden_act()),
                 kernel_initializer=self.initializer(),
                 name="MLM-Dense",
             )

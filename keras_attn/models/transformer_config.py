@@ -178,7 +178,9 @@ class TransformerConfig:
     num_layers: int
     num_heads: int
     intermediate_size: int
-    hidden_act: str = "gelu"
+    # The feed-forward's activation; None: the variant's (`default_hidden_act`:
+    # GELU for BERT's family, ReLU for T5 v1.0, ...).
+    hidden_act: str | None = None
     dropout_rate: float = 0.1
     attention_dropout_rate: float = 0.1
     max_position: int = 512
@@ -196,8 +198,9 @@ class TransformerConfig:
     # Per-head value width (T5's `d_kv`, which also sets the query/key
     # width); defaults to `hidden_size // num_heads`.
     attention_head_size: int | None = None
-    # A gated feed-forward, `act(x W) * (x V)` (T5 v1.1's gated GELU).
-    feed_forward_gated: bool = False
+    # A gated feed-forward, `act(x W) * (x V)` (T5 v1.1's gated GELU); None:
+    # the variant's (`default_feed_forward_gated`).
+    feed_forward_gated: bool | None = None
     # Encoder-decoders (T5): the decoder's depth (default `num_layers`), the
     # buckets of the relative position bias and the distance where the
     # last bucket starts, and the decoder's first input id.
@@ -301,7 +304,7 @@ FIELD_RULES = {
     "num_layers": _integer(1),
     "num_heads": _integer(1),
     "intermediate_size": _integer(1),
-    "hidden_act": _one_of(ACTIVATIONS),
+    "hidden_act": _optional(_one_of(ACTIVATIONS)),
     "dropout_rate": _real(0, 1),
     "attention_dropout_rate": _real(0, 1),
     "max_position": _integer(1),
@@ -312,7 +315,7 @@ FIELD_RULES = {
     "embedding_size": _optional(_integer(1)),
     "attention_key_size": _optional(_integer(1)),
     "attention_head_size": _optional(_integer(1)),
-    "feed_forward_gated": _boolean,
+    "feed_forward_gated": _optional(_boolean),
     "num_decoder_layers": _optional(_integer(1)),
     "relative_attention_num_buckets": _integer(2),
     "relative_attention_max_distance": _integer(1),

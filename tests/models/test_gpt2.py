@@ -53,6 +53,20 @@ def test_logits_equal_transformers_with_padding(hf_gpt2, ours):
     np.testing.assert_allclose(logits[real], expected[real], atol=1e-4)
 
 
+def test_encoder_equals_transformers_gpt2_model(hf_gpt2):
+    """`application="encoder"` is GPT2Model's causal last hidden state."""
+    encoder = keras_attn.build_transformer_model(
+        hf_gpt2[1], application="encoder", padding_mask_input=True
+    )
+    hidden = to_numpy(encoder({"token_ids": IDS, "padding_mask": MASK}))
+    with torch.no_grad():
+        expected = hf_gpt2[0].transformer(
+            torch.tensor(IDS), attention_mask=torch.tensor(MASK)
+        ).last_hidden_state.numpy()
+    real = MASK.astype(bool)
+    np.testing.assert_allclose(hidden[real], expected[real], atol=1e-5)
+
+
 def test_pytorch_bin_loads_the_same(hf_gpt2, ours, tmp_path):
     # An older save: `pytorch_model.bin` of the full state dict (tied head
     # included), beside the config.
