@@ -161,7 +161,8 @@ class Generator:
         `length_penalty != 0` or a later beam overtakes).
 
         Args:
-            prompts, max_new_tokens, end_token_id, min_new_tokens,
+            prompts, max_new_tokens, end_token_id, min_new_tokens: as for
+                `generate`.
             start_token_id: as for `generate`.
             num_beams: an integer >= 1; 1 is greedy decoding.
             length_penalty: a finite number, the exponent of the length in

@@ -57,11 +57,12 @@ class TransformerBlock:
         norm_first: pre-LN order instead of post-LN.
         feed_forward_output_norm: a norm applied after the feed-forward's
             residual add (GPT2-ML; with `norm_first`).
-        cross_attention, cross_attention_norm, cross_attention_dropout,
-        cross_attention_add: the cross-attention sub-layer (all four, or
-            none): a `keras_attn.MultiHeadAttention` whose queries are the
-            block's hidden states and whose keys and values are
-            `encoder_output`.
+        cross_attention: the cross-attention sub-layer, or None: a
+            `keras_attn.MultiHeadAttention` whose queries are the block's
+            hidden states and whose keys and values are `encoder_output`.
+        cross_attention_norm, cross_attention_dropout, cross_attention_add:
+            its norm, dropout and residual `Add` (all three with
+            `cross_attention`, or none).
 
     Call arguments:
         hidden: `(batch, length, hidden_size)`.
