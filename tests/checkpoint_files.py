@@ -77,3 +77,77 @@ def google_config(hf_config_path, path, **extra):
     with open(path, "w") as file:
         json.dump(config, file)
     return path
+
+
+def google_bert_arrays(config, seed=0):
+    """Random arrays under the names of a Google-format checkpoint for
+    `config` (a `bert_config.json` or `albert_config.json` dict): BERT, with
+    RoBERTa+'s `embedding_size` and `attention_key_size` when given, and
+    ALBERT's one shared block when the config has `num_hidden_groups`.
+    Written from Google's releases, independently of the library's tables."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    head_size = hidden // heads
+    key_size = config.get("attention_key_size", head_size)
+    width = config.get("embedding_size", hidden)
+    intermediate = config["intermediate_size"]
+
+    def random(*shape):
+        return rng.normal(scale=0.1, size=shape).astype("float32")
+
+    def dense(name, inputs, outputs):
+        return {f"{name}/kernel": random(inputs, outputs), f"{name}/bias": random(outputs)}
+
+    def norm(name, size):
+        return {f"{name}/gamma": 1 + random(size), f"{name}/beta": random(size)}
+
+    arrays = {
+        "bert/embeddings/word_embeddings": random(config["vocab_size"], width),
+        "bert/embeddings/token_type_embeddings": random(config.get("type_vocab_size", 2), width),
+        "bert/embeddings/position_embeddings": random(config["max_position_embeddings"], width),
+        **norm("bert/embeddings/LayerNorm", width),
+        **dense("bert/pooler/dense", hidden, hidden),
+        **dense("cls/predictions/transform/dense", hidden, width),
+        **norm("cls/predictions/transform/LayerNorm", width),
+        "cls/predictions/output_bias": random(config["vocab_size"]),
+        "cls/seq_relationship/output_weights": random(2, hidden),
+        "cls/seq_relationship/output_bias": random(2),
+        "global_step": np.array(1000, np.int64),
+    }
+    if width != hidden:
+        arrays.update(dense("bert/encoder/embedding_hidden_mapping_in", width, hidden))
+    if "num_hidden_groups" in config:
+        block = "bert/encoder/transformer/group_0/inner_group_0/"
+        names = dict(
+            query="attention_1/self/query", key="attention_1/self/key",
+            value="attention_1/self/value", output="attention_1/output/dense",
+            attention_norm="LayerNorm", intermediate="ffn_1/intermediate/dense",
+            ffn_output="ffn_1/intermediate/output/dense", ffn_norm="LayerNorm_1",
+        )
+        blocks = [{key: block + name for key, name in names.items()}]
+    else:
+        blocks = []
+        for layer in range(config["num_hidden_layers"]):
+            prefix = f"bert/encoder/layer_{layer}/"
+            blocks.append({
+                key: prefix + name
+                for key, name in dict(
+                    query="attention/self/query", key="attention/self/key",
+                    value="attention/self/value", output="attention/output/dense",
+                    attention_norm="attention/output/LayerNorm",
+                    intermediate="intermediate/dense", ffn_output="output/dense",
+                    ffn_norm="output/LayerNorm",
+                ).items()
+            })
+    for names in blocks:
+        arrays.update(dense(names["query"], hidden, heads * key_size))
+        arrays.update(dense(names["key"], hidden, heads * key_size))
+        arrays.update(dense(names["value"], hidden, heads * head_size))
+        arrays.update(dense(names["output"], heads * head_size, hidden))
+        arrays.update(norm(names["attention_norm"], hidden))
+        arrays.update(dense(names["intermediate"], hidden, intermediate))
+        arrays.update(dense(names["ffn_output"], intermediate, hidden))
+        arrays.update(norm(names["ffn_norm"], hidden))
+    return arrays
