@@ -136,3 +136,17 @@ def test_site_builds_with_strict_mkdocs(tmp_path):
         assert f'id="{identifier}"' in html, f"{identifier} is not rendered on api/{page}"
     # The examples' plots are published with the pages that show them.
     assert (site / "results" / "length_extrapolation.png").exists()
+
+
+def test_doctest_examples_become_code_blocks():
+    """docs/griffe_examples.py, which the API reference's build uses."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("griffe_examples", REPO_ROOT / "docs" / "griffe_examples.py")
+    extension = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    docstring = "Text.\n\nExample:\n\n>>> x = f(\n...     1)\n>>> x\n2\n\nMore text.\n    >>> y = 3"
+    assert extension.fenced(docstring) == (
+        "Text.\n\nExample:\n\n```pycon\n>>> x = f(\n...     1)\n>>> x\n2\n```\n\nMore text.\n"
+        "    ```pycon\n    >>> y = 3\n    ```"
+    )
