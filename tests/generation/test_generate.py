@@ -167,6 +167,32 @@ def test_bad_generation_requests_are_errors(prompts, kwargs, message):
         model.generate(prompts, **kwargs)
 
 
+@pytest.mark.parametrize(
+    "prompts",
+    [
+        [[2.0, 7.6, 9.0]],
+        [[2, 7, 9], [2.0, 7.6]],
+        np.array([[2.0, 7.6, 9.0]]),
+        {"token_ids": np.array([[2.0, 7.6, 9.0]]), "padding_mask": np.ones((1, 3), "int32")},
+    ],
+)
+def test_fractional_prompt_ids_are_refused_as_the_model_refuses_them(prompts):
+    """The ids the model's own call refuses (7.6 is no token) are refused,
+    not truncated to 7; whole floats are the ids they name."""
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    fraction = r"non-integer value 7\.[56]\d*"  # 7.6 as float64 prints 7.5999999999999996
+    with pytest.raises(ValueError, match=fraction) as from_model:
+        model({"token_ids": np.array([[2.0, 7.6, 9.0]]), "segment_ids": np.zeros((1, 3), "int32")})
+    row = 1 if isinstance(prompts, list) and len(prompts) == 2 else 0
+    with pytest.raises(ValueError, match=rf"{fraction} at \({row}, 1\)") as raised:
+        model.generate(prompts, max_new_tokens=2)
+    assert type(raised.value) is type(from_model.value)
+    np.testing.assert_array_equal(
+        model.generate([[2.0, 7.0, 9.0]], max_new_tokens=2),
+        model.generate([[2, 7, 9]], max_new_tokens=2),
+    )
+
+
 def test_models_with_a_padding_mask_input_generate_as_their_full_pass():
     """Without pad ids to go by, prompt padding is the prompts' lengths: a
     UniLM source (seen bidirectionally) must not see the padding after it."""
