@@ -115,6 +115,49 @@ def test_sampling_is_reproducible_under_a_seed():
     assert (model.generate(PROMPTS, max_new_tokens=10, sampler=sampler, seed=4) != first).any()
 
 
+def test_seed_none_draws_a_fresh_seed_each_call_without_recompiling(monkeypatch):
+    """generate and AutoRegressiveDecoder.random_sample follow one rule:
+    None is a fresh seed per call, an explicit seed reproduces. 30 tokens
+    at temperature 100 (near uniform over 40 ids): two equal draws are
+    astronomically unlikely. The seed is an input of the compiled loop:
+    the program is traced once for all calls of one shape."""
+    from keras_attn.generation import generator
+
+    traces = []
+    compile_loop = generator.compile_loop
+
+    def counting(loop, model):
+        def traced(*args):
+            traces.append(1)
+            return loop(*args)
+
+        return compile_loop(traced, model)
+
+    monkeypatch.setattr(generator, "compile_loop", counting)
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    sampler = keras_attn.samplers.RandomSampler(temperature=100.0)
+    prompts = [[2, 7, 9], [2, 11, 5], [2, 21, 4]]
+    first = model.generate(prompts, max_new_tokens=10, sampler=sampler)
+    second = model.generate(prompts, max_new_tokens=10, sampler=sampler)
+    assert (first != second).any()
+    seeded = model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=12)
+    np.testing.assert_array_equal(
+        model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=12), seeded
+    )
+    if keras.config.backend() in ("jax", "tensorflow"):
+        assert len(traces) == 1, len(traces)  # torch runs the loop eagerly each call
+
+    decoder = keras_attn.AutoRegressiveDecoder(model, maxlen=10)
+    samples = [decoder.random_sample([[2, 7, 9]], n=3, temperature=100.0) for _ in range(2)]
+    assert any((a != b).any() for a, b in zip(*samples))
+    same = [decoder.random_sample([[2, 7, 9]], n=3, temperature=100.0, seed=5) for _ in range(2)]
+    for a, b in zip(*same):
+        np.testing.assert_array_equal(a, b)
+    for seed in (2**31, 1.5, True):
+        with pytest.raises(ValueError, match=rf"`seed` must be None or an integer.*{seed!r}"):
+            model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=seed)
+
+
 def test_a_reloaded_model_generates_the_same(tmp_path):
     model = keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
     path = str(tmp_path / "lm.keras")
