@@ -11,7 +11,8 @@ RoBERTa, ALBERT, GPT-2, T5 or mT5, a Google TensorFlow checkpoint prefix
 `--config`, else the `config.json` or `bert_config.json` beside the
 checkpoint. `--variant` and `--application` default to the config's
 variant and that variant's first application (`"encoder"` for the BERT
-family, `"lm"` for GPT-2, `"seq2seq"` for T5).
+family, `"lm"` for GPT-2, `"seq2seq"` for T5; `"lm"` for a decoder's
+config, `is_decoder: true`, as BertLMHeadModel saves).
 
 `--format weights` (the default) writes the directory `OUTPUT` with
 `config.json` (the builder's fields) and `model.weights.h5`; reload with
