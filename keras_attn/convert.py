@@ -11,13 +11,18 @@ RoBERTa, ALBERT, GPT-2, T5 or mT5, a Google TensorFlow checkpoint prefix
 `--config`, else the `config.json` or `bert_config.json` beside the
 checkpoint. `--variant` and `--application` default to the config's
 variant and that variant's first application (`"encoder"` for the BERT
-family, `"lm"` for GPT-2, `"seq2seq"` for T5).
+family, `"lm"` for GPT-2, `"seq2seq"` for T5; `"lm"` for a decoder's
+config, `is_decoder: true`, as BertLMHeadModel saves).
 
 `--format weights` (the default) writes the directory `OUTPUT` with
 `config.json` (the builder's fields) and `model.weights.h5`; reload with
 `build_transformer_model("OUTPUT/config.json", "OUTPUT/model.weights.h5",
 variant=..., application=...)`. `--format keras` writes the single file
 `OUTPUT` (ending in `.keras`); reload with `keras.saving.load_model`.
+Nothing the run reads is written over: an OUTPUT directory that is or
+contains SOURCE's directory (or the `--config` file's) is refused before
+anything is read (exit status 1); a new directory beside SOURCE or inside
+it is fine.
 
 Verification (unless `--no-verify`): the written files are reloaded into a
 fresh model, which must reproduce the model built from `SOURCE` exactly (to
@@ -147,9 +152,10 @@ def convert(source, output, config=None, variant=None, application=None,
     log = log or _Log(quiet=True)
     if format == "keras" and not output.endswith(".keras"):
         raise ValueError(f"--format keras writes a .keras file; OUTPUT is {output!r}.")
+    config_source = config or _source_directory(source)
+    _check_output(source, config_source, output, format)
     started = time.perf_counter()
     reader = open_checkpoint(source)
-    config_source = config or (source if os.path.isdir(source) else os.path.dirname(source) or ".")
     parsed = load_config(config_source)
     model = build_transformer_model(dataclasses.asdict(parsed), variant=variant, application=application)
     total = len(model.weights) - len(checkpoint_free_paths(model))
@@ -200,6 +206,52 @@ def convert(source, output, config=None, variant=None, application=None,
             f"to {REFERENCE_TOLERANCE:g}"
         )
     return f"Converted {reader.path} -> {written}; verified: {'; '.join(verified)}."
+
+
+def _source_directory(source):
+    """The directory a run reads `source` from: the checkpoint's files, the
+    configuration beside them, and what `transformers` loads for the
+    reference comparison."""
+    return source if os.path.isdir(source) else os.path.dirname(source) or "."
+
+
+def _check_output(source, config, output, format):
+    """Raises a ValueError, before anything is read or written, where
+    writing `output` could overwrite a file the run reads.
+
+    The run reads every file of the source's directory (`open_checkpoint`
+    picks the checkpoint there, `load_config` its `config.json`,
+    `transformers` both) and the `--config` file (or a `--config`
+    directory's files). `--format weights` writes `OUTPUT/config.json` and
+    `OUTPUT/model.weights.h5`: OUTPUT may be a new directory beside the
+    source or inside it, but not the source's directory, nor a directory
+    that contains it, nor the directory of the `--config` file.
+    `--format keras` writes the one file OUTPUT, which must not be the
+    `--config` file."""
+    read_directories = {os.path.realpath(_source_directory(source))}
+    read_files = set()
+    if os.path.isdir(config):
+        read_directories.add(os.path.realpath(config))
+    else:
+        read_files.add(os.path.realpath(config))
+    target = os.path.realpath(output)
+    if format == "keras":
+        if target in read_files:
+            raise ValueError(
+                f"OUTPUT {output!r} is the configuration file this run reads; "
+                "choose another OUTPUT file."
+            )
+        return
+    for directory in sorted(read_directories | {os.path.dirname(f) for f in read_files}):
+        if directory == target or directory.startswith(os.path.join(target, "")):
+            where = "is" if directory == target else "contains"
+            raise ValueError(
+                f"OUTPUT {output!r} {where} the directory {directory!r} this run reads "
+                f"(SOURCE {source!r}, its configuration {config!r}): writing "
+                "OUTPUT/config.json and OUTPUT/model.weights.h5 could overwrite the "
+                "files being converted and verified. Choose a new OUTPUT directory, "
+                "e.g. one beside SOURCE."
+            )
 
 
 def _parser():

@@ -45,7 +45,9 @@ def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None):
     assignment, and a failure at any point leaves every variable exactly as
     it was. Checkpoint weights the model does not use are listed in an
     `UnusedWeightsWarning` (optimizer slots, tied duplicates, buffers and the
-    heads the model was built without are not).
+    heads the model was built without are not); in a `.weights.h5` they are
+    an error, as Keras matches its arrays by layer class and order (see
+    `keras_weights.load_weights_file`).
 
     `skip_missing` is the one exception, an explicit opt-in: a list of
     patterns (`fnmatch` style, e.g. `["MLM-*"]` or `["MLM-Dense",

@@ -131,8 +131,8 @@ class AutoRegressiveDecoder:
             n: the number of samples, an integer >= 1.
             topk, topp, temperature: as bert4keras's, see `TopPSampler`.
             seed: an int; the same seed gives the same samples. None draws
-                one from numpy's global generator (as bert4keras samples
-                from it).
+                a fresh one on every call from numpy's global generator (as
+                bert4keras samples from it), as `Generator.generate` does.
 
         Returns:
             A list of `n` 1-D int32 numpy arrays.
@@ -144,8 +144,6 @@ class AutoRegressiveDecoder:
             sampler = TopKSampler(k=topk, temperature=temperature)
         else:
             sampler = RandomSampler(temperature=temperature)
-        if seed is None:
-            seed = int(np.random.randint(2**31 - 1))
         sequences = self.generator.generate(
             [self._prompt(inputs)] * n, self.max_new_tokens, sampler=sampler,
             end_token_id=self.end_id, min_new_tokens=self.min_new_tokens, seed=seed,

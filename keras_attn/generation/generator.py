@@ -73,7 +73,12 @@ class Generator:
             end_token_id: a row stops after generating this id.
             min_new_tokens: `end_token_id` is not generated before this many
                 tokens.
-            seed: an int making a random sampler's draws reproducible.
+            seed: an int, for a random sampler: the same seed gives the same
+                tokens. None (the default) draws a fresh seed on every call
+                (from numpy's global generator, so
+                `keras.utils.set_random_seed` makes a whole run repeatable),
+                as Keras' samplers do with `seed=None`. The seed is an input
+                of the compiled loop, so a new seed compiles nothing.
             start_token_id: when given, every row's first generated token is
                 this id (for `"unilm"` the first target token, segment 1,
                 as bert4keras's `start_id`); it counts as a generated token
@@ -88,7 +93,7 @@ class Generator:
             ValueError: an empty prompt, a prompt plus `max_new_tokens`
                 longer than the position table, an id outside the
                 vocabulary, `end_token_id` or `start_token_id` outside it,
-                `max_new_tokens < 1`.
+                `max_new_tokens < 1`, a `seed` that is not an int32.
         """
         from keras_attn import samplers
 
@@ -103,8 +108,7 @@ class Generator:
         prepared, settings = self._prepare(
             prompts, max_new_tokens, end_token_id, min_new_tokens, start_token_id
         )
-        seed = np.array([0 if seed is None else seed, 0], "int32")
-        tokens = self._run(sampler, prepared, settings, seed)
+        tokens = self._run(sampler, prepared, settings, decoding_seed(seed, sampler))
         return new_tokens(keras.ops.convert_to_numpy(tokens), prepared.lengths, max_new_tokens)
 
     def beam_search(
@@ -298,6 +302,24 @@ class DecodingStep:
         condition = None if self.condition is None else ops.take(self.condition, rows, axis=0)
         source = None if self.source is None else self.source.select_rows(rows)
         return DecodingStep(self.forward, ops.take(self.lengths, rows, axis=0), condition, source)
+
+
+def decoding_seed(seed, sampler):
+    """The int32 `(2,)` seed of a sampler's loop, `[seed, 0]` (step `t`
+    draws with `[seed, t]`): for `seed=None` a seed drawn now from numpy's
+    global generator, for a sampler that draws (`needs_seed`); a
+    deterministic one draws nothing, leaving numpy's state alone."""
+    if seed is None:
+        seed = int(np.random.randint(2**31 - 1)) if sampler.needs_seed else 0
+    if (
+        not isinstance(seed, (int, np.integer))
+        or isinstance(seed, bool)
+        or not -(2**31) <= seed < 2**31
+    ):
+        raise ValueError(
+            f"`seed` must be None or an integer in [-2**31, 2**31); received seed={seed!r}."
+        )
+    return np.array([seed, 0], "int32")
 
 
 def compile_loop(loop, model):

@@ -1,5 +1,6 @@
 """Prompts for generation: parsed, checked and laid out in one buffer."""
 
+import functools
 from typing import NamedTuple
 
 import keras
@@ -40,18 +41,18 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
 
     Raises:
         ValueError: an empty prompt, a prompt plus `max_new_tokens` longer
-            than the position table, an id outside the vocabulary,
-            `end_token_id` or `start_token_id` outside it, `max_new_tokens <
-            1`, `min_new_tokens` outside `[0, max_new_tokens]`, a left-padded
-            `padding_mask`, a missing, unexpected or malformed `condition`.
+            than the position table, an id outside the vocabulary or not an
+            integer (7.6; 7.0 is 7), `end_token_id` or `start_token_id`
+            outside the vocabulary, `max_new_tokens < 1`, `min_new_tokens`
+            outside `[0, max_new_tokens]`, a left-padded `padding_mask`, a
+            missing, unexpected or malformed `condition`.
     """
     model = forward.model
     token_ids, lengths = parse_prompts(prompts)
     condition = prompt_condition(forward, prompts, len(lengths))
     check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_tokens, start_token_id)
     name = "encoder_token_ids" if forward.seq2seq else "token_ids"
-    for row, length in zip(token_ids, lengths):
-        model.input_contract.check_values({name: np.asarray(row[:length], "int64")[None]})
+    model.input_contract.check_values({name: _real_tokens(token_ids, lengths)})
     if forward.seq2seq:
         return _with_start_tokens(forward, token_ids, lengths, max_new_tokens)
     batch, longest = len(lengths), int(lengths.max())
@@ -60,6 +61,19 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
     for row, length in enumerate(lengths):
         buffer[row, :length] = token_ids[row][:length]
     return PreparedPrompts(buffer, lengths.astype("int32"), bucket, condition)
+
+
+def _real_tokens(rows, lengths):
+    """The prompts' real tokens in one `(batch, longest)` array of their own
+    dtype (floats stay floats, so that the input contract refuses 7.6
+    instead of reading 7), 0 after each prompt: the contract's messages
+    then give a token's position as (prompt, index)."""
+    arrays = [np.asarray(row[:length]) for row, length in zip(rows, lengths)]
+    dtype = functools.reduce(np.promote_types, (array.dtype for array in arrays))
+    ids = np.zeros((len(arrays), int(lengths.max())), dtype)
+    for row, array in enumerate(arrays):
+        ids[row, : len(array)] = array
+    return ids
 
 
 def _with_start_tokens(forward, sources, lengths, max_new_tokens):

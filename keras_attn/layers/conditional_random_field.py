@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.concrete import concrete_values
 from keras_attn.layers.dot_product_attention import large_negative
 
 # A position whose emissions are all at or below this is padding. The layer
@@ -64,6 +65,18 @@ class ConditionalRandomField(keras.layers.Layer):
             row (Keras averages it over the batch); `y_true` holds integer
             labels `(batch, length)` (or `(batch, length, 1)`), any values at
             padding positions (ignored).
+
+    Labels: at real positions every label is an integer in `[0,
+    num_labels)`; a position to ignore is marked as padding (above), not by
+    a label such as -1 or -100. Another label never gives a finite loss:
+    with concrete values (an eager call, `fit` on torch without
+    `jit_compile`) `loss` raises a ValueError naming the label, its position
+    and `num_labels`; inside a traced step (`fit`/`evaluate` under a
+    TensorFlow graph or JAX jit, `torch.compile`), whose values are unknown
+    while tracing and where an XLA program cannot raise, the batch's loss is
+    NaN on every backend (as `TerminateOnNaN` stops on), with zero gradient
+    from it, so the weights stay finite. (Without this, -1 gave a finite
+    wrong loss and 3 NaN on JAX or a backend error elsewhere.)
         `crf.accuracy`: bert4keras's frame-wise accuracy, the fraction of
             real positions of a batch where `argmax(E)` is the label (a cheap
             training proxy; `decode` gives the CRF's prediction).
@@ -144,12 +157,24 @@ class ConditionalRandomField(keras.layers.Layer):
 
     def negative_log_likelihood(self, y_true, emissions, mask=None):
         """`log Z - s(y_true)` per row, float32 `(batch,)`; 0 for a row with
-        no real position. `mask` as in `decode`."""
+        no real position. `mask` as in `decode`. A label outside `[0,
+        num_labels)` at a real position raises or makes the loss NaN (see
+        the class docstring)."""
         emissions, valid = self._emissions_and_mask(emissions, mask)
-        labels = ops.cast(y_true, "int32")
+        labels = ops.convert_to_tensor(y_true)
         if len(labels.shape) == 3:
             labels = ops.squeeze(labels, axis=-1)
-        labels = ops.where(valid, labels, 0)
+        self.check_labels(labels, valid)
+        # Compared before the cast to int32, which could wrap a huge label or
+        # truncate a fraction.
+        known = ops.logical_and(
+            ops.greater_equal(labels, ops.cast(0, labels.dtype)),
+            ops.less(labels, ops.cast(self._num_labels, labels.dtype)),
+        )
+        if "float" in keras.backend.standardize_dtype(labels.dtype):
+            known = ops.logical_and(known, ops.equal(labels, ops.floor(labels)))
+        respected = ops.all(ops.logical_or(known, ops.logical_not(valid)))
+        labels = ops.where(ops.logical_and(valid, known), ops.cast(labels, "int32"), 0)
         transitions = self.transitions
         num_labels = ops.shape(transitions)[0]
         flat_transitions = ops.reshape(transitions, (-1,))
@@ -181,7 +206,35 @@ class ConditionalRandomField(keras.layers.Layer):
         )
         alpha, started, _, score = [x[-1] for x in scan_carries(step, init, xs)]
         log_partition = ops.where(started, ops.logsumexp(alpha, axis=-1), 0.0)
-        return log_partition - score
+        # Out-of-range labels were read as 0 above, so that no backend reads
+        # out of bounds; they poison the loss (not its gradient) here.
+        return ops.where(respected, log_partition - score, float("nan"))
+
+    def check_labels(self, y_true, mask):
+        """Raises a ValueError naming the first label of concrete `y_true`
+        `(batch, length)` at a real position (`mask` True) that is not an
+        integer in `[0, num_labels)`; does nothing for traced tensors."""
+        labels, valid = concrete_values(y_true), concrete_values(mask)
+        if labels is None or valid is None:
+            return
+        bad = valid & ((labels < 0) | (labels >= self._num_labels) | (labels != np.floor(labels)))
+        if bad.any():
+            position = tuple(int(i) for i in np.argwhere(bad)[0])
+            label = labels[position]
+            label = int(label) if label == np.floor(label) else float(label)
+            raise ValueError(
+                f"{type(self).__name__}: label {label} at position {position} (row, "
+                f"token) of `y_true` is not a label id in [0, num_labels="
+                f"{self._num_labels}) ({int(bad.sum())} such labels at real positions). "
+                "Labels at padding positions are ignored: to leave a position out, mark "
+                "it as padding (the Keras mask of the emissions, e.g. "
+                "Embedding(mask_zero=True), or `mask=`) instead of giving it a label "
+                "such as -1 or -100."
+            )
+
+    @property
+    def _num_labels(self):
+        return int(self._transitions.shape[0])
 
     def loss(self, y_true, y_pred):
         """`negative_log_likelihood` of each row, for `compile(loss=crf.loss)`

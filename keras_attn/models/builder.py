@@ -81,6 +81,28 @@ def select_variant(config, variant=None):
     return variant
 
 
+def default_application(config, variant):
+    """The application a config builds when none is given: "lm" for a
+    causal decoder's checkpoint (`is_decoder`, as Hugging Face's
+    BertLMHeadModel saves it: its weights are those of a BERT, trained
+    under a causal mask), else the variant's first.
+
+    Raises:
+        ValueError: a decoder's config for a variant without "lm".
+    """
+    applications = VARIANTS[variant].applications
+    if not config.is_decoder:
+        return applications[0]
+    if "lm" not in applications:
+        raise ValueError(
+            f"The config sets is_decoder=True (a causal decoder's checkpoint, built "
+            f"with application='lm'), but variant={variant!r} builds only "
+            f"{list(applications)}; pass one of them as `application` to read the "
+            "weights that way."
+        )
+    return "lm"
+
+
 def build_transformer_model(
     config=None,
     checkpoint=None,
@@ -123,9 +145,10 @@ def build_transformer_model(
             logits); one the variant's `applications` lists (`"tta"`
             builds `"encoder"` and `"mlm"`, `"xpos"` only `"lm"`, `"gpt"`,
             `"gpt2"` and `"gpt2_ml"` `"lm"` and `"encoder"`, the T5 variants
-            `"seq2seq"`, `"t5_encoder"` `"encoder"`). None: the variant's
-            first (`"encoder"` for the BERT family, `"lm"` for the GPTs,
-            `"seq2seq"` for T5).
+            `"seq2seq"`, `"t5_encoder"` `"encoder"`). None: `"lm"` for a
+            config with `is_decoder: true` (Hugging Face's BertLMHeadModel),
+            else the variant's first (`"encoder"` for the BERT family,
+            `"lm"` for the GPTs, `"seq2seq"` for T5).
         with_pool: add the pooler (`pooled_output`): `True` for BERT's `tanh`
             dense layer, or a Keras activation name for another.
         with_nsp: add the next-sentence head (`nsp_logits`; implies the pooler).
@@ -206,7 +229,7 @@ def build_transformer_model(
         keep_tokens = [int(i) for i in keep_tokens]
         parsed = parsed.replace(vocab_size=len(keep_tokens))
     if application is None:
-        application = VARIANTS[variant].applications[0]
+        application = default_application(parsed, variant)
     model = VARIANTS[variant](
         parsed,
         application=application,

@@ -132,7 +132,6 @@ IGNORED_KEYS = {
 # Keys whose non-default value means an architecture this library does not build.
 REQUIRED_VALUES = {
     "position_embedding_type": "absolute",
-    "is_decoder": False,
     "add_cross_attention": False,
     "is_encoder_decoder": False,
     # ALBERT: one shared block (released models); the rest are the defaults
@@ -144,6 +143,16 @@ REQUIRED_VALUES = {
     "num_memory_blocks": 0,
     "down_scale_factor": 1,
     "layers_to_keep": [],
+}
+
+# Why a key of `REQUIRED_VALUES` must have its value, where that is not plain.
+REQUIRED_VALUE_REASONS = {
+    "add_cross_attention": (
+        "cross-attention layers attend to an encoder's output (a BERT decoder "
+        "inside an EncoderDecoderModel), which this builder does not build; a "
+        "decoder without them (`is_decoder: true`, `add_cross_attention: false`, "
+        "as BertLMHeadModel saves) loads as application='lm'"
+    ),
 }
 
 ACTIVATIONS = {
@@ -223,6 +232,9 @@ class TransformerConfig:
     # Whether the masked-LM logits come from the token embedding (BERT's
     # tied decoder) or from an own `MLM-Decoder` kernel.
     tie_word_embeddings: bool = True
+    # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`,
+    # BertLMHeadModel): the builder's `application=None` is then "lm".
+    is_decoder: bool = False
     # How the checkpoint stores its weights: "bert", "roberta" or "albert"
     # (from a Hugging Face `model_type`; a Google `bert_config.json` is
     # "bert", an `albert_config.json` "albert");
@@ -327,6 +339,7 @@ FIELD_RULES = {
     "tta_diagonal_mask": _boolean,
     "tta_naive_key_value": _boolean,
     "tie_word_embeddings": _boolean,
+    "is_decoder": _boolean,
     "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()) | set(GOOGLE_FORMAT_FAMILIES))),
 }
 assert set(FIELD_RULES) == FIELDS, "every TransformerConfig field needs a rule"
@@ -416,9 +429,10 @@ def _normalise(values, origin, strict, model_type=None):
         elif key in required_values or (family_fields and key in FAMILY_REQUIRED_VALUES):
             expected = required_values.get(key, FAMILY_REQUIRED_VALUES.get(key))
             if value != expected:
+                reason = REQUIRED_VALUE_REASONS.get(key)
                 raise ValueError(
                     f"{origin} sets `{key}={value!r}`; this builder supports only "
-                    f"`{key}={expected!r}`."
+                    f"`{key}={expected!r}`" + (f": {reason}." if reason else ".")
                 )
         elif strict:
             raise ValueError(

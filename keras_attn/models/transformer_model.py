@@ -4,6 +4,7 @@ input contract enforced at the boundary."""
 import contextlib
 import dataclasses
 import json
+import os
 
 import keras
 
@@ -233,6 +234,22 @@ class TransformerModel(keras.Model):
     def predict_on_batch(self, x, *args, **kwargs):
         with self._keeping_weights():
             return super().predict_on_batch(self._checked(x), *args, **kwargs)
+
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        """Keras' `load_weights`, all or nothing for a `.weights.h5` file:
+        a file whose layers or variables are not this model's (arrays the
+        model lacks or has no place for, shapes that differ) is a
+        `CheckpointError` (a ValueError) listing them with their layer
+        names, raised before anything is assigned (see
+        `keras_attn.checkpoints.keras_weights.load_weights_file`). Keras
+        itself loads a 2-layer file into a 1-layer model, dropping layer 1
+        and giving later layers of the same class the wrong arrays.
+        `skip_mismatch=True` and other formats are Keras' loading as is."""
+        if skip_mismatch or kwargs or not os.fspath(filepath).endswith(".weights.h5"):
+            return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
+        from keras_attn.checkpoints.keras_weights import load_weights_file
+
+        load_weights_file(self, os.fspath(filepath))
 
     # Checks -----------------------------------------------------------------
 

@@ -4,6 +4,7 @@ model built directly from the source."""
 
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -91,6 +92,43 @@ def test_errors_name_the_file_and_the_variable(hf_bert_dir, tmp_path, capsys):
     assert "model.safetensors" in message
     assert "Transformer-2-" in message and "encoder.layer.2." in message
     assert not os.path.exists(tmp_path / "out")  # nothing written
+
+
+def test_an_output_that_would_overwrite_the_source_is_refused(hf_bert_dir, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    source = tmp_path / "hf"
+    shutil.copytree(hf_bert_dir, source)
+    before = {path.name: path.read_bytes() for path in source.iterdir()}
+    config = str(source / "config.json")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    refused = [
+        [str(source), str(source)],  # OUTPUT is SOURCE
+        [str(source / "model.safetensors"), str(source)],  # ... given as its file
+        [str(source), str(tmp_path)],  # OUTPUT contains SOURCE
+        [str(source), str(elsewhere), "--config", str(elsewhere / "config.json")],
+        [str(source), str(source / "config.keras"), "--format", "keras",
+         "--config", str(source / "config.keras")],
+    ]
+    (elsewhere / "config.json").write_bytes(before["config.json"])
+    (source / "config.keras").write_bytes(before["config.json"])
+    for arguments in refused:
+        assert main(arguments + ["--quiet"]) == 1, arguments
+        message = capsys.readouterr().err
+        assert message.startswith("keras-attn-convert: error: OUTPUT"), message
+        assert repr(arguments[1]) in message
+    os.remove(source / "config.keras")
+    assert {path.name: path.read_bytes() for path in source.iterdir()} == before
+    assert sorted(os.listdir(elsewhere)) == ["config.json"]
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere", "hf"]
+    transformers.AutoModel.from_pretrained(str(source))  # still a transformers directory
+
+    # A new directory inside SOURCE overwrites nothing the run reads.
+    inside = str(source / "converted")
+    assert main([str(source), inside, "--quiet"]) == 0
+    assert "transformers.AutoModel" in capsys.readouterr().out
+    assert sorted(os.listdir(inside)) == ["config.json", "model.weights.h5"]
+    assert (source / "config.json").read_bytes() == before["config.json"]
 
 
 def test_help_lists_the_options(capsys):

@@ -141,20 +141,67 @@ def test_variant_without_learned_positions_warns(hf_bert_dir):
     assert "1 weights" in message
 
 
-def test_larger_weights_file_warns_and_loads_the_rest(hf_bert_dir, tmp_path):
+def test_larger_weights_file_is_refused_naming_its_layers(hf_bert_dir, tmp_path):
+    """Keras' paths count layers by class and order: loading "the rest" of
+    a 2-layer file gave a 1-layer model's MLM-Norm the file's
+    Transformer-1-MultiHeadSelfAttention-Norm, with only a warning."""
     config = os.path.join(hf_bert_dir, "config.json")
-    larger = keras_attn.build_transformer_model(config)
+    larger = keras_attn.build_transformer_model(hf_bert_dir, application="mlm")
     path = str(tmp_path / "larger.weights.h5")
     larger.save_weights(path)
-    smaller = keras_attn.build_transformer_model(config, num_hidden_layers=1)
-    with pytest.warns(UnusedWeightsWarning) as record:
+    smaller = keras_attn.build_transformer_model(config, num_hidden_layers=1, application="mlm")
+    before = values(smaller)
+    with pytest.raises(CheckpointError) as raised:
         keras_attn.load_checkpoint(smaller, path)
-    message = unused_warning(record)
-    assert "16 weights" in message and "larger.weights.h5" in message
-    token_table = larger.get_layer("Embedding-Token").embeddings
-    np.testing.assert_array_equal(
-        to_numpy(smaller.get_layer("Embedding-Token").embeddings), to_numpy(token_table)
-    )
+    message = str(raised.value)
+    assert "larger.weights.h5" in message and "has no place for (16)" in message
+    assert "layers/multi_head_attention_1/key_dense/vars/0 " in message
+    assert "(Transformer-1-MultiHeadSelfAttention/key_dense)" in message
+    assert "(Transformer-1-FeedForward-Norm)" in message  # layer_normalization_4
+    assert_unchanged(smaller, before)
+
+
+def test_model_load_weights_refuses_another_depth_and_round_trips(tmp_path):
+    """`model.load_weights` (Keras' own loaded a 2-layer file into a 1-layer
+    model, dropping layer 1 silently) refuses files with other layers,
+    naming them, and still loads a matching file exactly."""
+    config = dict(SMALL, hidden_dropout_prob=0.0)
+    tokens = tokens_for(99, 0)
+
+    def build(layers):
+        return keras_attn.build_transformer_model(config, num_hidden_layers=layers, application="mlm")
+
+    two, one = build(2), build(1)
+    two_path, one_path = str(tmp_path / "two.weights.h5"), str(tmp_path / "one.weights.h5")
+    two.save_weights(two_path)
+    one.save_weights(one_path)
+
+    fresh = build(2)
+    assert np.abs(to_numpy(fresh(bert_inputs(tokens))) - to_numpy(two(bert_inputs(tokens)))).max() > 1e-3
+    fresh.load_weights(two_path)
+    np.testing.assert_array_equal(to_numpy(fresh(bert_inputs(tokens))), to_numpy(two(bert_inputs(tokens))))
+
+    before = values(one)
+    with pytest.raises(ValueError) as raised:
+        one.load_weights(two_path)
+    message = str(raised.value)
+    assert "two.weights.h5" in message and "nothing was loaded" in message
+    assert "has no place for" in message and "lacks" not in message
+    assert "(Transformer-1-MultiHeadSelfAttention/query_dense)" in message
+    # The path both have: the file's block-1 norm where the model has MLM-Norm.
+    assert (
+        "layers/layer_normalization_3/vars/0: the file's "
+        "Transformer-1-MultiHeadSelfAttention-Norm, the model's MLM-Norm"
+    ) in message
+    assert_unchanged(one, before)
+
+    before = values(two)
+    with pytest.raises(ValueError) as raised:
+        two.load_weights(one_path)
+    message = str(raised.value)
+    assert "the model needs and the file lacks" in message
+    assert "(Transformer-1-FeedForward/intermediate_dense)" in message
+    assert_unchanged(two, before)
 
 
 def test_complete_loads_do_not_warn(hf_bert_dir, hf_roberta_dir, tf_bert_checkpoint, tmp_path):

@@ -115,6 +115,49 @@ def test_sampling_is_reproducible_under_a_seed():
     assert (model.generate(PROMPTS, max_new_tokens=10, sampler=sampler, seed=4) != first).any()
 
 
+def test_seed_none_draws_a_fresh_seed_each_call_without_recompiling(monkeypatch):
+    """generate and AutoRegressiveDecoder.random_sample follow one rule:
+    None is a fresh seed per call, an explicit seed reproduces. 30 tokens
+    at temperature 100 (near uniform over 40 ids): two equal draws are
+    astronomically unlikely. The seed is an input of the compiled loop:
+    the program is traced once for all calls of one shape."""
+    from keras_attn.generation import generator
+
+    traces = []
+    compile_loop = generator.compile_loop
+
+    def counting(loop, model):
+        def traced(*args):
+            traces.append(1)
+            return loop(*args)
+
+        return compile_loop(traced, model)
+
+    monkeypatch.setattr(generator, "compile_loop", counting)
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    sampler = keras_attn.samplers.RandomSampler(temperature=100.0)
+    prompts = [[2, 7, 9], [2, 11, 5], [2, 21, 4]]
+    first = model.generate(prompts, max_new_tokens=10, sampler=sampler)
+    second = model.generate(prompts, max_new_tokens=10, sampler=sampler)
+    assert (first != second).any()
+    seeded = model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=12)
+    np.testing.assert_array_equal(
+        model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=12), seeded
+    )
+    if keras.config.backend() in ("jax", "tensorflow"):
+        assert len(traces) == 1, len(traces)  # torch runs the loop eagerly each call
+
+    decoder = keras_attn.AutoRegressiveDecoder(model, maxlen=10)
+    samples = [decoder.random_sample([[2, 7, 9]], n=3, temperature=100.0) for _ in range(2)]
+    assert any((a != b).any() for a, b in zip(*samples))
+    same = [decoder.random_sample([[2, 7, 9]], n=3, temperature=100.0, seed=5) for _ in range(2)]
+    for a, b in zip(*same):
+        np.testing.assert_array_equal(a, b)
+    for seed in (2**31, 1.5, True):
+        with pytest.raises(ValueError, match=rf"`seed` must be None or an integer.*{seed!r}"):
+            model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=seed)
+
+
 def test_a_reloaded_model_generates_the_same(tmp_path):
     model = keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
     path = str(tmp_path / "lm.keras")
@@ -165,6 +208,32 @@ def test_bad_generation_requests_are_errors(prompts, kwargs, message):
     model = keras_attn.build_transformer_model(CONFIG, application="lm")
     with pytest.raises(ValueError, match=message):
         model.generate(prompts, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "prompts",
+    [
+        [[2.0, 7.6, 9.0]],
+        [[2, 7, 9], [2.0, 7.6]],
+        np.array([[2.0, 7.6, 9.0]]),
+        {"token_ids": np.array([[2.0, 7.6, 9.0]]), "padding_mask": np.ones((1, 3), "int32")},
+    ],
+)
+def test_fractional_prompt_ids_are_refused_as_the_model_refuses_them(prompts):
+    """The ids the model's own call refuses (7.6 is no token) are refused,
+    not truncated to 7; whole floats are the ids they name."""
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    fraction = r"non-integer value 7\.[56]\d*"  # 7.6 as float64 prints 7.5999999999999996
+    with pytest.raises(ValueError, match=fraction) as from_model:
+        model({"token_ids": np.array([[2.0, 7.6, 9.0]]), "segment_ids": np.zeros((1, 3), "int32")})
+    row = 1 if isinstance(prompts, list) and len(prompts) == 2 else 0
+    with pytest.raises(ValueError, match=rf"{fraction} at \({row}, 1\)") as raised:
+        model.generate(prompts, max_new_tokens=2)
+    assert type(raised.value) is type(from_model.value)
+    np.testing.assert_array_equal(
+        model.generate([[2.0, 7.0, 9.0]], max_new_tokens=2),
+        model.generate([[2, 7, 9]], max_new_tokens=2),
+    )
 
 
 def test_models_with_a_padding_mask_input_generate_as_their_full_pass():

@@ -140,6 +140,62 @@ def test_lr_multiplier_scales_the_step_of_the_transitions():
     np.testing.assert_allclose(steps[3], 9 * steps[1], rtol=2e-3, atol=1e-7)
 
 
+@pytest.mark.parametrize("label", [-1, 3, -100, 1.5])
+def test_labels_outside_num_labels_are_refused_naming_them(label):
+    emissions = RNG.normal(size=(2, 4, LABELS)).astype("float32")
+    valid = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], bool)
+    crf = crf_with_transitions(RNG.normal(size=(LABELS, LABELS)).astype("float32"))
+    labels = RNG.integers(0, LABELS, size=(2, 4)).astype(type(label))
+    bad = labels.copy()
+    bad[1, 2] = label
+    calls = (
+        lambda: crf.negative_log_likelihood(bad, emissions, mask=valid),
+        lambda: crf.negative_log_likelihood(bad, crf(emissions, mask=valid)),
+        lambda: crf.loss(bad, crf(emissions, mask=valid)),
+    )
+    for call in calls:
+        with pytest.raises(ValueError) as raised:
+            call()
+        message = str(raised.value)
+        assert f"label {label} at position (1, 2)" in message, message
+        assert "num_labels=3" in message and "padding" in message
+    # (batch, length, 1) labels name the same position.
+    with pytest.raises(ValueError, match=r"at position \(1, 2\)"):
+        crf.negative_log_likelihood(bad[..., None], emissions, mask=valid)
+    # At a padding position the label is ignored, whatever it is.
+    ignored = labels.copy()
+    ignored[0, 3] = label
+    np.testing.assert_array_equal(
+        to_numpy(crf.negative_log_likelihood(ignored, emissions, mask=valid)),
+        to_numpy(crf.negative_log_likelihood(labels, emissions, mask=valid)),
+    )
+
+
+def test_bad_labels_never_give_a_finite_loss_in_evaluate_or_fit():
+    """Compiled (TensorFlow, JAX): the batch's loss is NaN and the weights
+    stay finite; eager (torch): the error names the label."""
+    crf = keras_attn.layers.ConditionalRandomField()
+    model, _ = tagging_model(crf)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=crf.loss, jit_compile=supports_jit())
+    tokens, labels = tagging_data()
+    assert np.isfinite(model.evaluate(tokens, labels, batch_size=64, verbose=0))
+    for label in (-1, 3):
+        bad = labels.copy()
+        bad[5, 1] = label  # a real token (only rows 0, 3, ... end in padding)
+        if not supports_jit():
+            named = rf"label {label} at position \(5, 1\)"
+            with pytest.raises(ValueError, match=named):
+                model.evaluate(tokens, bad, batch_size=64, verbose=0)
+            with pytest.raises(ValueError, match=named):
+                model.fit(tokens, bad, batch_size=64, shuffle=False, verbose=0)
+            continue
+        assert np.isnan(model.evaluate(tokens, bad, batch_size=64, verbose=0))
+        history = model.fit(tokens, bad, batch_size=64, epochs=2, verbose=0).history
+        assert np.isnan(history["loss"]).all(), history
+        assert all(np.isfinite(to_numpy(weight)).all() for weight in model.weights)
+    assert np.isfinite(model.evaluate(tokens, labels, batch_size=64, verbose=0))
+
+
 def test_layer_conventions(tmp_path):
     """The harness parts that apply to a layer whose weights only the loss
     reads: config round trip, symbolic shapes, .keras saving, mixed precision."""
