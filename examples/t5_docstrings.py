@@ -38,11 +38,11 @@ models use it, so their per-token losses count the same tokens.
 
     KERAS_BACKEND=jax python examples/t5_docstrings.py [--quick] [--variant t5]
 
-Writes examples/results/t5_docstrings.{json,png} (`--output DIR` elsewhere;
-the plot where matplotlib is installed).
+Writes t5_docstrings.{json,png} to `./keras_attn_results/` (`--output DIR`
+elsewhere; `--update-results` replaces the committed ones in
+`examples/results/`; the plot where matplotlib is installed).
 """
 
-import argparse
 import math
 import os
 import random
@@ -52,6 +52,19 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--quick", action="store_true", help="640 pairs, 2 epochs, smaller models")
+    parser.add_argument("--variant", choices=["t5.1.1", "t5"], default="t5.1.1")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -285,12 +298,7 @@ def report(results):
                 print(f"      {key:<28} {value}")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="640 pairs, 2 epochs, smaller models")
-    parser.add_argument("--variant", choices=["t5.1.1", "t5"], default="t5.1.1")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     print(f"backend={keras.config.backend()}", flush=True)
     with Timer() as total:
         pairs, train_pairs, test_pairs, held_out_modules = load_pairs(arguments.quick)
@@ -343,7 +351,7 @@ def main():
     }
     report(results)
     epochs = list(range(1, t5["epochs"] + 1))
-    directory = write_results(
+    write_results(
         "t5_docstrings", results,
         {
             "T5 held-out loss (summary tokens)": (epochs, t5["held_out_loss"]),
@@ -353,12 +361,8 @@ def main():
         },
         xlabel="epoch", ylabel="cross-entropy (nats per token)", directory=arguments.output,
     )
-    plotted = " and .png" if os.path.exists(os.path.join(directory, "t5_docstrings.png")) else ""
-    print(
-        f"wrote {directory}/t5_docstrings.json{plotted} ({total.seconds:.0f} s in all, "
-        f"{time.process_time():.0f} s of CPU time)"
-    )
+    print(f"{total.seconds:.0f} s in all, {time.process_time():.0f} s of CPU time")
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

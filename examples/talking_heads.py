@@ -8,24 +8,33 @@ attention against talking-heads attention.
 
     KERAS_BACKEND=jax python examples/talking_heads.py [--quick]
 
-Writes examples/results/talking_heads.{json,png}.
+Writes talking_heads.{json,png} to `./keras_attn_results/` (`--output DIR`
+elsewhere; `--update-results` replaces the committed ones in
+`examples/results/`).
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--quick", action="store_true", help="small data, 4 epochs")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
+
 import keras_attn  # noqa: E402
 from common import compare_on_selection_task  # noqa: E402
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small data, 4 epochs")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
 
     compare_on_selection_task(
         "talking_heads",
@@ -43,4 +52,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

@@ -19,15 +19,29 @@ collapses) and naive deep keys/values (the prediction leaks its own token).
 
     KERAS_BACKEND=jax python examples/tta_vs_mlm.py [--quick]
 
-Writes examples/results/tta_vs_mlm.{json,png}.
+Writes tta_vs_mlm.{json,png} to `./keras_attn_results/` (`--output DIR`
+elsewhere; `--update-results` replaces the committed ones in
+`examples/results/`).
 """
 
-import argparse
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--quick", action="store_true", help="a few seconds per model")
+    parser.add_argument("--budget", type=float, default=90.0, help="training seconds per model")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -129,12 +143,7 @@ def pseudo_log_likelihood_seconds(tta, mlm, rows):
     return tta_timer.seconds, mlm_timer.seconds
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few seconds per model")
-    parser.add_argument("--budget", type=float, default=90.0, help="training seconds per model")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     budget = 2.0 if arguments.quick else arguments.budget
 
     ids, vocabulary = source_characters()
@@ -175,12 +184,11 @@ def main():
     results["pseudo_log_likelihood_ms"] = {"tta": tta_seconds * 1000, "mlm": mlm_seconds * 1000}
     results["ablations_final_test_loss"] = ablations
     results["_meta"] = {"backend": keras.config.backend(), "budget_seconds": budget}
-    directory = write_results(
+    write_results(
         "tta_vs_mlm", results, curves, xlabel="training seconds", ylabel="held-out loss (nats/char)",
         directory=arguments.output,
     )
-    print(f"wrote {directory}/tta_vs_mlm.json and .png")
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

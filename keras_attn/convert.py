@@ -18,11 +18,13 @@ config, `is_decoder: true`, as BertLMHeadModel saves).
 `config.json` (the builder's fields) and `model.weights.h5`; reload with
 `build_transformer_model("OUTPUT/config.json", "OUTPUT/model.weights.h5",
 variant=..., application=...)`. `--format keras` writes the single file
-`OUTPUT` (ending in `.keras`); reload with `keras.saving.load_model`.
-Nothing the run reads is written over: an OUTPUT directory that is or
-contains SOURCE's directory (or the `--config` file's) is refused before
-anything is read (exit status 1); a new directory beside SOURCE or inside
-it is fine.
+`OUTPUT` (ending in `.keras`); reload with `keras.saving.load_model` after
+`import keras_attn` (Keras finds only registered classes, and importing
+keras_attn registers its own). The command ends by printing these lines
+for the files it wrote. Nothing the run reads is written over: an OUTPUT
+directory that is or contains SOURCE's directory (or the `--config`
+file's) is refused before anything is read (exit status 1); a new
+directory beside SOURCE or inside it is fine.
 
 Verification (unless `--no-verify`): the written files are reloaded into a
 fresh model, which must reproduce the model built from `SOURCE` exactly (to
@@ -48,7 +50,8 @@ weights, not the choice of mask.
 
 The last line says which of these ran.
 
-Progress goes to stderr, one line per checkpoint array read.
+Progress goes to stderr: a line per step (building the model, writing,
+reloading, loading the reference) and one per checkpoint array read.
 
 Exit status: 0 converted (and verified where asked), 1 an error (a missing
 file, a checkpoint that does not fit: the message names the file and the
@@ -125,7 +128,33 @@ def main(argv=None):
         print(f"keras-attn-convert: error: {_one_line(error)}", file=sys.stderr)
         return 1
     print(summary)
+    print(reload_snippet(arguments.output, arguments.format, arguments.variant, arguments.application))
     return 0
+
+
+def reload_snippet(output, format, variant=None, application=None):
+    """The Python lines that load what `convert` wrote to `output`, with
+    the `variant` and `application` given on the command line."""
+    if format == "keras":
+        return (
+            "Reload it in Python (import keras_attn first: Keras finds only the classes "
+            "it registers):\n"
+            "    import keras\n"
+            "    import keras_attn\n"
+            f"    model = keras.saving.load_model({output!r})"
+        )
+    options = "".join(
+        f", {name}={value!r}"
+        for name, value in (("variant", variant), ("application", application))
+        if value is not None
+    )
+    config_path = os.path.join(output, "config.json")
+    weights_path = os.path.join(output, "model.weights.h5")
+    return (
+        "Reload it in Python:\n"
+        "    import keras_attn\n"
+        f"    model = keras_attn.build_transformer_model({config_path!r}, {weights_path!r}{options})"
+    )
 
 
 def convert(source, output, config=None, variant=None, application=None,
@@ -157,11 +186,13 @@ def convert(source, output, config=None, variant=None, application=None,
     started = time.perf_counter()
     reader = open_checkpoint(source)
     parsed = load_config(config_source)
+    log(f"Building the model from the configuration in {config_source}")
     model = build_transformer_model(dataclasses.asdict(parsed), variant=variant, application=application)
     total = len(model.weights) - len(checkpoint_free_paths(model))
     log(f"Reading {reader.path} ({reader.format} format): {total} arrays")
     port_weights(model, _ProgressReader(reader, total, log), name_table(model, reader))
 
+    log(f"Writing {output}")
     if format == "keras":
         os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
         model.save(output)
@@ -178,6 +209,7 @@ def convert(source, output, config=None, variant=None, application=None,
     if not verify:
         return f"Converted {reader.path} -> {written} (not verified)."
 
+    log(f"Verifying: reloading {written} and comparing it with the model built from the checkpoint")
     if format == "keras":
         reloaded = keras.saving.load_model(output)
     else:
@@ -407,6 +439,7 @@ def _reference_output(reader, source, model, inputs, real, log):
     if class_name == "T5EncoderModel":
         model_type = transformers.AutoConfig.from_pretrained(directory).model_type
         class_name = ENCODER_CLASSES.get(model_type, class_name)
+    log(f"Comparing with transformers.{class_name} loaded from {directory}")
     reference = getattr(transformers, class_name).from_pretrained(directory).eval()
     feed = {}
     for name, value in inputs.items():

@@ -15,16 +15,34 @@ reports each model's parameter count and held-out accuracy and writes
     python examples/bert4keras/albert_classification.py --quick
 """
 
-import argparse
 import os
 import sys
 import tempfile
 
-import keras
-import numpy as np
-
 EXAMPLES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, EXAMPLES)
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
+    parser.add_argument("--hidden-size", type=int, default=128)
+    parser.add_argument("--embedding-size", type=int, default=32)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--maxlen", type=int, default=48)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch, smaller models")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
 from common import labelled_lines, write_results  # noqa: E402
@@ -46,18 +64,7 @@ def train_sentencepiece(texts, directory, size):
     return prefix + ".model"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
-    parser.add_argument("--hidden-size", type=int, default=128)
-    parser.add_argument("--embedding-size", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--maxlen", type=int, default=48)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch, smaller models")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     if arguments.quick:
         arguments.hidden_size, arguments.embedding_size, arguments.layers = 64, 16, 2
         arguments.epochs, arguments.maxlen = 1, 32
@@ -129,4 +136,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

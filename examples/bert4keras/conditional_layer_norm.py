@@ -18,16 +18,29 @@ package as the condition, and with the condition of another package
 
     KERAS_BACKEND=jax python examples/bert4keras/conditional_layer_norm.py [--quick]
 
-Writes examples/results/conditional_layer_norm.json.
+Writes conditional_layer_norm.json to `./keras_attn_results/` (`--output DIR`
+elsewhere; `--update-results` replaces the committed ones in
+`examples/results/`).
 """
 
-import argparse
 import os
 import random
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer lines, a smaller model, one epoch")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -86,11 +99,7 @@ def nll_per_character(model, rows, labels):
     return float(-(chosen * real).sum() / real.sum())
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer lines, a smaller model, one epoch")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     quick = arguments.quick
     print(f"backend={keras.config.backend()}", flush=True)
     with Timer() as total:
@@ -153,9 +162,9 @@ def main():
         f"held-out NLL per character: {true_condition:.4f} nats with the true package, "
         f"{shuffled_condition:.4f} with another package's (untrained: {untrained:.4f})"
     )
-    directory = write_results("conditional_layer_norm", results, directory=arguments.output)
-    print(f"wrote {directory}/conditional_layer_norm.json ({total.seconds:.0f} s in all)")
+    write_results("conditional_layer_norm", results, directory=arguments.output)
+    print(f"{total.seconds:.0f} s in all")
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

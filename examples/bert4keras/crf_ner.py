@@ -11,14 +11,30 @@ span F1 on held-out lines against a per-character majority-tag baseline.
     KERAS_BACKEND=jax python examples/bert4keras/crf_ner.py [--quick]
 """
 
-import argparse
 import os
 import sys
 
-import keras
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--lines", type=int, default=6000)
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--max-chars", type=int, default=46)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--quick", action="store_true", help="800 short lines, 8 epochs")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
 from python_spans import (  # noqa: E402
@@ -26,15 +42,7 @@ from python_spans import (  # noqa: E402
 )
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=6000)
-    parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--max-chars", type=int, default=46)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--quick", action="store_true", help="800 short lines, 8 epochs")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     if arguments.quick:
         arguments.lines, arguments.epochs, arguments.max_chars = 800, 8, 30
     keras.utils.set_random_seed(0)
@@ -74,4 +82,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

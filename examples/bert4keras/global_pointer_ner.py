@@ -13,14 +13,32 @@ majority-tag baseline.
     KERAS_BACKEND=jax python examples/bert4keras/global_pointer_ner.py [--quick]
 """
 
-import argparse
 import os
 import sys
 
-import keras
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+
+
+def parse_arguments(argv=None):
+    parser = example_arguments(__doc__)
+    parser.add_argument("--lines", type=int, default=6000)
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--max-chars", type=int, default=46)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--efficient", action="store_true", help="EfficientGlobalPointer")
+    parser.add_argument("--quick", action="store_true", help="800 short lines, 30 short epochs")
+    return parse_example_arguments(parser, argv)
+
+
+if __name__ == "__main__":
+    ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
 from python_spans import (  # noqa: E402
@@ -41,17 +59,7 @@ def span_labels(examples, max_entities):
     return keras_attn.sequence_padding(per_line, length=(len(TYPES), max_entities), seq_dims=2)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=6000)
-    parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--max-chars", type=int, default=46)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
-    parser.add_argument("--efficient", action="store_true", help="EfficientGlobalPointer")
-    parser.add_argument("--quick", action="store_true", help="800 short lines, 30 short epochs")
-    parser.add_argument("--output", default=None, help="results directory")
-    arguments = parser.parse_args()
+def main(arguments):
     if arguments.quick:
         arguments.lines, arguments.epochs, arguments.max_chars = 800, 30, 30
     keras.utils.set_random_seed(0)
@@ -94,4 +102,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGUMENTS)

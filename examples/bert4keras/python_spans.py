@@ -170,7 +170,7 @@ def report(name, predicted, train, test, history, meta, directory=None):
     line, _ = test[0]
     print("example:", line)
     print("  spans:", [(TYPES[t], line[s : e + 1]) for t, s, e in predicted[0]])
-    directory = write_results(
+    write_results(
         name,
         {
             "span_f1": scores,
@@ -180,4 +180,3 @@ def report(name, predicted, train, test, history, meta, directory=None):
         },
         directory=directory,
     )
-    print(f"wrote {directory}/{name}.json")

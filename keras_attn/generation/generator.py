@@ -90,10 +90,15 @@ class Generator:
             that ended holds `end_token_id` and then the model's pad id.
 
         Raises:
+            TypeError: text instead of token ids.
             ValueError: an empty prompt, a prompt plus `max_new_tokens`
                 longer than the position table, an id outside the
                 vocabulary, `end_token_id` or `start_token_id` outside it,
-                `max_new_tokens < 1`, a `seed` that is not an int32.
+                `max_new_tokens < 1`, a `seed` that is not an int32, a
+                prompt that is not a flat sequence of ids (the message
+                names the row), ragged rows in an array, a `padding_mask`
+                of another shape than `token_ids`, a `BeamSearch` with more
+                beams than the vocabulary has tokens.
         """
         from keras_attn import samplers
 
@@ -179,12 +184,19 @@ class Generator:
             scores in the same order.
 
         Raises:
-            ValueError: as `generate`, and `num_beams` not an integer >= 1.
+            ValueError: as `generate`, and `num_beams` not an integer >= 1 or
+                above the vocabulary size.
         """
         from keras_attn.samplers import BeamSearch
 
         search = BeamSearch(num_beams, length_penalty)
         num_beams = search.num_beams
+        if num_beams > self.forward.vocab_size:
+            raise ValueError(
+                f"BeamSearch(num_beams={num_beams}) asks for more beams than the model's "
+                f"vocabulary has tokens (vocab_size={self.forward.vocab_size}); every beam "
+                f"needs a distinct first token: use num_beams <= {self.forward.vocab_size}."
+            )
         prepared, settings = self._prepare(
             prompts, max_new_tokens, end_token_id, min_new_tokens, start_token_id
         )
@@ -339,9 +351,16 @@ def compile_loop(loop, model):
         compiled = jax.jit(stateless)
         return lambda *args: compiled([v.value for v in variables], *args)
     if backend == "tensorflow":
+        import functools
+
         import tensorflow as tf
 
-        return tf.function(loop, jit_compile=True, reduce_retracing=False)
+        # Each program is traced once, by design (one per prompt bucket and
+        # settings), but tf.function counts traces per Python code object:
+        # every `loop` closure shares `Generator._loop`'s, so a fifth bucket
+        # would log a retracing warning. A `partial` has no code object of
+        # its own, so TensorFlow counts each program's traces apart.
+        return tf.function(functools.partial(loop), jit_compile=True, reduce_retracing=False)
     if backend == "torch":
         import torch
 

@@ -93,40 +93,157 @@ def _with_start_tokens(forward, sources, lengths, max_new_tokens):
 
 
 def parse_prompts(prompts):
-    """`(rows, lengths)`: each prompt's ids as a list, and their lengths."""
-    if isinstance(prompts, dict):
-        unknown = sorted(set(prompts) - {"token_ids", "padding_mask", "condition"})
-        if unknown:
-            raise ValueError(
-                f"Prompt dicts take 'token_ids', 'padding_mask' and (for conditional "
-                f"LayerNorms) 'condition'; received the unknown keys {unknown}."
-            )
-        ids = np.asarray(keras.ops.convert_to_numpy(prompts["token_ids"]))
-        if "padding_mask" in prompts:
-            mask = np.asarray(keras.ops.convert_to_numpy(prompts["padding_mask"])).astype(bool)
-            lengths = mask.sum(axis=1)
-            right_padded = mask == (np.arange(mask.shape[1])[None] < lengths[:, None])
-            if not right_padded.all():
-                row = int(np.argmin(right_padded.all(axis=1)))
-                raise ValueError(
-                    f"Prompt {row}'s `padding_mask` is not right-padded (real tokens "
-                    "first, then padding); generation continues each prompt after its "
-                    "last real token, so pad prompts on the right."
-                )
-        else:
-            lengths = np.full((ids.shape[0],), ids.shape[1])
-        return [list(row) for row in ids], lengths
-    if hasattr(prompts, "shape") or (
-        isinstance(prompts, (list, tuple)) and prompts and np.isscalar(prompts[0])
-    ):
-        array = np.asarray(
-            keras.ops.convert_to_numpy(prompts) if hasattr(prompts, "shape") else prompts
+    """`(rows, lengths)`: each prompt's ids as a list, and their lengths.
+
+    Raises:
+        TypeError: text instead of token ids, or prompts of another type.
+        ValueError: a prompt that is not a flat sequence of numbers (the
+            message names the prompt row and the element), ragged rows
+            where one array is expected, a `padding_mask` whose shape is
+            not `token_ids`'s, or a `padding_mask` that is not right-padded.
+    """
+    if isinstance(prompts, (str, bytes)):
+        raise TypeError(
+            f"`prompts` must be token ids, not text: received the {type(prompts).__name__} "
+            f"{_shown(prompts)}. Encode it first, e.g. "
+            "`model.generate([tokenizer.encode(text)[0]], max_new_tokens)`."
         )
+    if isinstance(prompts, dict):
+        return _parse_prompt_dict(prompts)
+    if hasattr(prompts, "shape"):
+        array = _number_array(prompts, "`prompts`")
         if array.ndim == 1:
             array = array[None]
+        if array.ndim != 2:
+            raise ValueError(
+                f"`prompts` as an array must be (batch, length) or (length,); received "
+                f"shape {array.shape}."
+            )
         return [list(row) for row in array], np.full((array.shape[0],), array.shape[1])
-    rows = [list(np.asarray(p).reshape(-1)) for p in prompts]
-    return rows, np.array([len(r) for r in rows])
+    if not isinstance(prompts, (list, tuple)):
+        raise TypeError(
+            "`prompts` must be a list of token-id sequences, one sequence, a 2D int array "
+            f"or a dict with 'token_ids'; received {type(prompts).__name__}."
+        )
+    numbers = [_is_number(token) for token in prompts]
+    if prompts and all(numbers):
+        prompts = [prompts]  # one prompt
+    elif any(numbers):
+        other = numbers.index(False)
+        raise ValueError(
+            f"`prompts` mixes token ids and sequences: element {numbers.index(True)} is "
+            f"{_shown(prompts[numbers.index(True)])}, element {other} is "
+            f"{_shown(prompts[other])}. Give one prompt as a flat list of ints, or several "
+            "as a list of such lists."
+        )
+    rows = [_prompt_row(prompt, row) for row, prompt in enumerate(prompts)]
+    return rows, np.array([len(r) for r in rows], "int64")
+
+
+def _parse_prompt_dict(prompts):
+    unknown = sorted(set(prompts) - {"token_ids", "padding_mask", "condition"})
+    if unknown:
+        raise ValueError(
+            f"Prompt dicts take 'token_ids', 'padding_mask' and (for conditional "
+            f"LayerNorms) 'condition'; received the unknown keys {unknown}."
+        )
+    if "token_ids" not in prompts:
+        raise ValueError("Prompt dicts need 'token_ids' (batch, length); the dict has none.")
+    ids = _number_array(prompts["token_ids"], "The prompts' 'token_ids'")
+    if ids.ndim != 2:
+        raise ValueError(
+            f"The prompts' 'token_ids' must be (batch, length), one right-padded row per "
+            f"prompt; received shape {ids.shape}."
+        )
+    if "padding_mask" not in prompts:
+        return [list(row) for row in ids], np.full((ids.shape[0],), ids.shape[1])
+    mask = _number_array(prompts["padding_mask"], "The prompts' 'padding_mask'", allow_bool=True)
+    mask = mask.astype(bool)
+    if mask.shape != ids.shape:
+        raise ValueError(
+            f"The prompts' 'padding_mask' has shape {mask.shape}, but 'token_ids' has shape "
+            f"{ids.shape}; the mask must have token_ids' shape (1 for real tokens, 0 for "
+            "padding)."
+        )
+    lengths = mask.sum(axis=1)
+    right_padded = mask == (np.arange(mask.shape[1])[None] < lengths[:, None])
+    if not right_padded.all():
+        row = int(np.argmin(right_padded.all(axis=1)))
+        raise ValueError(
+            f"Prompt {row}'s `padding_mask` is not right-padded (real tokens "
+            "first, then padding); generation continues each prompt after its "
+            "last real token, so pad prompts on the right."
+        )
+    return [list(row) for row in ids], lengths
+
+
+def _prompt_row(prompt, row):
+    """Prompt `row` as a list of numbers (checked as ids later), or a
+    ValueError naming the row and what in it is not a token id."""
+    if isinstance(prompt, (str, bytes)):
+        raise TypeError(
+            f"Prompt {row} is the {type(prompt).__name__} {_shown(prompt)}; prompts are "
+            "token ids: encode the text first (`tokenizer.encode(text)[0]`)."
+        )
+    if not hasattr(prompt, "shape"):
+        if not isinstance(prompt, (list, tuple)):
+            raise ValueError(
+                f"Prompt {row} is {_shown(prompt)} ({type(prompt).__name__}); each prompt "
+                "is a sequence of token ids."
+            )
+        for index, token in enumerate(prompt):
+            if not _is_number(token):
+                raise ValueError(
+                    f"Prompt {row}'s element {index} is {_shown(token)} "
+                    f"({type(token).__name__}); each prompt is a flat sequence of integer "
+                    "token ids (a list of lists per prompt is one level too deep)."
+                )
+    array = _number_array(prompt, f"Prompt {row}")
+    if array.ndim != 1 and sum(size > 1 for size in array.shape) > 1:
+        raise ValueError(
+            f"Prompt {row} has shape {array.shape}; each prompt is one sequence of token "
+            "ids, shape (length,)."
+        )
+    return list(array.reshape(-1))
+
+
+def _number_array(value, what, allow_bool=False):
+    """`value` as a numpy array of numbers (ints, or floats that the id
+    checks then require to be integral); errors start with `what`."""
+    if isinstance(value, np.ndarray):
+        array = value
+    elif hasattr(value, "shape"):
+        array = np.asarray(keras.ops.convert_to_numpy(value))
+    else:
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            raise ValueError(
+                f"{what} is ragged (rows of different lengths or nesting): it must be one "
+                "rectangular array. Give prompts of different lengths as a list of "
+                "lists, or right-padded rows with a 'padding_mask'."
+            ) from None
+    if array.dtype == object:
+        raise ValueError(
+            f"{what} is a numpy object array (dtype=object, shape {array.shape}), as "
+            "numpy builds from ragged rows; give a list of int sequences (e.g. "
+            "`prompts.tolist()`), or right-padded int rows with a 'padding_mask'."
+        )
+    if array.dtype.kind not in ("iufb" if allow_bool else "iuf"):
+        raise ValueError(f"{what} must hold integer token ids; received dtype {array.dtype}.")
+    return array
+
+
+def _is_number(value):
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, (bool, np.bool_))
+    ) or (hasattr(value, "shape") and tuple(value.shape) == ())
+
+
+def _shown(value, limit=40):
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def prompt_condition(forward, prompts, batch):

@@ -1,6 +1,8 @@
 """LoRA adapters on the projections of `MultiHeadAttention` and `FeedForward`."""
 
 import os
+import zipfile
+import zlib
 
 import keras
 import numpy as np
@@ -14,6 +16,14 @@ FEED_FORWARD_PROJECTIONS = ("intermediate_dense", "output_dense")
 # A gated feed-forward's (T5 v1.1's) third projection, `V` in `act(x W) * (x V)`.
 GATE_PROJECTION = "gate_dense"
 ADAPTER_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
+
+# How the files `load_lora_weights` may be given start: an `.npz` is a zip
+# archive; the others are named in the error when given instead.
+ZIP_SIGNATURE = b"PK\x03\x04"
+OTHER_SIGNATURES = {
+    b"\x89HDF\r\n\x1a\n": "an HDF5 file (a Keras `.weights.h5`? load those with model.load_weights)",
+    b"\x93NUMPY": "a single NumPy array (`.npy`), not an `.npz` archive",
+}
 
 
 def _projections(model, feed_forward=True):
@@ -118,6 +128,10 @@ def save_lora_weights(model, path):
         model: a model on which `enable_lora` was called.
         path: the file to write; `.npz` is appended if missing (NumPy's rule).
 
+    Returns:
+        The path written (with `.npz`); `load_lora_weights` takes it, or
+        the same `path` as given here.
+
     Raises:
         ValueError: `model` has no adapters.
     """
@@ -132,7 +146,15 @@ def save_lora_weights(model, path):
         for variable_name, variable in zip(ADAPTER_VARIABLES, _adapter_variables(dense)):
             arrays[f"{name}/{variable_name}"] = keras.ops.convert_to_numpy(variable)
         arrays[f"{name}/lora_alpha"] = np.asarray(dense.lora_alpha, "float64")
+    path = _npz_path(path)
     np.savez(path, **arrays)
+    return path
+
+
+def _npz_path(path):
+    """`path` as `np.savez` writes it: `.npz` appended if missing."""
+    path = os.fspath(path)
+    return path if path.endswith(".npz") else path + ".npz"
 
 
 def load_lora_weights(model, path):
@@ -146,25 +168,26 @@ def load_lora_weights(model, path):
 
     Args:
         model: a model with LoRA adapters.
-        path: a file written by `save_lora_weights`.
+        path: a file written by `save_lora_weights`, or the path given to
+            it (`"adapters"` finds the `adapters.npz` it wrote).
 
     Raises:
-        FileNotFoundError: `path` does not exist.
-        ValueError: `model` has no adapters; an adapter variable is missing
-            from the file or from the model; or a shape or `lora_alpha`
-            differs (the message names the variable, the file and both
-            values).
+        FileNotFoundError: neither `path` nor `path + ".npz"` exists.
+        ValueError: `model` has no adapters; the file is not an `.npz`
+            archive (an HDF5 `.weights.h5`, a truncated archive: the message
+            names the file and what it found); an adapter variable or its
+            `lora_alpha` is missing from the file, or a variable from the
+            model; or a shape or `lora_alpha` differs (the message names the
+            variable, the file and both values).
     """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"load_lora_weights: no adapter file at {path!r}.")
+    path = _existing_adapter_file(path)
     adapted = _adapted(model)
     if not adapted:
         raise ValueError(
             f"load_lora_weights: model {model.name!r} has no LoRA adapters to load "
             f"{path!r} into; call keras_attn.lora.enable_lora(model, rank) first."
         )
-    with np.load(path) as archive:
-        stored = {key: archive[key] for key in archive.files}
+    stored = _read_adapter_file(path)
     expected = {}
     for name, dense in adapted:
         for variable_name, variable in zip(ADAPTER_VARIABLES, _adapter_variables(dense)):
@@ -192,6 +215,12 @@ def load_lora_weights(model, path):
                 f"{tuple(variable.shape)} (a different LoRA rank?)."
             )
     for name, dense in adapted:
+        if f"{name}/lora_alpha" not in stored:
+            raise ValueError(
+                f"load_lora_weights: {path!r} has no entry {name + '/lora_alpha'!r}, the "
+                "scale of that adapter; save_lora_weights writes one per adapted "
+                "projection (was the file written by another tool?)."
+            )
         alpha = float(stored[f"{name}/lora_alpha"])
         if alpha != dense.lora_alpha:
             raise ValueError(
@@ -201,6 +230,43 @@ def load_lora_weights(model, path):
             )
     for key, variable in expected.items():
         variable.assign(stored[key])
+
+
+def _existing_adapter_file(path):
+    """The file `load_lora_weights` reads: `path`, else `path + ".npz"`
+    (where `save_lora_weights(model, path)` wrote)."""
+    path = os.fspath(path)
+    if os.path.isfile(path):
+        return path
+    if os.path.isfile(_npz_path(path)):
+        return _npz_path(path)
+    tried = " or ".join(repr(candidate) for candidate in dict.fromkeys([path, _npz_path(path)]))
+    raise FileNotFoundError(f"load_lora_weights: no adapter file at {tried}.")
+
+
+def _read_adapter_file(path):
+    """Every array of the `.npz` at `path`; a ValueError naming the file
+    when it is not a complete `.npz` archive."""
+    with open(path, "rb") as file:
+        start = file.read(8)
+    if not start.startswith(ZIP_SIGNATURE):
+        found = next(
+            (what for signature, what in OTHER_SIGNATURES.items() if start.startswith(signature)),
+            f"a file starting with the bytes {start!r}" if start else "an empty file",
+        )
+        raise ValueError(
+            f"load_lora_weights: {path!r} is {found}; LoRA adapters are read from the "
+            "NumPy `.npz` archive that save_lora_weights writes."
+        )
+    try:
+        with np.load(path) as archive:
+            return {key: archive[key] for key in archive.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as error:
+        raise ValueError(
+            f"load_lora_weights: {path!r} is not a complete `.npz` archive (truncated "
+            f"or corrupted? {type(error).__name__}: {error}); write it again with "
+            "save_lora_weights."
+        ) from None
 
 
 def merge_lora(model):

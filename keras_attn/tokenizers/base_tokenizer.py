@@ -1,6 +1,7 @@
 """What the WordPiece and SentencePiece tokenizers share: input checks,
 special tokens, sentence pairs, truncation and the id helpers."""
 
+import json
 import operator
 import os
 import unicodedata
@@ -22,6 +23,16 @@ def check_file(path, description):
     if os.path.getsize(path) == 0:
         raise ValueError(f"{description} {path!r} is empty (0 bytes).")
     return path
+
+
+def read_json(path, description):
+    """The JSON document in `path`; a ValueError naming `description` and
+    the path when it is not UTF-8 JSON."""
+    with open(path, encoding="utf-8") as file:
+        try:
+            return json.load(file)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{description} {path!r} is not valid UTF-8 JSON: {error}.") from None
 
 
 def check_text(text, argument):

@@ -1,10 +1,10 @@
 """GPT-2's byte-level BPE tokenizer on the `tokenizers` package."""
 
-import json
 import os
 
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
+from keras_attn.tokenizers.base_tokenizer import read_json
 
 END_TOKEN = "<|endoftext|>"
 
@@ -46,19 +46,11 @@ def _byte_level_steps(pre_tokenizer):
     return _byte_level_steps(pre_tokenizer.get("pretokenizers"))
 
 
-def _read_json(path, description):
-    with open(path, encoding="utf-8") as file:
-        try:
-            return json.load(file)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{description} {path!r} is not valid UTF-8 JSON: {error}.") from None
-
-
 def load_bpe_vocabulary(path):
     """Reads a GPT-2 `vocab.json` (a JSON object token -> id, the ids exactly
     `0..n-1`) into the list of its tokens by id; errors name the file."""
     path = check_file(path, "BPE vocabulary file")
-    vocabulary = _read_json(path, "BPE vocabulary file")
+    vocabulary = read_json(path, "BPE vocabulary file")
     if not isinstance(vocabulary, dict):
         raise ValueError(
             f"BPE vocabulary file {path!r} must hold a JSON object token -> id, "
@@ -207,7 +199,7 @@ class BpeTokenizer(BaseTokenizer):
         from tokenizers import Tokenizer as FastTokenizer
 
         path = check_file(path, "Tokenizer file")
-        description = _read_json(path, "Tokenizer file")
+        description = read_json(path, "Tokenizer file")
         model = description.get("model") if isinstance(description, dict) else None
         if not isinstance(model, dict) or model.get("type") != "BPE":
             found = model.get("type") if isinstance(model, dict) else None

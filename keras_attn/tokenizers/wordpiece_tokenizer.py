@@ -1,12 +1,14 @@
 """BERT's WordPiece tokenizer on the `tokenizers` package's fast implementation."""
 
 import codecs
+import os
 import re
 import unicodedata
 import warnings
 
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
+from keras_attn.tokenizers.base_tokenizer import read_json
 
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 
@@ -195,6 +197,16 @@ def _vocabulary_from_dict(token_dict):
     return tokens
 
 
+def _configured_lowercase(directory):
+    """The `do_lower_case` of `directory`'s `tokenizer_config.json` (as
+    `transformers` writes it), True when the file or the key is absent."""
+    path = os.path.join(directory, "tokenizer_config.json")
+    if not os.path.isfile(path):
+        return True
+    config = read_json(path, "Tokenizer config")
+    return bool(config.get("do_lower_case", True)) if isinstance(config, dict) else True
+
+
 class Tokenizer(BaseTokenizer):
     """BERT WordPiece tokenizer with bert4keras's conveniences.
 
@@ -219,6 +231,7 @@ class Tokenizer(BaseTokenizer):
     Example:
 
     >>> tokenizer = keras_attn.Tokenizer("vocab.txt")
+    >>> tokenizer = keras_attn.Tokenizer.from_file("bert-dir")  # vocab.txt or tokenizer.json
     >>> token_ids, segment_ids = tokenizer.encode("first text", "second", maxlen=32)
     >>> tokenizer.decode(token_ids)
     """
@@ -270,6 +283,96 @@ class Tokenizer(BaseTokenizer):
             lowercase=do_lower_case,
         )
         self._fast.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+
+    @classmethod
+    def from_file(cls, path, do_lower_case=None):
+        """A `Tokenizer` from a BERT checkpoint's tokenizer files.
+
+        `path` is a `vocab.txt`, a WordPiece `tokenizer.json` (as the
+        `tokenizers` package and `transformers`' fast tokenizers save it),
+        or a directory holding either (its `vocab.txt` when it has both).
+
+        Lowercasing: `do_lower_case` when given (for a `vocab.txt`); else a
+        `tokenizer.json`'s `BertNormalizer` settings, which are used as they
+        are (so ids equal `transformers`' fast tokenizer of that file); else
+        the `do_lower_case` of the `tokenizer_config.json` beside the
+        `vocab.txt`, True when there is none.
+
+        Raises:
+            FileNotFoundError: `path` does not exist, or the directory holds
+                neither file.
+            ValueError: a `tokenizer.json` that is not BERT's WordPiece
+                (another model, normalizer or pre-tokenizer), or lacks
+                `[UNK]`, `[CLS]` or `[SEP]` (the message names the file).
+        """
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            names = [name for name in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, name))]
+            if not names:
+                raise FileNotFoundError(
+                    f"Directory {path!r} holds no tokenizer: neither a vocab.txt nor a "
+                    "tokenizer.json."
+                )
+            path = os.path.join(path, names[0])
+        if path.endswith(".json"):
+            return cls._from_tokenizer_json(path, do_lower_case)
+        if do_lower_case is None:
+            do_lower_case = _configured_lowercase(os.path.dirname(path))
+        return cls(path, do_lower_case=do_lower_case)
+
+    @classmethod
+    def _from_tokenizer_json(cls, path, do_lower_case):
+        from tokenizers import normalizers
+
+        path = check_file(path, "Tokenizer file")
+        description = read_json(path, "Tokenizer file")
+        model = description.get("model") if isinstance(description, dict) else None
+        if not isinstance(model, dict) or model.get("type") != "WordPiece":
+            found = model.get("type") if isinstance(model, dict) else None
+            hint = " (a byte-level BPE reads with keras_attn.BpeTokenizer.from_file)" if found == "BPE" else ""
+            raise ValueError(
+                f"Tokenizer file {path!r} does not describe a WordPiece model: its model "
+                f"type is {found!r}{hint}."
+            )
+        normalizer = description.get("normalizer")
+        pre_tokenizer = description.get("pre_tokenizer")
+        for step, value, expected in (
+            ("normalizer", normalizer, "BertNormalizer"),
+            ("pre_tokenizer", pre_tokenizer, "BertPreTokenizer"),
+        ):
+            found = value.get("type") if isinstance(value, dict) else value
+            if found != expected:
+                raise ValueError(
+                    f"Tokenizer file {path!r} has the {step} {found!r}; keras_attn.Tokenizer "
+                    f"is BERT's WordPiece, with a {expected}."
+                )
+        if model.get("continuing_subword_prefix", "##") != "##":
+            raise ValueError(
+                f"Tokenizer file {path!r} marks word pieces with "
+                f"{model['continuing_subword_prefix']!r}; BERT's WordPiece uses '##'."
+            )
+        vocabulary = dict(model.get("vocab") or {})
+        for added in description.get("added_tokens") or []:
+            vocabulary.setdefault(added["content"], added["id"])
+        missing = [token for token in REQUIRED_TOKENS if token not in vocabulary]
+        if missing:
+            raise ValueError(f"Tokenizer file {path!r} lacks the tokens {missing}.")
+        settings = {
+            key: normalizer.get(key, default)
+            for key, default in (
+                ("clean_text", True), ("handle_chinese_chars", True), ("strip_accents", None),
+                ("lowercase", True),
+            )
+        }
+        if do_lower_case is not None:
+            settings["lowercase"] = do_lower_case
+        tokenizer = cls(
+            vocabulary, do_lower_case=settings["lowercase"],
+            max_input_chars_per_word=model.get("max_input_chars_per_word", 100),
+        )
+        tokenizer.vocab_path = path
+        tokenizer._fast.normalizer = normalizers.BertNormalizer(**settings)
+        return tokenizer
 
     def _pieces(self, text):
         encoding = self._fast.encode(text, add_special_tokens=False)

@@ -24,12 +24,29 @@ def outputs(model):
     return keras.ops.convert_to_numpy(model(INPUTS))
 
 
+def reload_snippet(printed):
+    """The indented Python lines the converter printed after "Reload it"."""
+    lines = printed.split("Reload it", 1)[1].splitlines()[1:]
+    return "\n".join(line[4:] for line in lines if line.startswith("    "))
+
+
 def test_hugging_face_directory_to_weights_and_config(hf_bert_dir, tmp_path, capsys):
     output = str(tmp_path / "converted")
-    assert main([hf_bert_dir, output]) == 0
+    assert main([hf_bert_dir, output, "--application", "encoder"]) == 0
     captured = capsys.readouterr()
     assert "transformers.AutoModel" in captured.out  # the reference comparison ran
     assert "[1/" in captured.err and "encoder.layer.1." in captured.err  # progress
+    # Every step says it is starting, in order, before the silent stretches.
+    steps = ["Building the model", "[1/", "Writing", "Verifying: reloading", "Comparing with transformers.AutoModel"]
+    positions = [captured.err.index(step) for step in steps]
+    assert positions == sorted(positions), captured.err
+    # The printed reload lines load the files with the application asked for.
+    namespace = {}
+    exec(reload_snippet(captured.out), namespace)
+    assert namespace["model"].application == "encoder"
+    np.testing.assert_array_equal(
+        outputs(namespace["model"]), outputs(keras_attn.build_transformer_model(hf_bert_dir))
+    )
 
     reloaded = keras_attn.build_transformer_model(
         os.path.join(output, "config.json"), os.path.join(output, "model.weights.h5")
@@ -51,6 +68,15 @@ def test_google_checkpoint_to_keras_file(tf_bert_checkpoint, tmp_path, capsys):
     reloaded = keras.saving.load_model(output)
     direct = keras_attn.build_transformer_model(config, prefix)
     np.testing.assert_array_equal(outputs(reloaded), outputs(direct))
+    # Keras resolves only registered classes: the printed reload lines
+    # import keras_attn before loading, and load the file.
+    snippet = reload_snippet(captured.out)
+    assert snippet.splitlines() == [
+        "import keras", "import keras_attn", f"model = keras.saving.load_model({output!r})"
+    ]
+    namespace = {}
+    exec(snippet, namespace)
+    np.testing.assert_array_equal(outputs(namespace["model"]), outputs(direct))
 
 
 def test_a_failed_verification_exits_3_and_says_what_differs(

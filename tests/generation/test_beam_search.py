@@ -206,6 +206,18 @@ def test_a_beam_width_below_one_is_an_error(num_beams):
         BeamSearch(num_beams)
 
 
+def test_more_beams_than_tokens_is_an_error_naming_both():
+    """A vocabulary of 6 tokens: 6 beams run, 7 cannot all be distinct."""
+    model = keras_attn.build_transformer_model(
+        dict(CONFIG, vocab_size=6), variant="bert", application="unilm"
+    )
+    assert model.generate([[2, 5]], 2, sampler=BeamSearch(num_beams=6)).shape == (1, 2)
+    with pytest.raises(ValueError, match=r"num_beams=7\).*vocab_size=6"):
+        model.generate([[2, 5]], 2, sampler=BeamSearch(num_beams=7))
+    with pytest.raises(ValueError, match=r"num_beams=7\).*vocab_size=6"):
+        AutoRegressiveDecoder(model, end_id=3, maxlen=2).beam_search([[2, 5]], topk=7)
+
+
 def test_bad_decoder_requests_are_errors():
     model = keras_attn.build_transformer_model(CONFIG, variant="bert", application="unilm")
     decoder = AutoRegressiveDecoder(model, end_id=3, maxlen=3)

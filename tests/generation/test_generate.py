@@ -236,6 +236,87 @@ def test_fractional_prompt_ids_are_refused_as_the_model_refuses_them(prompts):
     )
 
 
+@pytest.mark.parametrize(
+    "prompts, error, message",
+    [
+        ("hello", TypeError, "token ids, not text: received the str 'hello'"),
+        ([[2, 7], "hello"], TypeError, "Prompt 1 is the str 'hello'"),
+        ([[2, [5, 6]], [2, 7]], ValueError, r"Prompt 0's element 1 is \[5, 6\] \(list\)"),
+        ([2, [5, 6]], ValueError, r"mixes token ids and sequences: element 0 is 2, element 1 is \[5, 6\]"),
+        ([[2, 7], np.array([[2, 3], [4, 5]])], ValueError, r"Prompt 1 has shape \(2, 2\)"),
+        (
+            {"token_ids": np.array([[2, 3, 4]]), "padding_mask": np.array([[1, 1]])},
+            ValueError,
+            r"'padding_mask' has shape \(1, 2\), but 'token_ids' has shape \(1, 3\)",
+        ),
+        (
+            {"token_ids": np.array([[2, 3, 4]]), "padding_mask": np.array([1, 1, 1])},
+            ValueError,
+            r"'padding_mask' has shape \(3,\), but 'token_ids' has shape \(1, 3\)",
+        ),
+        ({"token_ids": [[2, 3], [2]]}, ValueError, "'token_ids' is ragged"),
+        ({"token_ids": np.array([2, 3])}, ValueError, r"\(batch, length\).*shape \(2,\)"),
+        (np.array([[2, 3], [2, 3, 4]], dtype=object), ValueError, r"numpy object array \(dtype=object, shape \(2,\)\)"),
+        (np.array([["a", "b"]]), ValueError, "integer token ids; received dtype <U1"),
+    ],
+)
+def test_malformed_prompts_are_named_errors(prompts, error, message):
+    """Prompts that are not token ids are refused naming the row, the
+    element or the shapes, not with numpy's message."""
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    with pytest.raises(error, match=message):
+        model.generate(prompts, 4)
+
+
+def test_prompts_of_every_accepted_form_generate_the_same():
+    """A prompt as a list, a tuple, a 1D array, a (1, length) array among
+    lists, or numpy integers gives the same tokens: the checks above refuse
+    only what is not a flat sequence of ids."""
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    expected = model.generate([[2, 7, 9], [2, 11]], 3)
+    for prompts in (
+        ([2, 7, 9], (2, 11)),
+        [np.array([2, 7, 9]), np.array([[2, 11]])],
+        [[np.int64(2), 7, 9], [2, np.int32(11)]],
+    ):
+        np.testing.assert_array_equal(model.generate(list(prompts), 3), expected)
+    np.testing.assert_array_equal(model.generate(np.array([2, 7, 9]), 3), expected[:1])
+
+
+def test_generating_over_many_prompt_buckets_logs_no_retracing_warning():
+    """Each prompt bucket (and batch size) compiles its own loop, once. On
+    TensorFlow, tf.function counted every loop's traces together (they
+    share one Python function), and the fifth program logged "triggered
+    tf.function retracing"; no warning may be logged or raised."""
+    import logging
+    import warnings
+
+    records = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    handler = Collect(level=logging.WARNING)
+    loggers = [logging.getLogger(), logging.getLogger("tensorflow")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # Buckets 8, 16 and 30 (32 positions less 2 new tokens), then two
+            # more batch sizes: five programs.
+            for prompts in ([[2] * 3], [[2] * 9], [[2] * 17], [[2] * 3] * 2, [[2] * 3] * 3):
+                generated = model.generate(prompts, 2)
+                assert generated.shape == (len(prompts), 2)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    messages = [record.getMessage() for record in records] + [str(w.message) for w in caught]
+    assert not [m for m in messages if "retracing" in m], messages
+
+
 def test_models_with_a_padding_mask_input_generate_as_their_full_pass():
     """Without pad ids to go by, prompt padding is the prompts' lengths: a
     UniLM source (seen bidirectionally) must not see the padding after it."""

@@ -2,6 +2,8 @@
 head added afterwards) train, adapters start as a no-op, save and load alone,
 merge into the kernels, and survive `.keras` saving."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -145,6 +147,50 @@ def test_adapter_loading_errors_name_the_variable_and_file(tmp_path):
         lora.load_lora_weights(model, str(tmp_path / "missing.npz"))
     with pytest.raises(ValueError, match="already has LoRA adapters of rank 4; received rank=2"):
         lora.enable_lora(model, 2)
+
+
+def test_load_accepts_the_path_save_accepted(tmp_path):
+    """`save_lora_weights(m, "adapters")` writes `adapters.npz` (NumPy's
+    rule); `load_lora_weights(m, "adapters")` reads it back."""
+    model = build("bert", "encoder")
+    lora.enable_lora(model, RANK)
+    randomize_adapters(model)
+    expected = to_numpy(model(inputs_for(model)))
+    written = lora.save_lora_weights(model, str(tmp_path / "adapters"))
+    randomize_adapters(model, seed=1)
+    assert np.abs(to_numpy(model(inputs_for(model))) - expected).max() > 1e-3
+    lora.load_lora_weights(model, str(tmp_path / "adapters"))
+    np.testing.assert_allclose(to_numpy(model(inputs_for(model))), expected, atol=1e-6)
+    assert written == str(tmp_path / "adapters.npz") and os.path.isfile(written)
+    with pytest.raises(FileNotFoundError, match=r"'.*other' or '.*other.npz'"):
+        lora.load_lora_weights(model, str(tmp_path / "other"))
+
+
+def test_unreadable_adapter_files_name_the_file_and_the_problem(tmp_path):
+    model = build("bert", "encoder")
+    lora.enable_lora(model, RANK)
+    path = str(tmp_path / "adapters.npz")
+    lora.save_lora_weights(model, path)
+    with open(path, "rb") as file:
+        data = file.read()
+
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"truncated.npz' is not a complete `.npz` archive"):
+        lora.load_lora_weights(model, str(truncated))
+
+    weights = str(tmp_path / "model.weights.h5")
+    model.save_weights(weights)
+    with pytest.raises(ValueError, match=r"model.weights.h5' is an HDF5 file.*load_weights"):
+        lora.load_lora_weights(model, weights)
+
+    # Every variable, but no scales.
+    with np.load(path) as archive:
+        without_alpha = {k: archive[k] for k in archive.files if not k.endswith("/lora_alpha")}
+    no_alpha = str(tmp_path / "no_alpha.npz")
+    np.savez(no_alpha, **without_alpha)
+    with pytest.raises(ValueError, match=r"no_alpha.npz' has no entry 'Transformer-0-\S+/lora_alpha'"):
+        lora.load_lora_weights(model, no_alpha)
 
 
 def test_merge_folds_adapters_into_kernels():

@@ -223,3 +223,80 @@ def test_rematch_covers_every_character_of_nfd_text(vocab_file, corpus, do_lower
         # Every character but whitespace belongs to a token.
         expected = [i for i, c in enumerate(text) if not c.isspace()]
         assert covered == expected, text
+
+
+def write_tokenizer_json(vocab_path, directory, lowercase):
+    """A WordPiece `tokenizer.json` written by the `tokenizers` package from
+    `vocab_path`'s tokens, with BERT's normalizer, pre-tokenizer and
+    `[CLS] A [SEP] B [SEP]` template."""
+    from tokenizers import Tokenizer as FastTokenizer
+    from tokenizers import models, normalizers, pre_tokenizers, processors
+
+    vocabulary = keras_attn.tokenizers.load_vocab(vocab_path)
+    fast = FastTokenizer(models.WordPiece(vocabulary, unk_token="[UNK]"))
+    fast.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    fast.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    fast.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocabulary["[CLS]"]), ("[SEP]", vocabulary["[SEP]"])],
+    )
+    path = directory / "tokenizer.json"
+    fast.save(str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("lowercase", [True, False], ids=["uncased", "cased"])
+def test_a_tokenizer_json_gives_transformers_ids(vocab_file, corpus, tmp_path, lowercase):
+    """`Tokenizer.from_file` on a WordPiece tokenizer.json (file or
+    directory without vocab.txt) equals transformers' fast tokenizer of the
+    same file, lowercasing as the file says."""
+    transformers = pytest.importorskip("transformers")
+    path = write_tokenizer_json(vocab_file, tmp_path, lowercase)
+    reference = transformers.PreTrainedTokenizerFast(tokenizer_file=path)
+    for ours in (keras_attn.Tokenizer.from_file(path), keras_attn.Tokenizer.from_file(tmp_path)):
+        assert ours.vocab_size == len(reference.get_vocab())
+        for text in PARITY_TEXTS + corpus[:300]:
+            assert ours.encode(text)[0] == reference(text)["input_ids"], text
+        for first, second in zip(corpus[:20], corpus[20:40]):
+            expected = reference(first, second, return_token_type_ids=True)
+            assert ours.encode(first, second) == (expected["input_ids"], expected["token_type_ids"])
+    # The case setting is the file's: "The" is a piece of the cased vocabulary.
+    assert (keras_attn.Tokenizer.from_file(path).tokenize("The")[1] == "The") is not lowercase
+
+
+def test_a_transformers_directory_without_vocab_txt(vocab_file, tmp_path):
+    """A directory as transformers' `save_pretrained` writes it, less its
+    vocab.txt: the tokenizer comes from its tokenizer.json."""
+    transformers = pytest.importorskip("transformers")
+    reference = bert_tokenizer_fast(vocab_file, do_lower_case=False)
+    reference.save_pretrained(str(tmp_path))
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        if (tmp_path / name).exists():
+            (tmp_path / name).unlink()
+    assert (tmp_path / "tokenizer.json").exists()
+    ours = keras_attn.Tokenizer.from_file(tmp_path)
+    assert ours.vocab_path == str(tmp_path / "tokenizer.json")
+    reloaded = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    for text in PARITY_TEXTS:
+        assert ours.encode(text)[0] == reloaded(text)["input_ids"], text
+
+
+def test_from_file_reads_vocab_txt_with_its_tokenizer_config(vocab_file, tmp_path):
+    (tmp_path / "vocab.txt").write_text(open(vocab_file, encoding="utf-8").read(), encoding="utf-8")
+    assert keras_attn.Tokenizer.from_file(tmp_path).tokenize("The")[1] == "the"
+    (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    assert keras_attn.Tokenizer.from_file(tmp_path).tokenize("The")[1] == "The"
+    assert keras_attn.Tokenizer.from_file(tmp_path, do_lower_case=True).tokenize("The")[1] == "the"
+
+
+def test_from_file_errors_name_the_path_and_what_is_missing(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"'.*empty' holds no tokenizer: neither a vocab.txt nor a tokenizer.json"):
+        keras_attn.Tokenizer.from_file(tmp_path / "empty")
+    bpe = tmp_path / "tokenizer.json"
+    bpe.write_text('{"model": {"type": "BPE", "vocab": {}, "merges": []}}')
+    with pytest.raises(ValueError, match=r"tokenizer.json' does not describe a WordPiece model.*'BPE'.*BpeTokenizer"):
+        keras_attn.Tokenizer.from_file(bpe)
+    bpe.write_text('{"model": {"type": "WordPiece", "vocab": {"[UNK]": 0}}, "normalizer": {"type": "NFC"}}')
+    with pytest.raises(ValueError, match=r"has the normalizer 'NFC'"):
+        keras_attn.Tokenizer.from_file(bpe)
