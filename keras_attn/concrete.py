@@ -32,6 +32,21 @@ def concrete_values(x):
     return np.asarray(keras.ops.convert_to_numpy(x))
 
 
+def first_invalid_label(labels, num_labels, checked):
+    """The first of numpy `labels` at the positions `checked` (a boolean
+    array of their shape) that is not an integer id in `[0, num_labels)`:
+    `(position, label, count)` with the position as a tuple of ints, the
+    label as an int (a float when fractional) and how many such labels
+    there are; None when every checked label is an id."""
+    bad = checked & ((labels < 0) | (labels >= num_labels) | (labels != np.floor(labels)))
+    if not bad.any():
+        return None
+    position = tuple(int(i) for i in np.argwhere(bad)[0])
+    label = labels[position]
+    label = int(label) if label == np.floor(label) else float(label)
+    return position, label, int(bad.sum())
+
+
 def static_dimension(dim):
     """`dim` as an `int` when it is a concrete integer, else None: `None`
     itself, a JAX symbolic dimension (under `jax2tf` export), a size traced

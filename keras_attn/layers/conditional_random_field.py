@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.concrete import concrete_values
+from keras_attn.concrete import first_invalid_label
 from keras_attn.layers.dot_product_attention import large_negative
 
 # A position whose emissions are all at or below this is padding. The layer
@@ -217,15 +218,13 @@ class ConditionalRandomField(keras.layers.Layer):
         labels, valid = concrete_values(y_true), concrete_values(mask)
         if labels is None or valid is None:
             return
-        bad = valid & ((labels < 0) | (labels >= self._num_labels) | (labels != np.floor(labels)))
-        if bad.any():
-            position = tuple(int(i) for i in np.argwhere(bad)[0])
-            label = labels[position]
-            label = int(label) if label == np.floor(label) else float(label)
+        invalid = first_invalid_label(labels, self._num_labels, valid)
+        if invalid:
+            position, label, count = invalid
             raise ValueError(
                 f"{type(self).__name__}: label {label} at position {position} (row, "
                 f"token) of `y_true` is not a label id in [0, num_labels="
-                f"{self._num_labels}) ({int(bad.sum())} such labels at real positions). "
+                f"{self._num_labels}) ({count} such labels at real positions). "
                 "Labels at padding positions are ignored: to leave a position out, mark "
                 "it as padding (the Keras mask of the emissions, e.g. "
                 "Embedding(mask_zero=True), or `mask=`) instead of giving it a label "

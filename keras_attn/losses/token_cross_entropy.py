@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.concrete import concrete_values
+from keras_attn.concrete import first_invalid_label
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -107,17 +108,13 @@ class TokenCrossEntropy(keras.losses.Loss):
         if values is None:
             return
         vocab_size = int(vocab_size)
-        bad = (values != self.ignore_id) & (
-            (values < 0) | (values >= vocab_size) | (values != np.floor(values))
-        )
-        if bad.any():
-            position = tuple(int(i) for i in np.argwhere(bad)[0])
-            label = values[position]
-            label = int(label) if label == np.floor(label) else float(label)
+        invalid = first_invalid_label(values, vocab_size, values != self.ignore_id)
+        if invalid:
+            position, label, count = invalid
             raise ValueError(
                 f"{type(self).__name__}: label {label} at position {position} of "
                 f"`y_true` is neither `ignore_id={self.ignore_id}` nor a vocabulary "
-                f"id in [0, {vocab_size}) ({int(bad.sum())} such labels in all). "
+                f"id in [0, {vocab_size}) ({count} such labels in all). "
                 "For Hugging Face's -100 convention pass `ignore_id=-100`."
             )
 
