@@ -12,6 +12,9 @@ from keras_attn.layers.dot_product_attention import large_negative
 # writes `large_negative(compute dtype)` there (at most -45850, float16's),
 # far below any real emission score.
 PADDING_THRESHOLD = -2e4
+# Added to the emission of a label `decode(starts=, ends=)` rules out: every
+# path through it scores below any allowed path.
+FORBIDDEN = -1e9
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -129,9 +132,9 @@ class ConditionalRandomField(keras.layers.Layer):
         `T[i, j]` the score of label `j` following label `i`."""
         return ops.cast(self._transitions, "float32") * float(self.lr_multiplier)
 
-    def call(self, inputs, mask=None, decode=False):
+    def call(self, inputs, mask=None, decode=False, starts=None, ends=None):
         if decode:
-            return self._viterbi(inputs, mask)
+            return self._viterbi(inputs, mask, starts, ends)
         if mask is None:
             return inputs
         mask = ops.cast(mask, "bool")[..., None]
@@ -141,20 +144,46 @@ class ConditionalRandomField(keras.layers.Layer):
     def compute_mask(self, inputs, mask=None):
         return None
 
-    def compute_output_spec(self, inputs, mask=None, decode=False):
+    def compute_output_spec(self, inputs, mask=None, decode=False, starts=None, ends=None):
         if decode:
             return keras.KerasTensor(inputs.shape[:-1], dtype="int32")
         return keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
 
-    def decode(self, emissions, mask=None):
+    def decode(self, emissions, mask=None, starts=None, ends=None):
         """Viterbi best label paths, int32 `(batch, length)`, 0 at padding.
 
         Padding comes from `mask` (`True` at real positions) when given, else
         from the emissions (the padding marks this layer writes). Works on
         arrays and, on a symbolic tensor, adds the decoding to a functional
         model (so it runs inside a jit-compiled `predict`).
+
+        `starts` and `ends` (label ids) constrain each row's first and last
+        real label to those labels: the best path among the paths that
+        begin in `starts` and end in `ends` (bert4keras's
+        `ViterbiDecoder(trans, starts=[0], ends=[0])`, which keeps the
+        label of `[CLS]` and `[SEP]` at "outside"). None: any label.
         """
-        return self(emissions, mask=mask, decode=True)
+        starts = self._label_set(starts, "starts")
+        ends = self._label_set(ends, "ends")
+        return self(emissions, mask=mask, decode=True, starts=starts, ends=ends)
+
+    def _label_set(self, labels, argument):
+        """`labels` as a sorted tuple of label ids, or None; a ValueError
+        naming `argument` for an empty or out-of-range set."""
+        if labels is None:
+            return None
+        labels = tuple(labels)
+        bad = [
+            label for label in labels
+            if isinstance(label, bool) or not isinstance(label, (int, np.integer))
+            or not 0 <= label < self._num_labels
+        ]
+        if not labels or bad:
+            raise ValueError(
+                f"{type(self).__name__}.decode: `{argument}` must be label ids in [0, "
+                f"num_labels={self._num_labels}), at least one; received {list(labels)}."
+            )
+        return tuple(sorted({int(label) for label in labels}))
 
     def negative_log_likelihood(self, y_true, emissions, mask=None):
         """`log Z - s(y_true)` per row, float32 `(batch,)`; 0 for a row with
@@ -263,8 +292,9 @@ class ConditionalRandomField(keras.layers.Layer):
             valid = ops.cast(mask, "bool")
         return ops.where(valid[..., None], emissions, 0.0), valid
 
-    def _viterbi(self, emissions, mask):
+    def _viterbi(self, emissions, mask, starts=None, ends=None):
         emissions, valid = self._emissions_and_mask(emissions, mask)
+        emissions = self._constrain_ends(emissions, valid, starts, ends)
         transitions = self.transitions
         num_labels = ops.shape(transitions)[0]
         stay = ops.arange(num_labels, dtype="int32")[None, :]
@@ -300,6 +330,29 @@ class ConditionalRandomField(keras.layers.Layer):
         earlier = scan_carries(backward, last, pointers, reverse=True)
         path = ops.transpose(ops.concatenate([earlier[1:], last[None]], axis=0), (1, 0))
         return ops.where(valid, path, 0)
+
+    def _constrain_ends(self, emissions, valid, starts, ends):
+        """`emissions` with a large negative score added to the labels
+        outside `starts` at each row's first real position and outside
+        `ends` at its last, so that Viterbi picks among the allowed paths."""
+        length = ops.shape(valid)[1]
+        positions = ops.arange(length, dtype="int32")[None, :]
+        for labels, edge in ((starts, "first"), (ends, "last")):
+            if labels is None:
+                continue
+            real = ops.cast(valid, "int32")
+            if edge == "first":
+                index = ops.argmax(real, axis=1)
+            else:
+                index = length - 1 - ops.argmax(ops.flip(real, axis=1), axis=1)
+            at_edge = ops.logical_and(
+                ops.equal(positions, ops.cast(index, "int32")[:, None]), valid
+            )
+            outside = np.ones((self._num_labels,), bool)
+            outside[list(labels)] = False
+            barred = ops.logical_and(at_edge[:, :, None], ops.convert_to_tensor(outside)[None, None])
+            emissions = ops.where(barred, emissions + FORBIDDEN, emissions)
+        return emissions
 
     def get_config(self):
         config = super().get_config()

@@ -95,12 +95,12 @@ def vocabulary_ids(tokens):
     return {token: i for i, token in enumerate(tokens) if token}
 
 
-def load_vocab(path, simplified=False, startswith=None):
+def load_vocab(path=None, simplified=False, startswith=None, *, dict_path=None):
     """bert4keras's `load_vocab`: the vocabulary of a BERT `vocab.txt`.
 
     Args:
         path: the `vocab.txt` (read by `load_vocabulary`, so ids are line
-            numbers).
+            numbers); bert4keras's keyword `dict_path` is the same.
         simplified: drop the tokens WordPiece can never produce from text,
             by bert4keras's rule: a token of more than one character (`##`
             included) whose characters after any `##` include a CJK
@@ -119,7 +119,14 @@ def load_vocab(path, simplified=False, startswith=None):
     Raises:
         ValueError: a `startswith` token the vocabulary lacks (named), or
             given twice.
+        TypeError: neither or both of `path` and `dict_path`.
     """
+    if (path is None) == (dict_path is None):
+        raise TypeError(
+            "load_vocab takes the vocabulary file once, as `path` or as bert4keras's "
+            f"`dict_path`; received path={path!r}, dict_path={dict_path!r}."
+        )
+    path = dict_path if path is None else path
     tokens = load_vocabulary(path)
     token_dict = vocabulary_ids(tokens)
     if not simplified:

@@ -38,7 +38,11 @@ def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embe
 
     Args:
         model: a `keras.Model` with a trainable embedding layer.
-        method: `"fgm"` or `"gradient_penalty"`.
+        method: `"fgm"` or `"gradient_penalty"`. bert4keras's positional
+            call, `adversarial_training(model, "Embedding-Token", 0.5)`
+            (its arguments are `model, embedding_name, epsilon`), is read
+            as such: a `method` that is no method but names a layer of
+            `model` is the `embedding_layer` of FGM.
         epsilon: the perturbation's norm (FGM) or the penalty's weight, a
             number >= 0.
         embedding_layer: the name of the layer whose `embeddings` table is
@@ -60,6 +64,14 @@ def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embe
     model.fit(x, y)
     ```
     """
+    if method not in METHODS and method in {layer.name for layer in model.layers}:
+        if embedding_layer != "Embedding-Token":
+            raise ValueError(
+                f"adversarial_training: `method={method!r}` names a layer (bert4keras's "
+                f"positional embedding_name) and `embedding_layer={embedding_layer!r}` "
+                "another; give the layer once, as `embedding_layer`."
+            )
+        method, embedding_layer = "fgm", method
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {list(METHODS)}; received {method!r}.")
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not epsilon >= 0:

@@ -71,6 +71,42 @@ def test_likelihood_and_viterbi_against_all_paths():
     np.testing.assert_allclose(float(to_numpy(crf.accuracy(labels, marked))), expected_accuracy, rtol=1e-6)
 
 
+@pytest.mark.parametrize("starts, ends", [([0], [0]), ([1, 2], None), (None, [2])])
+def test_decode_with_starts_and_ends_against_all_allowed_paths(starts, ends):
+    """bert4keras's `ViterbiDecoder(trans, starts, ends)`: the best path
+    among those whose first real label is in `starts` and last in `ends`,
+    for rows with pre padding, post padding, a hole and one real position."""
+    valid = np.array([[1, 1, 1, 1], [0, 1, 1, 1], [1, 1, 0, 0], [1, 0, 1, 1], [0, 0, 1, 0]], bool)
+    emissions = RNG.normal(size=(len(valid), 4, LABELS)).astype("float32") * 3
+    transitions = RNG.normal(size=(LABELS, LABELS)).astype("float32")
+    crf = crf_with_transitions(transitions)
+    paths = to_numpy(crf.decode(emissions, mask=valid, starts=starts, ends=ends))
+    constrained = 0
+    for row in range(len(valid)):
+        real = np.flatnonzero(valid[row])
+        best, best_score = None, -np.inf
+        for path in itertools.product(range(LABELS), repeat=len(real)):
+            if (starts is not None and path[0] not in starts) or (
+                ends is not None and path[-1] not in ends
+            ):
+                continue
+            score = sum(emissions[row, t, y] for t, y in zip(real, path)) + sum(
+                transitions[a, b] for a, b in zip(path[:-1], path[1:])
+            )
+            if score > best_score:
+                best, best_score = path, score
+        expected = np.zeros(4, "int64")
+        expected[real] = best
+        np.testing.assert_array_equal(paths[row], expected)
+        unconstrained = brute_force(emissions[row], transitions, np.zeros(4, int), valid[row])[2]
+        constrained += not np.array_equal(unconstrained, expected)
+    assert constrained > 0  # the constraint changed some row's best path
+    with pytest.raises(ValueError, match=r"`starts` must be label ids in \[0, num_labels=3\)"):
+        crf.decode(emissions, mask=valid, starts=[3])
+    with pytest.raises(ValueError, match="`ends` must be label ids"):
+        crf.decode(emissions, mask=valid, ends=[])
+
+
 def test_log_partition_is_stable_for_large_scores():
     emissions = np.array([[[400.0, 0.0, -400.0], [0.0, 500.0, 0.0]]], "float32")
     transitions = np.zeros((LABELS, LABELS), "float32")

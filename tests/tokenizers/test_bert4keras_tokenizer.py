@@ -120,6 +120,12 @@ def test_load_vocab_simplified_keeps_what_bert4keras_keeps(small_vocab):
     assert list(token_dict) == expected
     assert list(token_dict.values()) == list(range(len(expected)))
     assert keep_tokens == [ids[t] for t in expected]
+    # bert4keras's spelling, `dict_path=`, reads the same file.
+    assert keras_attn.load_vocab(dict_path=small_vocab, simplified=True, startswith=startswith) == (
+        token_dict, keep_tokens
+    )
+    with pytest.raises(TypeError, match="as `path` or as bert4keras's `dict_path`"):
+        keras_attn.load_vocab(small_vocab, dict_path=small_vocab)
     # The same through the reference rule.
     assert expected == startswith + [t for t in SPECIALS + WORDS if t not in startswith and not b4k_is_redundant(t)]
 

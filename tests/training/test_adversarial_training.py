@@ -92,6 +92,23 @@ def test_one_step_equals_the_numpy_reference(method, epsilon):
     np.testing.assert_allclose(logs["loss"], expected_loss, rtol=1e-4)
 
 
+def test_bert4keras_positional_call_is_fgm_on_that_layer():
+    """bert4keras's `adversarial_training(model, embedding_name, epsilon)`:
+    the same step as `method="fgm", embedding_layer=...`; the layer name
+    once read as `method` raised "must be one of"."""
+    keyword, positional, plain = (tiny_model(supports_jit()) for _ in range(3))
+    positional.set_weights(keyword.get_weights())
+    plain.set_weights(keyword.get_weights())
+    adversarial_training(keyword, method="fgm", epsilon=0.7, embedding_layer="Embedding-Token")
+    adversarial_training(positional, "Embedding-Token", 0.7)
+    for model in (keyword, positional, plain):
+        model.train_on_batch(TOKENS, TARGETS)
+    for a, b in zip(weights(keyword), weights(positional)):
+        np.testing.assert_array_equal(b, a)
+    # And it is not the plain step.
+    assert not np.allclose(weights(plain)[1], weights(positional)[1])
+
+
 def test_epsilon_zero_is_the_plain_step():
     plain, adversarial = tiny_model(supports_jit()), tiny_model(supports_jit())
     adversarial.set_weights(plain.get_weights())
