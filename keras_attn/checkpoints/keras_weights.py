@@ -75,14 +75,16 @@ def load_weights_file(model, path):
         expected = h5_datasets(own)
         missing = sorted(set(expected) - set(stored))
         common = sorted(set(expected) & set(stored))
-        model_names = h5_layer_names(own, missing + common)
-    mismatched = [
-        f"{name}: model expects {expected[name]}, file has {stored[name]}"
-        for name in sorted(set(expected) & set(stored))
-        if tuple(expected[name]) != tuple(stored[name])
-    ]
-    unused_paths = sorted(set(stored) - set(expected))
-    if missing or mismatched or unused_paths:
+        mismatched = [
+            f"{name}: model expects {expected[name]}, file has {stored[name]}"
+            for name in common
+            if tuple(expected[name]) != tuple(stored[name])
+        ]
+        unused_paths = sorted(set(stored) - set(expected))
+        refused = bool(missing or mismatched or unused_paths)
+        # The layer names are read only for a refusal's message.
+        model_names = h5_layer_names(own, missing + common) if refused else None
+    if refused:
         file_names = h5_layer_names(path, unused_paths + common)
         # Said only with a refusal: names alone may differ harmlessly
         # (layers Keras named automatically in another session).
