@@ -39,14 +39,9 @@ the applications `REFERENCES` lists:
 |------------------------|-------------|---------------------------------------------|
 | BERT, RoBERTa, ALBERT  | encoder     | `AutoModel`'s `last_hidden_state`           |
 | GPT-2                  | lm          | `AutoModelForCausalLM`'s `logits`           |
-| GPT-2                  | encoder     | `AutoModel`'s `last_hidden_state` (*)       |
+| GPT-2                  | encoder     | `AutoModel`'s `last_hidden_state`           |
 | T5, mT5                | seq2seq     | `AutoModelForSeq2SeqLM`'s `logits`          |
 | T5, mT5 (`t5_encoder`) | encoder     | `T5EncoderModel`'s `last_hidden_state`      |
-
-(*) This library's `"encoder"` application attends both ways, on GPT-2
-too; `transformers`' GPT-2 is given the same bidirectional mask (a 4D
-additive mask, which it applies as it is), so the comparison checks the
-weights, not the choice of mask.
 
 The last line says which of these ran.
 
@@ -63,7 +58,6 @@ import dataclasses
 import json
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -449,15 +443,6 @@ def _reference_output(reader, source, model, inputs, real, log):
         feed[ids_keyword] = torch.tensor(value, dtype=torch.long)
         if mask_keyword is not None:
             feed[mask_keyword] = torch.tensor(real[name], dtype=torch.long)
-    if family == "gpt2" and not model.template.causal:
-        # See the module docstring's (*): transformers' GPT-2 is causal
-        # unless given a 4D mask, which it adds to the scores as it is.
-        attends = torch.tensor(real["token_ids"])[:, None, None, :]
-        length = attends.shape[-1]
-        attends = attends.expand(-1, 1, length, length)
-        feed["attention_mask"] = torch.zeros(attends.shape).masked_fill(
-            ~attends, torch.finfo(torch.float32).min
-        )
     with torch.no_grad():
         output = getattr(reference(**feed), field).numpy()
     return f"transformers.{class_name}", field, output

@@ -246,7 +246,7 @@ def test_gpt2_directory(hf_gpt2_dir, tmp_path, capsys, format):
 
 
 def test_gpt2_encoder_application(hf_gpt2_dir, tmp_path, capsys):
-    # Our "encoder" attends both ways; transformers' GPT-2 is given that mask.
+    # GPT-2's encoder is causal, as transformers' GPT2Model.
     output = str(tmp_path / "encoder")
     assert main([hf_gpt2_dir, output, "--application", "encoder", "--quiet"]) == 0
     assert "transformers.AutoModel's last_hidden_state" in capsys.readouterr().out
