@@ -79,7 +79,7 @@ from common import encode_texts, labelled_lines, pretrained_directory, write_res
 
 def mean_pooling(encoder, pad_id):
     """`encoder`'s sequence output averaged over the real tokens."""
-    token_ids = encoder.input["token_ids"]
+    token_ids = encoder.inputs[0]
     real = keras.ops.cast(keras.ops.not_equal(token_ids, pad_id), encoder.output.dtype)
     real = keras.ops.expand_dims(real, -1)
     total = keras.ops.sum(encoder.output * real, axis=1)

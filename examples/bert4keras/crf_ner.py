@@ -61,7 +61,7 @@ def main(arguments):
     emissions = keras.layers.Dense(1 + 2 * len(TYPES), name="emissions")(encoder.output)
     crf = keras_attn.layers.ConditionalRandomField(lr_multiplier=100, name="crf")
     # [CLS], [SEP] and padding are not tagged.
-    characters = keras.ops.greater(encoder.input["token_ids"], 3)
+    characters = keras.ops.greater(encoder.inputs[0], 3)
     model = encoder.with_outputs(crf(emissions, mask=characters), name="tagger")
     jit = keras.config.backend() != "torch"
     model.compile(

@@ -79,7 +79,7 @@ def main(arguments):
         keras_attn.layers.EfficientGlobalPointer if arguments.efficient else keras_attn.layers.GlobalPointer
     )
     # Spans lie within the characters: [CLS], [SEP] and padding are masked.
-    characters = keras.ops.greater(encoder.input["token_ids"], 3)
+    characters = keras.ops.greater(encoder.inputs[0], 3)
     logits = pointer_cls(heads=len(TYPES), head_size=32, name="pointer")(encoder.output, mask=characters)
     model = encoder.with_outputs(logits, name="span_extractor")
     model.compile(

@@ -17,6 +17,7 @@ from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.output_mask import OutputMask
 from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.relative_position_bias import RelativePositionBias
+from keras_attn.layers.rms_normalization import RMSNormalization
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 from keras_attn.layers.sandwich_bias import SandwichBias
 from keras_attn.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding

@@ -53,6 +53,15 @@ class RelativePositionBias(keras.layers.Layer):
     >>> Linear()(x).shape  # (1, 1, length, length)
     """
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # The input's padding mask does not apply to a bias over positions:
+        # taken and dropped without Keras' warning.
+        self.supports_masking = True
+
+    def compute_mask(self, query, mask=None):
+        return None
+
     def bias(self, distance):
         raise NotImplementedError(
             f"{type(self).__name__} must define `bias(distance)`, returning the "

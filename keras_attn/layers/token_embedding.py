@@ -31,6 +31,16 @@ class TokenEmbedding(keras.layers.Embedding):
         reverse: project features onto the vocabulary instead of looking up.
     """
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A reverse projection keeps its features' Keras mask (the padding).
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        if keras.backend.is_float_dtype(inputs.dtype):
+            return mask  # reverse: the features' mask
+        return super().compute_mask(inputs, mask)
+
     def call(self, inputs, reverse=False):
         if reverse:
             return ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))

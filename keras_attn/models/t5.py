@@ -26,7 +26,7 @@ class T5(Transformer):
     - one token embedding (`Embedding-Token`) for the encoder, the decoder
       and (v1.0) the head; no absolute positions;
     - each stack's blocks are pre-norm, `x + Drop(f(RMSNorm(x)))`, with an
-      RMS norm without bias or mean (`keras.layers.RMSNormalization`), then
+      RMS norm without bias or mean (`keras_attn.layers.RMSNormalization`), then
       a final norm and dropout (`Encoder-Output-Norm`,
       `Decoder-Output-Norm`);
     - attention has no biases and no `1/sqrt(d)` scaling of the scores, and
@@ -95,7 +95,7 @@ class T5(Transformer):
     # Layers ----------------------------------------------------------------
 
     def norm(self, name):
-        return keras.layers.RMSNormalization(epsilon=self.norm_epsilon(), name=name)
+        return layers.RMSNormalization(epsilon=self.norm_epsilon(), name=name)
 
     def dropout(self, name):
         return keras.layers.Dropout(self.config.dropout_rate, name=name)
@@ -163,6 +163,7 @@ class T5(Transformer):
     def make_layers(self):
         config = self.config
         own = self.own
+        self.embedding_masks = {}
         self.embedding_layers = {
             "token": own(
                 layers.TokenEmbedding(
@@ -216,7 +217,9 @@ class T5(Transformer):
         and for generation (which encodes each source once)."""
         encoder = self.encoder_layers
         valid = masking.real_tokens(token_ids, self.config.pad_token_id, padding_mask)
-        hidden = encoder["dropout"](self.embedding_layers["token"](token_ids))
+        hidden = self.embedding_layers["token"](token_ids)
+        # The padding as the embeddings' Keras mask (see `embedding_mask`).
+        hidden = encoder["dropout"](self.embedding_mask(name="Encoder-Embedding-Mask")(hidden, mask=valid))
         distance_bias = encoder["position_bias"](hidden, by_distance=True)
         mask = ops.expand_dims(valid, 1)
         for block in self.encoder_blocks:
@@ -227,10 +230,14 @@ class T5(Transformer):
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
               positions=None, condition=None):
         """The decoder's embedding: the shared token embedding (and its
-        dropout in the full pass); positions enter through the bias."""
-        decoding = positions is not None
-        hidden = layer_caller(decoding)(self.embedding_layers["token"], token_ids)
-        return hidden if decoding else self.embedding_layers["dropout"](hidden)
+        dropout in the full pass); positions enter through the bias. In the
+        full pass `padding_mask` (the decoder's real tokens) rides on it as
+        its Keras mask."""
+        if positions is not None:
+            return layer_caller(True)(self.embedding_layers["token"], token_ids)
+        hidden = self.embedding_layers["token"](token_ids)
+        hidden = self.embedding_mask(name="Decoder-Embedding-Mask")(hidden, mask=padding_mask)
+        return self.embedding_layers["dropout"](hidden)
 
     def language_model_head(self, hidden, condition=None, decoding=False):
         """v1.0: `(h * d_model ** -0.5) E^T`; v1.1: `Decoder-Output-LM`."""
@@ -258,7 +265,7 @@ class T5(Transformer):
         )
         decoder_ids = inputs["decoder_token_ids"]
         decoder_valid = masking.real_tokens(decoder_ids, None, inputs.get("decoder_padding_mask"))
-        hidden = self.embed(decoder_ids)
+        hidden = self.embed(decoder_ids, padding_mask=decoder_valid)
         distance_bias = self.position_bias(hidden, by_distance=True)
         for block in self.blocks:
             hidden = block(

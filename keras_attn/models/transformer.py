@@ -433,6 +433,7 @@ class Transformer:
             role: self.own(layer) for role, layer in self.make_embedding_layers().items()
         }
         self.embedding_adds = {}
+        self.embedding_masks = {}
         if len(self.embedding_parts()) > 1:
             self.embedding_add()
         self.position_bias = self.own(self.make_position_bias())
@@ -605,6 +606,22 @@ class Transformer:
             )
         return self.embedding_adds[stream]
 
+    def embedding_mask(self, stream="", name=None):
+        """The `OutputMask` (`Embedding-Mask{stream}`) that puts the padding
+        on the summed embeddings as their Keras mask in the full pass. Keras
+        carries it through every layer after it (norms, attention, dropout,
+        residual adds, feed-forward, heads), so each named layer's output has
+        it, as bert4keras's had: a CRF or pooling on
+        `get_layer("Transformer-3-FeedForward-Norm").output` skips the
+        padding. (Keras' `Add` drops a mask that not all its inputs have, so
+        the mask goes on after the embeddings' sum, not on the token lookup.)
+        """
+        name = name or f"Embedding-Mask{stream}"
+        masks = vars(self).setdefault("embedding_masks", {})
+        if name not in masks:
+            masks[name] = self.own(layers.OutputMask(name=name))
+        return masks[name]
+
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
               positions=None, condition=None):
         """`Mapping(Dropout(LN(token + segment + position)))`, the mapping only
@@ -620,6 +637,8 @@ class Transformer:
         embedding_layers = self.embedding_layers
         decoding = positions is not None
         run = layer_caller(decoding)
+        if not decoding:
+            padding_mask = masking.real_tokens(token_ids, config.pad_token_id, padding_mask)
         embedded = [run(embedding_layers["token"], token_ids)]
         if "segment" in embedding_layers:
             if segment_ids is None or config.segment_vocab_size == 1:
@@ -631,11 +650,12 @@ class Transformer:
             if decoding:
                 embedded.append(run(position, token_ids, positions=positions))
             else:
-                padding_mask = masking.real_tokens(token_ids, config.pad_token_id, padding_mask)
                 embedded.append(position(token_ids, padding_mask=padding_mask))
         hidden = embedded[0]
         if len(embedded) > 1:
             hidden = run(self.embedding_add(stream), embedded)
+        if not decoding:
+            hidden = self.embedding_mask(stream)(hidden, mask=padding_mask)
         if embedding_layers["norm"] is not None:
             hidden = apply_norm(embedding_layers["norm"], hidden, condition, run)
         if not decoding:

@@ -70,11 +70,12 @@ class TransformerModel(keras.Model):
 
     def __init__(self, *args, input_contract=None, application=None, template=None,
                  transformer=None, **kwargs):
-        super().__init__(*args, **kwargs)
         if isinstance(input_contract, dict):
             input_contract = InputContract.from_config(input_contract)
         if input_contract is None:
             raise ValueError("TransformerModel needs an `input_contract`.")
+        args, kwargs = _positional_inputs(args, kwargs, input_contract)
+        super().__init__(*args, **kwargs)
         self.input_contract = input_contract
         self.application = application
         self._template = template
@@ -170,7 +171,19 @@ class TransformerModel(keras.Model):
         outputs = reloaded.serve({"token_ids": ids, "segment_ids": segments})
         ```
         """
-        if keras.config.backend() == "jax" and format == "tf_saved_model" and input_signature is None:
+        default_signature = input_signature is None
+        if default_signature:
+            # By name: the model's inputs are a list (see
+            # `_positional_inputs`), which Keras would export as positional.
+            input_signature = [
+                {
+                    tensor.name: keras.InputSpec(
+                        dtype=tensor.dtype, shape=(None, *tensor.shape[1:]), name=tensor.name
+                    )
+                    for tensor in self.inputs
+                }
+            ]
+        if keras.config.backend() == "jax" and format == "tf_saved_model" and default_signature:
             jax2tf_kwargs = dict(kwargs.pop("jax2tf_kwargs", None) or {})
             contract = self.input_contract
             jax2tf_kwargs.setdefault(
@@ -428,3 +441,27 @@ class _CheckedPyDataset(keras.utils.PyDataset):
 
     def on_epoch_end(self):
         self._dataset.on_epoch_end()
+
+
+def _positional_inputs(args, kwargs, contract):
+    """`(args, kwargs)` of a functional model's constructor with a dict of
+    inputs replaced by the list in the contract's positional order.
+
+    Keras orders a dict of inputs by sorted name, so `model.inputs` would be
+    `[segment_ids, token_ids]`, and `keras.Model(model.inputs, outputs)`, the
+    everyday bert4keras wrapper, would read bert4keras's `[token_ids,
+    segment_ids]` backwards. Built over a list in the order of
+    `InputContract.positional_names`, `model.inputs` (and `model.input`) is
+    that order, and calls by name still work: Keras maps a dict onto a list
+    of inputs by their names. Models saved with a dict of inputs load the
+    same way.
+    """
+    inputs = kwargs["inputs"] if "inputs" in kwargs else (args[0] if args else None)
+    if not isinstance(inputs, dict):
+        return args, kwargs
+    order = [name for name in contract.positional_names if name in inputs]
+    ordered = [inputs[name] for name in order]
+    ordered += [tensor for name, tensor in inputs.items() if name not in order]
+    if "inputs" in kwargs:
+        return args, {**kwargs, "inputs": ordered}
+    return (ordered, *args[1:]), kwargs

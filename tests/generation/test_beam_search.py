@@ -56,7 +56,7 @@ def reference_beam_search(model, prompts, max_new_tokens, num_beams, length_pena
                 ids[r * num_beams + k, : len(prompt) + len(generated)] = list(prompt) + generated
                 segments[r * num_beams + k, len(prompt) :] = 1 if unilm else 0
         inputs = {"token_ids": ids}
-        if "segment_ids" in model.input:
+        if "segment_ids" in model.input_contract.names:
             inputs["segment_ids"] = segments
         if condition is not None:
             inputs["condition"] = np.repeat(condition, num_beams, axis=0)

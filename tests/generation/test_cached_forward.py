@@ -122,7 +122,7 @@ def test_each_cached_step_equals_the_full_pass(variant, application, options, te
     ids = sequences(forward.pad_token_id)
     inputs = {"token_ids": ids}
     unilm = application == "unilm"
-    if "segment_ids" in model.input:
+    if "segment_ids" in model.input_contract.names:
         segments = np.zeros_like(ids)
         if unilm:
             segments[:, PROMPT:] = 1

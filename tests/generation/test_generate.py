@@ -55,7 +55,7 @@ def uncached_greedy(model, prompts, max_new_tokens, end_token_id=None, min_new_t
             if unilm:
                 segments[r, len(prompts[r]) :] = 1
         inputs = {"token_ids": ids}
-        if "segment_ids" in model.input:
+        if "segment_ids" in model.input_contract.names:
             inputs["segment_ids"] = segments
         inputs.update(extra_inputs or {})
         logits = to_numpy(model(inputs))

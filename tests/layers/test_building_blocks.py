@@ -33,6 +33,33 @@ def test_feed_forward(tmp_path):
     )
 
 
+def test_rms_normalization_carries_the_mask(tmp_path):
+    def numpy_reference(layer, inputs):
+        x = inputs["x"].astype(np.float64)  # Keras' RMSNormalization names it `x`
+        scale = to_numpy(layer.scale)
+        return x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + 1e-6) * scale
+
+    run_layer_test(
+        keras_attn.layers.RMSNormalization,
+        {"epsilon": 1e-6},
+        inputs={"x": RNG.normal(size=(2, 5, 6)).astype("float32")},
+        expected_output_shape=(2, 5, 6),
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+    # Keras' own layer drops the mask; this one passes it on.
+    token_ids = keras.Input((None,), dtype="int32")
+    hidden = keras.layers.Embedding(10, 4, mask_zero=True)(token_ids)
+    pooled = keras.layers.GlobalAveragePooling1D()(keras_attn.layers.RMSNormalization()(hidden))
+    model = keras.Model(token_ids, pooled)
+    ids = np.array([[3, 4, 0, 0]], "int32")
+    normed = keras.Model(token_ids, keras_attn.layers.RMSNormalization()(hidden))
+    # The normalisation has no weights that differ between the two layers
+    # (scale starts at one), so the masked mean of one equals the other's pooling.
+    values = to_numpy(normed(ids))
+    np.testing.assert_allclose(to_numpy(model(ids)), values[:, :2].mean(axis=1), atol=1e-6)
+
+
 def test_position_embedding(tmp_path):
     def numpy_reference(layer, inputs):
         return to_numpy(layer.embeddings)[2:7][None]

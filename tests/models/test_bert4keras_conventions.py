@@ -13,7 +13,15 @@ import pytest
 import keras_attn
 from keras_attn.models.input_contract import InputError
 from tests.harness import BACKEND
+from keras_attn.models import VARIANTS
 from tests.harness import to_numpy
+
+# One application per variant, read at collection (tests registering variants
+# of their own add none).
+VARIANTS_AT_COLLECTION = dict(VARIANTS)
+REGISTERED_APPLICATIONS = {
+    name: variant.applications[0] for name, variant in VARIANTS_AT_COLLECTION.items()
+}
 
 VOCAB = 30
 TINY = dict(
@@ -62,6 +70,45 @@ def test_list_inputs_equal_dict_inputs_in_every_entry(bert):
     np.testing.assert_allclose(bert.predict(inputs, verbose=0), expected, atol=1e-5)
     symbolic = [keras.Input((None,), dtype="int32"), keras.Input((None,), dtype="int32")]
     assert tuple(bert(symbolic).shape) == (None, None, 16)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS_AT_COLLECTION))
+def test_wrapped_model_takes_lists_in_the_order_of_model_inputs(variant):
+    """bert4keras's everyday `keras.Model(bert.inputs, f(bert.output))`,
+    called with `[token_ids, segment_ids, ...]`, reads them in that order:
+    `model.inputs` is the documented positional order (Keras' own order for
+    a dict of inputs, sorted by name, would put `segment_ids` first). And
+    every inner layer's output carries the padding mask."""
+    from tests.models.test_variants import CONFIG
+    from tests.models.test_variants import VARIANT_FIELDS
+    from tests.models.test_variants import inputs_for
+
+    application = REGISTERED_APPLICATIONS[variant]
+    for padding_mask_input in (False, True):
+        model = keras_attn.build_transformer_model(
+            dict(CONFIG, **VARIANT_FIELDS.get(variant, {})), variant=variant,
+            application=application, padding_mask_input=padding_mask_input,
+        )
+        names = [tensor.name for tensor in model.inputs]
+        contract = model.input_contract
+        assert names == [name for name in contract.positional_names if name in contract.names]
+        assert names[0].endswith("token_ids")
+        inputs = inputs_for(model)
+        if padding_mask_input:
+            for name in [name for name in names if name.endswith("padding_mask")]:
+                ids = inputs[name.replace("padding_mask", "token_ids")]
+                inputs[name] = (ids != 0).astype("int32")
+        first = None if not isinstance(model.output, dict) else sorted(model.output)[0]
+        output = model.output if first is None else model.output[first]
+        wrapped = keras.Model(model.inputs, keras.layers.Activation("tanh")(output))
+        direct = model(inputs)
+        expected = np.tanh(to_numpy(direct if first is None else direct[first]))
+        np.testing.assert_allclose(to_numpy(wrapped(inputs)), expected, atol=1e-5)  # by name
+        by_list = to_numpy(wrapped([inputs[name] for name in names]))
+        np.testing.assert_allclose(by_list, expected, atol=1e-5)
+        # The same list through `model.input` (also a list now).
+        assert [tensor.name for tensor in model.input] == names
+        assert_inner_layers_carry_the_mask(model)
 
 
 def test_list_inputs_in_fit_evaluate_and_datasets():
@@ -223,6 +270,53 @@ def test_outputs_carry_the_padding_mask(padding_mask_input, tmp_path):
     reloaded = keras.saving.load_model(path)
     pooled = keras.layers.GlobalAveragePooling1D()(reloaded.output["sequence_output"])
     np.testing.assert_allclose(to_numpy(reloaded.with_outputs(pooled)(inputs)), expected, atol=1e-5)
+
+
+# Layers whose outputs are not the padded hidden states: the embedding
+# lookups and their sum (the mask goes on after it, `Embedding-Mask`), the
+# attention mask and the position biases.
+UNMASKED = ("Embedding-Token", "Embedding-Segment", "Embedding-Position", "Embedding-Add",
+            "Attention-Mask", "Position-Bias", "Embedding-Relative-Position")
+
+
+def assert_inner_layers_carry_the_mask(model):
+    """Every layer's sequence output, bar those in `UNMASKED`, has a Keras
+    mask (bert4keras carried it through every layer)."""
+    checked = []
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.InputLayer) or any(
+            part in layer.name for part in UNMASKED
+        ):
+            continue
+        for node in layer._inbound_nodes:
+            for output in keras.tree.flatten(node.output_tensors):
+                if len(output.shape) >= 3:
+                    assert getattr(output, "_keras_mask", None) is not None, layer.name
+                    checked.append(layer.name)
+    assert any("FeedForward-Norm" in name for name in checked)
+
+
+def test_crf_on_an_inner_layer_sees_the_padding():
+    """bert4keras's `get_layer("Transformer-%d-FeedForward-Norm").output`
+    under a CRF: the mask comes with the layer's output, so the CRF equals
+    the CRF given the mask explicitly, and pooling averages real tokens."""
+    model = build(dict(num_hidden_layers=2), padding_mask_input=True)
+    token_ids, segment_ids = token_and_segment_ids()
+    keep = token_ids != 0
+    keep[1, 5] = False  # padding other than the pad id: the explicit mask decides
+    inputs = [token_ids, segment_ids, keep.astype("int32")]
+    inner = model.get_layer("Transformer-0-FeedForward-Norm").output
+    emissions = keras.layers.Dense(3, name="emissions")(inner)
+    crf = keras_attn.layers.ConditionalRandomField(name="crf")
+    explicit_mask = keras.ops.cast(model.inputs[2], "bool")
+    implicit = model.with_outputs(crf(emissions))
+    explicit = model.with_outputs(crf(emissions, mask=explicit_mask))
+    found = to_numpy(implicit(inputs))
+    np.testing.assert_allclose(found, to_numpy(explicit(inputs)), atol=1e-6)
+    assert np.all(found[~keep] < -1e3) and np.all(np.abs(found[keep]) < 1e3)
+    pooled = model.with_outputs(keras.layers.GlobalAveragePooling1D()(inner))
+    hidden = to_numpy(model.with_outputs(inner)(inputs))
+    np.testing.assert_allclose(to_numpy(pooled(inputs)), masked_mean(hidden, keep), atol=1e-5)
 
 
 def test_mlm_logits_carry_the_mask():

@@ -348,7 +348,7 @@ def test_symbolic_batch_dimension_is_unknown(variant):
     head = keras.layers.Dense(3)(model.output["pooled_output"])
     classifier = keras.Model(model.input, head)
     token_ids = ids(batch=3, low=2)
-    inputs = {name: (token_ids if name == "token_ids" else np.zeros_like(token_ids)) for name in model.input}
+    inputs = {name: (token_ids if name == "token_ids" else np.zeros_like(token_ids)) for name in model.input_contract.names}
     assert tuple(to_numpy(classifier(inputs)).shape) == (3, 3)
 
 

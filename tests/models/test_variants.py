@@ -66,7 +66,7 @@ def inputs_for(model):
         # An encoder-decoder: a padded source, and a target of its own length.
         return {"encoder_token_ids": token_ids, "decoder_token_ids": token_ids[::-1, :5]}
     inputs = {"token_ids": token_ids}
-    if "segment_ids" in model.input:
+    if "segment_ids" in model.input_contract.names:
         inputs["segment_ids"] = segment_ids
     return inputs
 
