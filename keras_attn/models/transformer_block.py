@@ -1,5 +1,7 @@
 """One Transformer block, the same code for the full pass and a decoding step."""
 
+from keras import ops
+
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
 from keras_attn.layers.direct_call import keras_call
 from keras_attn.layers.direct_call import layer_caller
@@ -184,7 +186,10 @@ class TransformerBlock:
                     cache=cache, cache_step=cache_step,
                 )
                 return attended
-            arguments = {"attention_mask": attention_mask, "distance_bias": distance_bias}
+            arguments = {
+                "attention_mask": attention_mask, "distance_bias": distance_bias,
+                "query_mask": every_query(x),
+            }
             if value is not None:
                 arguments["value"] = value
             if use_causal_mask:
@@ -196,7 +201,10 @@ class TransformerBlock:
                 return self.cross_attention.attend_projected(
                     x, encoder_output, attention_mask=encoder_mask
                 )
-            return run(self.cross_attention, x, value=encoder_output, attention_mask=encoder_mask)
+            return run(
+                self.cross_attention, x, value=encoder_output, attention_mask=encoder_mask,
+                query_mask=every_query(x),
+            )
 
         hidden = residual(
             self.attention_norm, self.attention_dropout, self.attention_add, hidden,
@@ -219,6 +227,19 @@ class TransformerBlock:
         )
         hidden = norm(self.feed_forward_output_norm, hidden)
         return (hidden, cache) if decoding else hidden
+
+
+def every_query(hidden):
+    """An all-true `query_mask` for `hidden` `(batch, length, width)`.
+
+    In the full pass the hidden states carry the padding as their Keras mask
+    (`Transformer.embedding_mask`), and Keras would fill an attention layer's
+    `query_mask` from it, masking the padded query rows. The blocks take the
+    padding through `attention_mask` (the keys) and compute padded rows as
+    the reference implementations do, so they pass this instead: the same
+    numbers as before the mask was carried, at padded positions too.
+    """
+    return ops.ones_like(hidden[..., 0], dtype="bool")
 
 
 def apply_norm(layer, hidden, condition=None, run=keras_call):
