@@ -53,7 +53,12 @@ class TransformerModel(keras.Model):
 
     If anything raises inside `fit`, `evaluate` or `predict`, the model keeps
     its weights (on JAX, Keras detaches them while a compiled loop runs; they
-    are re-attached, with the progress of the completed steps).
+    are re-attached, with the progress of the completed steps). On JAX,
+    variables sharing one array (Keras' EMA leaves each weight and its
+    average so, after `fit` and `SwapEMAWeights(swap_on_epoch=True)`'s last
+    epoch) get their own copies before each loop, which would otherwise
+    delete the shared array (`predict` then `save_weights` failed with
+    "Array has been deleted").
 
     Args:
         inputs, outputs, name: those of a functional `keras.Model`.
@@ -283,14 +288,19 @@ class TransformerModel(keras.Model):
 
     @contextlib.contextmanager
     def _keeping_weights(self):
-        """On JAX, re-attaches the variables Keras detached for a compiled
-        loop when that loop raises."""
+        """On JAX, gives variables that share an array their own copies
+        before a compiled loop (which donates the arrays it takes), and
+        re-attaches the variables Keras detached for the loop when it
+        raises."""
         if keras.config.backend() != "jax":
             yield
             return
         variables = list(self.variables) + list(self.metrics_variables)
         if getattr(self, "optimizer", None) is not None:
             variables += list(self.optimizer.variables)
+        # Keras' EMA leaves weights and their averages sharing arrays, which
+        # the loop would donate (see keras_internals.unshare_jax_values).
+        keras_internals.unshare_jax_values(variables)
         saved = [variable.value for variable in variables]
         try:
             yield
