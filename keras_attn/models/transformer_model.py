@@ -41,6 +41,11 @@ class TransformerModel(keras.Model):
       compiled step, where XLA's gather would clamp it silently and JAX
       would return NaN.
 
+    Batches of a generator or `keras.utils.PyDataset` may hold Python lists
+    (bert4keras's `[token_ids, segment_ids], labels`) on every backend: the
+    inputs become a dict by name and lists in the targets tuples, which
+    Keras' TensorFlow trainer (through `tf.data`) requires.
+
     `predict` on batches of different lengths (a `tf.data` `padded_batch`
     without `padded_shapes`) returns a `tf.RaggedTensor` on TensorFlow; on
     JAX and torch Keras cannot concatenate such outputs, and the error says
@@ -353,10 +358,22 @@ def _features(batch):
 
 
 def _with_checked_features(batch, check):
-    """`batch` with its model inputs replaced by `check(inputs)`."""
+    """`batch` with its model inputs replaced by `check(inputs)` (a dict by
+    name) and every list in its targets and sample weights a tuple: Keras'
+    TensorFlow trainer reads a `PyDataset` or generator through `tf.data`,
+    which refuses Python lists, while JAX and torch take them; a tuple
+    reads as the list did on all three."""
     if isinstance(batch, tuple):
-        return (check(batch[0]),) + tuple(batch[1:])
+        return (check(batch[0]),) + tuple(_lists_as_tuples(part) for part in batch[1:])
     return check(batch)
+
+
+def _lists_as_tuples(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_lists_as_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _lists_as_tuples(item) for key, item in value.items()}
+    return value
 
 
 def _checked_dataset(dataset, contract):
