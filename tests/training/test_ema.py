@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.preprocessing import DataGenerator
 from tests.harness import to_numpy
 
 VOCAB = 50
@@ -71,7 +72,13 @@ def test_ema_fit_with_predicting_and_saving_callback(swap_first, tmp_path):
     saver = PredictThenSave(inputs, tmp_path)
     swap = keras.callbacks.SwapEMAWeights(swap_on_epoch=True)
     callbacks = [swap, saver] if swap_first else [saver, swap]
-    model.fit(inputs, labels, batch_size=4, epochs=2, callbacks=callbacks, verbose=0)
+    # From a PyDataset, as the failing GlobalPointer training.
+    examples = [
+        ({name: values[row] for name, values in inputs.items()}, labels[row])
+        for row in range(len(labels))
+    ]
+    train = DataGenerator(examples, batch_size=4, seed=0)
+    model.fit(train, epochs=2, callbacks=callbacks, verbose=0)
     assert len(saver.saved) == 2
 
     # Keras' contract: after fit the weights are their moving averages.
