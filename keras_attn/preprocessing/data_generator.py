@@ -123,7 +123,10 @@ class DataGenerator(keras.utils.PyDataset):
                         "every example must give the same structure."
                     )
             if isinstance(first, dict):
-                return {key: self._stack([field[key] for field in fields], f"{where}[{key!r}]") for key in first}
+                return {
+                    key: self._stack([field[key] for field in fields], f"{where}[{key!r}]")
+                    for key in first
+                }
             return tuple(
                 self._stack([field[position] for field in fields], f"{where}[{position}]")
                 for position in range(len(first))
