@@ -25,9 +25,9 @@ class SpTokenizer(BaseTokenizer):
     - `pre_tokenize(text)` returns a list of words; SentencePiece encodes
       `" ".join(words)` instead of `text` (a Chinese word segmenter, or a
       rewrite of characters the model has no piece for: CPM turns `"\n"`
-      into `"\u2583"`). `tokenize`, `encode` and `rematch` all see it;
-      `rematch` then raises (the tokens come from the rewritten text, not
-      from `text`), and `decode` returns the rewritten text.
+      into `"\u2583"`). `tokenize` and `encode` use it; `rematch` raises
+      (the tokens come from the rewritten text, not from `text`), and
+      `decode` returns the rewritten text.
     - `token_translate` maps tokens SentencePiece produces to other pieces
       of the model, after SentencePiece and before ids: `{"\u2583": "<cls>"}`
       encodes every `"\u2583"` piece as the id of `<cls>`. `decode` maps
