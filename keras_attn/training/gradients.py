@@ -60,13 +60,22 @@ _GRADIENTS = {
 
 
 def table_gradient(
-    model, compute_loss, embeddings, x, y, sample_weight, training=True, differentiable=False
+    model,
+    compute_loss,
+    embeddings,
+    x,
+    y,
+    sample_weight,
+    training=True,
+    differentiable=False,
+    table=None,
 ):
     """The gradient of `compute_loss` (the model's own, as Keras' step
     computes it) with respect to the variable `embeddings`, dense, at the
     current variable values: inside a `keras.StatelessScope` (JAX's
     stateless step) those of the scope, so the result is differentiable by
-    an enclosing gradient of them."""
+    an enclosing gradient of them. `table`: the table's value to take it
+    at instead of its current one (the other variables stay)."""
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
     metrics = [(v, v.value) for v in model.metrics_variables]
@@ -82,7 +91,7 @@ def table_gradient(
                 x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
             )
 
-    return gradient(loss_at, trainable[index], differentiable)
+    return gradient(loss_at, trainable[index] if table is None else table, differentiable)
 
 
 @contextlib.contextmanager
