@@ -39,11 +39,14 @@ def virtual_adversarial_training(
     which reads here as `model_vat = keras.Model(model.inputs,
     model.outputs)`, compiled, then this function on it, and
     `model_vat.train_on_batch(unlabeled_x)` after each supervised batch. Any
-    labels given are ignored; sample weights weight the loss.
+    labels given are ignored (`fit(x)` needs none); sample weights weight
+    the loss.
 
     Each step computes the model's predictions once and its loss
     `iterations + 1` times. The change lives on this model instance (its
-    `train_step`); `compile` may come before or after, and `.keras` files do
+    `train_step`, and its `compute_loss` takes the predictions as the
+    targets of a batch without labels, so `evaluate(x)` reports 0);
+    `compile` may come before or after, and `.keras` files do
     not store it.
 
     Args:
@@ -88,6 +91,7 @@ def virtual_adversarial_training(
     else:
         step = _stateful_step(model, compute_loss, embeddings, settings, seed)
     model.train_step = step
+    model.compute_loss = _loss_without_labels(compute_loss)
     model._adversarial_method = "vat"
     # A train function made before this call would keep the plain step.
     model.train_function = None
@@ -147,6 +151,20 @@ def virtual_adversarial_perturbation(
         ops.cast(direction, embeddings.dtype), float(epsilon), float(xi), int(iterations),
     )
     return np.asarray(ops.convert_to_numpy(delta))
+
+
+def _loss_without_labels(compute_loss):
+    """Batches without labels (`fit(x)`, and Keras' symbolic build of the
+    loss before the first step) take the predictions as their targets."""
+
+    def loss(x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if y is None:
+            y = keras.tree.map_structure(ops.stop_gradient, y_pred)
+        return compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
+
+    return loss
 
 
 def _check_arguments(epsilon, xi, iterations):
