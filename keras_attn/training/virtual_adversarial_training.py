@@ -40,7 +40,8 @@ def virtual_adversarial_training(
     model.outputs)`, compiled, then this function on it, and
     `model_vat.train_on_batch(unlabeled_x)` after each supervised batch. Any
     labels given are ignored (`fit(x)` needs none); sample weights weight
-    the loss.
+    the loss. The weight of this term against the supervised loss is the
+    second model's own optimizer (its learning rate), as in the script.
 
     Each step computes the model's predictions once and its loss
     `iterations + 1` times. The change lives on this model instance (its
@@ -175,7 +176,8 @@ def _check_arguments(epsilon, xi, iterations):
         raise ValueError(f"`epsilon` must be a number >= 0; received {epsilon!r}.")
     if not number(xi) or not xi > 0:
         raise ValueError(f"`xi` must be a number > 0; received {xi!r}.")
-    if isinstance(iterations, bool) or not isinstance(iterations, numbers.Integral) or iterations < 0:
+    integral = isinstance(iterations, numbers.Integral) and not isinstance(iterations, bool)
+    if not integral or iterations < 0:
         raise ValueError(f"`iterations` must be an int >= 0; received {iterations!r}.")
 
 

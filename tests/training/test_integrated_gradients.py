@@ -62,7 +62,9 @@ def test_gradients_equal_central_differences(model):
         direction = np.random.default_rng(seed).normal(size=table.shape)
         # Richardson's extrapolation of two steps: an error of order step**4,
         # so a step large enough for float32's rounding (1e-3 of it, 1e-2).
-        numeric = (4 * central_difference(direction, 5e-3) - central_difference(direction, 1e-2)) / 3
+        numeric = (
+            4 * central_difference(direction, 5e-3) - central_difference(direction, 1e-2)
+        ) / 3
         analytic = np.einsum("btw,btw->b", gradients, direction[TOKENS])
         np.testing.assert_allclose(analytic, numeric, rtol=1e-3, atol=3e-4)
 
