@@ -207,6 +207,33 @@ def signature_docstring_pairs(min_words=3):
     return pairs
 
 
+def docstring_title_pairs(min_title_words=3, min_body_words=8):
+    """`(module, body, title)` for every documented module, class and
+    function of the standard library whose docstring is a first line, a
+    blank line and a body (PEP 257's shape): `title` is the first line (at least `min_title_words` words),
+    `body` the rest with its whitespace collapsed to single spaces (at least
+    `min_body_words` words); `module` as in `signature_docstring_pairs`.
+    Docstrings that appear twice (copied methods) are kept once."""
+    root = standard_library_root()
+    pairs, seen = [], set()
+    for path, tree in parsed_files():
+        module = os.path.relpath(path, root).split(os.sep)[0].removesuffix(".py")
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            doc = ast.get_docstring(node)
+            if not doc or doc in seen:
+                continue
+            lines = doc.strip().splitlines()
+            if len(lines) < 3 or lines[1].strip():
+                continue  # no blank line: the first sentence may go on
+            title, body = lines[0].strip(), " ".join(" ".join(lines[2:]).split())
+            if len(title.split()) >= min_title_words and len(body.split()) >= min_body_words:
+                seen.add(doc)
+                pairs.append((module, body, title))
+    return pairs
+
+
 def split_by_module(pairs, fraction, seed=0):
     """Whole top-level modules held out until they hold `fraction` of the
     pairs, so no held-out signature shares a module with training."""
@@ -252,6 +279,30 @@ def rouge_l(prediction, reference):
     return 2 * precision * recall / (precision + recall)
 
 
+def rouge_n(prediction, reference, n):
+    """ROUGE-N F1: from the n-grams the two word lists share (counted with
+    multiplicity)."""
+    def grams(words):
+        return Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+
+    predicted, expected = grams(prediction), grams(reference)
+    common = sum((predicted & expected).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / sum(predicted.values()), common / sum(expected.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def rouge_scores(predictions, references):
+    """Mean ROUGE-1, ROUGE-2 and ROUGE-L F1 of whitespace-split texts."""
+    words = [(p.split(), r.split()) for p, r in zip(predictions, references)]
+    return {
+        "rouge_1": float(np.mean([rouge_n(p, r, 1) for p, r in words])),
+        "rouge_2": float(np.mean([rouge_n(p, r, 2) for p, r in words])),
+        "rouge_l": float(np.mean([rouge_l(p, r) for p, r in words])),
+    }
+
+
 def score(predictions, references):
     words = [(p.split(), r.split()) for p, r in zip(predictions, references)]
     return {
@@ -259,6 +310,18 @@ def score(predictions, references):
         "rouge_l": float(np.mean([rouge_l(p, r) for p, r in words])),
         "exact_match": float(np.mean([p == r for p, r in words])),
     }
+
+
+def unilm_targets(token_ids, segment_ids, ignore_id=0):
+    """UniLM seq2seq targets for `[CLS] source [SEP] target [SEP]`: at
+    position i the token at i + 1 where that token is in segment 1, else
+    `ignore_id`, so a loss that ignores it counts the target tokens and
+    their final [SEP] only (bert4keras's `CrossEntropy` masked by the
+    segment ids)."""
+    token_ids, segment_ids = np.asarray(token_ids), np.asarray(segment_ids)
+    targets = np.full_like(token_ids, ignore_id)
+    targets[:, :-1] = np.where(segment_ids[:, 1:] == 1, token_ids[:, 1:], ignore_id)
+    return targets
 
 
 def nearest_neighbour(train_sources, train_targets, test_sources):

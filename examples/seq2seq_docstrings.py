@@ -55,7 +55,7 @@ import numpy as np  # noqa: E402
 import keras_attn  # noqa: E402
 from common import Timer, compile_model, docstring_lines, nearest_neighbour, score  # noqa: E402
 from common import signature_docstring_pairs, split_by_module  # noqa: E402
-from common import train_vocabulary, windows, write_results  # noqa: E402
+from common import train_vocabulary, unilm_targets, windows, write_results  # noqa: E402
 from keras_attn.generation import CachedForward  # noqa: E402
 
 MAXLEN = 48  # [CLS] signature [SEP] summary [SEP]
@@ -92,9 +92,7 @@ def seq2seq_arrays(tokenizer, pairs):
         ids = source_ids + target_ids[1:]  # the target without its [CLS]
         token_ids[row, : len(ids)] = ids
         segment_ids[row, len(source_ids) : len(ids)] = 1
-    targets = np.zeros_like(token_ids)
-    targets[:, :-1] = np.where(segment_ids[:, 1:] == 1, token_ids[:, 1:], 0)
-    return {"token_ids": token_ids, "segment_ids": segment_ids}, targets
+    return {"token_ids": token_ids, "segment_ids": segment_ids}, unilm_targets(token_ids, segment_ids)
 
 
 # Part 1: seq2seq -------------------------------------------------------------

@@ -8,6 +8,7 @@ from keras_attn import layers
 from keras_attn import lora
 from keras_attn import losses
 from keras_attn import optimizers
+from keras_attn import preprocessing
 from keras_attn import samplers
 from keras_attn import training
 from keras_attn.generation import AutoRegressiveDecoder
@@ -66,6 +67,7 @@ __all__ = [
     "load_vocab",
     "losses",
     "optimizers",
+    "preprocessing",
     "register_variant",
     "samplers",
     "sequence_padding",

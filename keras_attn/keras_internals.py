@@ -116,6 +116,35 @@ def end_interrupted_jax_loop(model):
     model._jax_state_synced = True
 
 
+def unshare_jax_values(variables):
+    """On JAX, gives each variable of `variables` whose array another one
+    also holds a copy of its own, so that a compiled loop, which donates
+    (deletes) the arrays it is given, cannot delete the array of a variable
+    it was not given or donate one array twice.
+
+    On JAX `a.assign(b)` stores `b`'s array itself in `a` (Keras 3.15.1's
+    `convert_to_tensor` returns a JAX array unchanged). Keras' EMA does so:
+    `Optimizer.finalize_variable_values` at the end of `fit` and
+    `SwapEMAWeights._finalize_ema_values` at the last epoch's end assign
+    each weight to its average or back. The next `predict` then donates the
+    weight's array and deletes the average's, and `save_weights` (which
+    saves the optimizer too) fails with "Array has been deleted"; the next
+    `fit` donates the one array twice and fails.
+
+    Uses `Variable._value` to skip the variables a running loop has
+    detached (their public `value` would call the initializer).
+    """
+    holders = {}
+    for variable in {id(variable): variable for variable in variables}.values():
+        value = variable._value
+        if value is None:
+            continue
+        if id(value) in holders:
+            variable.assign(keras.ops.copy(value))
+        else:
+            holders[id(value)] = variable
+
+
 def reattach_jax_values(variables, values):
     """On JAX, gives each variable of `variables` that a compiled loop left
     without a value (it detaches them while it runs) its value in `values`.

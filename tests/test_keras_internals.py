@@ -207,3 +207,25 @@ def test_jax_state_and_value_are_the_loop_state_and_detached_values():
             "Variable", "_value", "reattach_jax_values", "setting it no longer reattaches"
         ),
     )
+
+
+@jax_only
+def test_assign_shares_the_array_and_unshare_jax_values_copies_it():
+    first = keras.Variable(np.zeros((2, 2), "float32"))
+    second = keras.Variable(np.arange(4, dtype="float32").reshape(2, 2))
+    detached = keras.Variable(np.ones((2,), "float32"))
+    first.assign(second)
+    # What unshare_jax_values exists for; if Keras starts copying on assign
+    # the function is no longer needed (and harmless).
+    shared = first._value is second._value
+    detached._value = None  # as a compiled loop leaves it
+    keras_internals.unshare_jax_values([first, second, detached, first])
+    assert first._value is not second._value, changed(
+        "Variable", "_value", "unshare_jax_values", "a copy is not stored there"
+    )
+    assert detached._value is None
+    np.testing.assert_array_equal(np.asarray(first.value), np.arange(4).reshape(2, 2))
+    np.testing.assert_array_equal(np.asarray(second.value), np.arange(4).reshape(2, 2))
+    if shared:
+        second.value.delete()  # as a compiled loop donating it would
+        np.testing.assert_array_equal(np.asarray(first.value), np.arange(4).reshape(2, 2))

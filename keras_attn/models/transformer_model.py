@@ -41,6 +41,11 @@ class TransformerModel(keras.Model):
       compiled step, where XLA's gather would clamp it silently and JAX
       would return NaN.
 
+    Batches of a generator or `keras.utils.PyDataset` may hold Python lists
+    (bert4keras's `[token_ids, segment_ids], labels`) on every backend: the
+    inputs become a dict by name and lists in the targets tuples, which
+    Keras' TensorFlow trainer (through `tf.data`) requires.
+
     `predict` on batches of different lengths (a `tf.data` `padded_batch`
     without `padded_shapes`) returns a `tf.RaggedTensor` on TensorFlow; on
     JAX and torch Keras cannot concatenate such outputs, and the error says
@@ -53,7 +58,12 @@ class TransformerModel(keras.Model):
 
     If anything raises inside `fit`, `evaluate` or `predict`, the model keeps
     its weights (on JAX, Keras detaches them while a compiled loop runs; they
-    are re-attached, with the progress of the completed steps).
+    are re-attached, with the progress of the completed steps). On JAX,
+    variables sharing one array (Keras' EMA leaves each weight and its
+    average so, after `fit` and `SwapEMAWeights(swap_on_epoch=True)`'s last
+    epoch) get their own copies before each loop, which would otherwise
+    delete the shared array (`predict` then `save_weights` failed with
+    "Array has been deleted").
 
     Args:
         inputs, outputs, name: those of a functional `keras.Model`.
@@ -296,14 +306,19 @@ class TransformerModel(keras.Model):
 
     @contextlib.contextmanager
     def _keeping_weights(self):
-        """On JAX, re-attaches the variables Keras detached for a compiled
-        loop when that loop raises."""
+        """On JAX, gives variables that share an array their own copies
+        before a compiled loop (which donates the arrays it takes), and
+        re-attaches the variables Keras detached for the loop when it
+        raises."""
         if keras.config.backend() != "jax":
             yield
             return
         variables = list(self.variables) + list(self.metrics_variables)
         if getattr(self, "optimizer", None) is not None:
             variables += list(self.optimizer.variables)
+        # Keras' EMA leaves weights and their averages sharing arrays, which
+        # the loop would donate (see keras_internals.unshare_jax_values).
+        keras_internals.unshare_jax_values(variables)
         saved = [variable.value for variable in variables]
         try:
             yield
@@ -356,10 +371,22 @@ def _features(batch):
 
 
 def _with_checked_features(batch, check):
-    """`batch` with its model inputs replaced by `check(inputs)`."""
+    """`batch` with its model inputs replaced by `check(inputs)` (a dict by
+    name) and every list in its targets and sample weights a tuple: Keras'
+    TensorFlow trainer reads a `PyDataset` or generator through `tf.data`,
+    which refuses Python lists, while JAX and torch take them; a tuple
+    reads as the list did on all three."""
     if isinstance(batch, tuple):
-        return (check(batch[0]),) + tuple(batch[1:])
+        return (check(batch[0]),) + tuple(_lists_as_tuples(part) for part in batch[1:])
     return check(batch)
+
+
+def _lists_as_tuples(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_lists_as_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _lists_as_tuples(item) for key, item in value.items()}
+    return value
 
 
 def _checked_dataset(dataset, contract):

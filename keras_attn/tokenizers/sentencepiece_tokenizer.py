@@ -10,7 +10,7 @@ def _first_present(vocabulary, *tokens):
 
 
 class SpTokenizer(BaseTokenizer):
-    """SentencePiece tokenizer (Kudo & Richardson, 2018,
+    r"""SentencePiece tokenizer (Kudo & Richardson, 2018,
     https://arxiv.org/abs/1808.06226) with the `Tokenizer` interface.
 
     Special tokens are looked up by name: `[CLS]`/`[SEP]`/`[MASK]` where the
@@ -19,18 +19,59 @@ class SpTokenizer(BaseTokenizer):
     SentencePiece matches user-defined symbols inside text, so a model that
     defines `[MASK]` as a symbol turns a typed `[MASK]` into the mask id.
 
+    Two hooks, bert4keras's `SpTokenizer(pre_tokenize=, token_translate=)`
+    (used by its CPM-LM example):
+
+    - `pre_tokenize(text)` returns a list of words; SentencePiece encodes
+      `" ".join(words)` instead of `text` (a Chinese word segmenter, or a
+      rewrite of characters the model has no piece for: CPM turns `"\n"`
+      into `"\u2583"`). `tokenize` and `encode` use it; `rematch` raises
+      (the tokens come from the rewritten text, not from `text`), and
+      `decode` returns the rewritten text.
+    - `token_translate` maps tokens SentencePiece produces to other pieces
+      of the model, after SentencePiece and before ids: `{"\u2583": "<cls>"}`
+      encodes every `"\u2583"` piece as the id of `<cls>`. `decode` maps
+      the other way first, so the translated tokens come back as the
+      pieces they replaced, also where the target is a special token
+      (specials are otherwise left out). The targets must be pieces of
+      the model and distinct; the sources need not be pieces (SentencePiece
+      yields a character it has no piece for as its own unknown piece).
+
     Args:
         model_path: path to a SentencePiece `.model` file; a missing, empty
             or unparsable file raises an error naming it.
         cls_token, sep_token, mask_token: override the special tokens.
+        pre_tokenize: None, or a callable from a str to a list of strs
+            (see above).
+        token_translate: None, or a dict from token to piece (see above).
 
     Example:
 
     >>> tokenizer = keras_attn.SpTokenizer("spm.model")
     >>> token_ids, segment_ids = tokenizer.encode("first text", "second")
+
+    CPM-LM's tokenizer (jieba words, spaces and newlines rewritten, the
+    newline encoded as `<cls>`):
+
+    >>> tokenizer = keras_attn.SpTokenizer(
+    ...     "chinese_vocab.model", cls_token="", sep_token="",
+    ...     pre_tokenize=lambda text: [
+    ...         word.replace(" ", "\u2582").replace("\n", "\u2583")
+    ...         for word in jieba.cut(text)
+    ...     ],
+    ...     token_translate={"\u2583": "<cls>"},
+    ... )
     """
 
-    def __init__(self, model_path, cls_token=None, sep_token=None, mask_token=None):
+    def __init__(
+        self,
+        model_path,
+        cls_token=None,
+        sep_token=None,
+        mask_token=None,
+        pre_tokenize=None,
+        token_translate=None,
+    ):
         import sentencepiece
 
         model_path = check_file(model_path, "SentencePiece model")
@@ -70,8 +111,66 @@ class SpTokenizer(BaseTokenizer):
         self._cls = chosen["cls_token"]
         self._sep = chosen["sep_token"]
         self._mask = chosen["mask_token"]
+        if pre_tokenize is not None and not callable(pre_tokenize):
+            raise TypeError(
+                "pre_tokenize must be None or a callable from a str to a list of strs, "
+                f"got {type(pre_tokenize).__name__}: {pre_tokenize!r}."
+            )
+        self._pre_tokenize = pre_tokenize
+        self._translate, self._untranslate = self._check_translation(token_translate)
+
+    def _check_translation(self, token_translate):
+        """`(token_translate, its inverse)` as dicts, or errors naming the
+        entry that is not a str, not a piece of the model, or a repeated
+        target (the inverse would be ambiguous)."""
+        if token_translate is None:
+            return {}, {}
+        if not isinstance(token_translate, dict):
+            raise TypeError(
+                "token_translate must be None or a dict from token to piece, got "
+                f"{type(token_translate).__name__}: {token_translate!r}."
+            )
+        inverse = {}
+        for source, target in token_translate.items():
+            if not isinstance(source, str) or not isinstance(target, str) or not source:
+                raise TypeError(
+                    f"token_translate maps non-empty strs to strs; received {source!r}: {target!r}."
+                )
+            if target not in self._vocab:
+                raise ValueError(
+                    f"token_translate maps {source!r} to {target!r}, which is not a piece of "
+                    f"SentencePiece model {self.model_path!r}."
+                )
+            if target in inverse:
+                raise ValueError(
+                    f"token_translate maps both {inverse[target]!r} and {source!r} to "
+                    f"{target!r}; decode could not tell which to write back."
+                )
+            inverse[target] = source
+        return dict(token_translate), inverse
+
+    def _sentencepiece_text(self, text):
+        """The text SentencePiece encodes: `text`, or its pre-tokenized
+        words joined by spaces."""
+        if self._pre_tokenize is None:
+            return text
+        words = self._pre_tokenize(text)
+        if isinstance(words, str):
+            raise TypeError(
+                f"pre_tokenize must return a list of strs; it returned the str {words!r} "
+                "(wrap it as a list)."
+            )
+        words = list(words)
+        for word in words:
+            if not isinstance(word, str):
+                raise TypeError(
+                    f"pre_tokenize must return a list of strs; it returned {words!r}, with "
+                    f"the {type(word).__name__} {word!r}."
+                )
+        return " ".join(words)
 
     def _pieces(self, text):
+        text = self._sentencepiece_text(text)
         proto = self._processor.encode(text, return_type="proto")
         # SentencePiece reports byte offsets into the UTF-8 text; map them to
         # character offsets of the original string.
@@ -81,16 +180,37 @@ class SpTokenizer(BaseTokenizer):
         character_at.append(len(text))
         tokens, spans = [], []
         for piece in proto.pieces:
-            tokens.append(piece.piece)
+            tokens.append(self._translate.get(piece.piece, piece.piece))
             spans.append((character_at[piece.begin], character_at[piece.end]))
         return tokens, spans
 
+    def rematch(self, text, tokens=None):
+        if self._pre_tokenize is not None:
+            raise ValueError(
+                "rematch maps tokens back onto the text SentencePiece encoded; with "
+                "pre_tokenize that is pre_tokenize's rewrite of `text`, not `text`, so "
+                "this tokenizer cannot rematch. Build one without pre_tokenize to rematch."
+            )
+        return super().rematch(text, tokens)
+
+    rematch.__doc__ = BaseTokenizer.rematch.__doc__
+
     def decode(self, ids):
         """Text of `ids`, without specials; a ValueError names an id
-        outside `[0, vocab_size)`."""
-        kept = [
-            check_integer(i, "A token id")
-            for i in ids
-            if self.id_to_token(i) not in self.special_tokens
-        ]
-        return self._processor.decode(kept)
+        outside `[0, vocab_size)`. With `token_translate`, translated
+        tokens are written back as the pieces they replaced first (and
+        kept, even where they are specials)."""
+        if not self._translate:
+            kept = [
+                check_integer(i, "A token id")
+                for i in ids
+                if self.id_to_token(i) not in self.special_tokens
+            ]
+            return self._processor.decode(kept)
+        pieces = []
+        for token in self.ids_to_tokens(ids):
+            if token in self._untranslate:
+                pieces.append(self._untranslate[token])
+            elif token not in self.special_tokens:
+                pieces.append(token)
+        return self._processor.decode_pieces(pieces)

@@ -1,3 +1,7 @@
 """Training helpers for bert4keras-style recipes on every Keras backend."""
 
 from keras_attn.training.adversarial_training import adversarial_training
+from keras_attn.training.integrated_gradients import embedding_gradients
+from keras_attn.training.integrated_gradients import integrated_gradients
+from keras_attn.training.virtual_adversarial_training import virtual_adversarial_perturbation
+from keras_attn.training.virtual_adversarial_training import virtual_adversarial_training

@@ -1,14 +1,16 @@
 """`adversarial_training`: FGM embedding perturbation and the gradient
 penalty, as bert4keras has them, on the TensorFlow, JAX and torch backends.
 
-`keras.ops` has no gradient op, so the one backend-specific piece, the
-gradient of the loss with respect to the embedding table, is written once per
-backend (`_GRADIENTS`); everything else wraps Keras' own train step and
-loss, so loss tracking, metrics, loss scaling and `jit_compile` stay Keras'.
+The one backend-specific piece, the gradient of the loss with respect to the
+embedding table, is `keras_attn.training.gradients.table_gradient`;
+everything else wraps Keras' own train step and loss, so loss tracking,
+metrics, loss scaling and `jit_compile` stay Keras'.
 """
 
 import keras
 from keras import ops
+
+from keras_attn.training.gradients import table_gradient
 
 METHODS = ("fgm", "gradient_penalty")
 
@@ -94,15 +96,12 @@ def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embe
             f"Layer {embedding_layer!r} of model {model.name!r} has no trainable "
             "`embeddings` table; adversarial training perturbs one."
         )
-    gradient = _GRADIENTS[keras.config.backend()]
     compute_loss = model.compute_loss  # the model's own, before any change
     if method == "fgm":
         step = _jax_fgm_step if keras.config.backend() == "jax" else _stateful_fgm_step
-        model.train_step = step(model, gradient, compute_loss, embeddings, float(epsilon))
+        model.train_step = step(model, compute_loss, embeddings, float(epsilon))
     else:
-        model.compute_loss = _penalised_loss(
-            model, gradient, compute_loss, embeddings, float(epsilon)
-        )
+        model.compute_loss = _penalised_loss(model, compute_loss, embeddings, float(epsilon))
     model._adversarial_method = method
     # A train function made before this call would keep the plain step.
     model.train_function = None
@@ -114,13 +113,13 @@ def _perturbation(gradient, epsilon):
     return epsilon * gradient / (norm + 1e-8)
 
 
-def _stateful_fgm_step(model, gradient, compute_loss, embeddings, epsilon):
+def _stateful_fgm_step(model, compute_loss, embeddings, epsilon):
     """TensorFlow and torch: perturb the table in place around Keras' step."""
 
     def train_step(data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         delta = _perturbation(
-            gradient(model, compute_loss, embeddings, x, y, sample_weight, False), epsilon
+            table_gradient(model, compute_loss, embeddings, x, y, sample_weight), epsilon
         )
         embeddings.assign_add(ops.cast(delta, embeddings.dtype))
         logs = type(model).train_step(model, data)
@@ -130,7 +129,7 @@ def _stateful_fgm_step(model, gradient, compute_loss, embeddings, epsilon):
     return train_step
 
 
-def _jax_fgm_step(model, gradient, compute_loss, embeddings, epsilon):
+def _jax_fgm_step(model, compute_loss, embeddings, epsilon):
     """JAX: the same on the stateless step's variable values."""
     index = next(i for i, v in enumerate(model.trainable_variables) if v is embeddings)
 
@@ -143,8 +142,8 @@ def _jax_fgm_step(model, gradient, compute_loss, embeddings, epsilon):
             + list(zip(model.metrics_variables, metrics_values))
         )
         with keras.StatelessScope(state_mapping=mapping):
-            table_gradient = gradient(model, compute_loss, embeddings, x, y, sample_weight, False)
-        delta = _perturbation(table_gradient, epsilon)
+            gradient = table_gradient(model, compute_loss, embeddings, x, y, sample_weight)
+        delta = _perturbation(gradient, epsilon)
         trainable = list(trainable)
         trainable[index] = trainable[index] + delta
         logs, state = type(model).train_step(
@@ -157,72 +156,16 @@ def _jax_fgm_step(model, gradient, compute_loss, embeddings, epsilon):
     return train_step
 
 
-def _penalised_loss(model, gradient, compute_loss, embeddings, epsilon):
+def _penalised_loss(model, compute_loss, embeddings, epsilon):
     def penalised(x=None, y=None, y_pred=None, sample_weight=None, training=True):
         loss = compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
         if not training:
             return loss
-        table_gradient = gradient(model, compute_loss, embeddings, x, y, sample_weight, True)
-        return loss + 0.5 * epsilon * ops.sum(ops.square(ops.cast(table_gradient, loss.dtype)))
+        gradient = table_gradient(
+            model, compute_loss, embeddings, x, y, sample_weight, differentiable=True
+        )
+        return loss + 0.5 * epsilon * ops.sum(ops.square(ops.cast(gradient, loss.dtype)))
 
     return penalised
-
-
-# The gradient of the loss with respect to the embedding table, dense, at the
-# current variable values; `differentiable`: the result will be
-# differentiated again (the penalty).
-
-
-def _tensorflow_gradient(model, compute_loss, embeddings, x, y, sample_weight, differentiable):
-    import tensorflow as tf
-
-    # An enclosing tape (Keras' step, for the penalty) records this one's
-    # computation too, so the result is differentiable.
-    with tf.GradientTape() as tape:
-        y_pred = model(x, training=True)
-        loss = compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-    return tf.convert_to_tensor(tape.gradient(loss, embeddings))
-
-
-def _torch_gradient(model, compute_loss, embeddings, x, y, sample_weight, differentiable):
-    import torch
-
-    with torch.enable_grad():
-        y_pred = model(x, training=True)
-        loss = compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-        (table_gradient,) = torch.autograd.grad(
-            loss, embeddings.value, create_graph=differentiable
-        )
-    return table_gradient
-
-
-def _jax_gradient(model, compute_loss, embeddings, x, y, sample_weight, differentiable):
-    import jax
-
-    # Inside a StatelessScope (Keras' stateless step), `.value` is the step's
-    # (traced) value, so the result is differentiable by the enclosing grad.
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
-    metrics = [(v, v.value) for v in model.metrics_variables]
-    index = next(i for i, v in enumerate(model.trainable_variables) if v is embeddings)
-
-    def loss_at(table):
-        values = list(trainable)
-        values[index] = table
-        y_pred, _ = model.stateless_call(values, non_trainable, x, training=True)
-        # Metric updates of the loss are discarded with this scope.
-        with keras.StatelessScope(state_mapping=metrics):
-            return compute_loss(
-                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
-            )
-
-    return jax.grad(loss_at)(trainable[index])
-
-
-_GRADIENTS = {
-    "tensorflow": _tensorflow_gradient,
-    "torch": _torch_gradient,
-    "jax": _jax_gradient,
-}

@@ -1,10 +1,11 @@
 """The examples of examples/bert4keras: their quick modes run to the end
-and beat their baselines (slow: `pytest -m slow`), and the span bookkeeping
-matches hand-written expectations."""
+and beat their baselines (slow: `pytest -m slow`), and the span bookkeeping,
+ROUGE-N and the UniLM targets match hand-written expectations."""
 
 import json
 import os
 
+import numpy as np
 import pytest
 
 from tests.examples.test_examples import _example_module, run
@@ -60,3 +61,55 @@ def test_albert_classification_quick_mode(tmp_path):
     assert results["albert"]["encoder_parameters"] < 0.6 * results["bert"]["encoder_parameters"]
     for name in ("albert", "bert"):
         assert 0.0 <= results[name]["held_out_accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_seq2seq_autotitle_quick_mode(tmp_path):
+    output = run(os.path.join("bert4keras", "seq2seq_autotitle.py"), "--quick", "--output", str(tmp_path))
+    assert "Held-out titles" in output
+    with open(tmp_path / "seq2seq_autotitle.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    # Training lowers the title-token loss on modules it never saw.
+    assert results["held_out_loss_trained"] < results["held_out_loss_untrained"] - 0.3, results
+    # Beam search outputs end at [SEP] or stop at the title's maxlen.
+    assert len(results["generated_ids"]) == results["held_out_pairs"]
+    for ids in results["generated_ids"]:
+        assert 1 <= len(ids) <= results["title_maxlen"]
+        ends = [i for i, token in enumerate(ids) if token == results["end_id"]]
+        assert ends in ([len(ids) - 1], []), ids
+        assert ends or len(ids) == results["title_maxlen"], ids
+    assert len(results["callback"]) == results["epochs"]
+    for scores in [*results["scores"].values(), *results["callback"]]:
+        for measure in ("rouge_1", "rouge_2", "rouge_l"):
+            assert 0.0 <= scores[measure] <= 1.0, scores
+
+
+def test_rouge_n_counts_shared_n_grams_by_hand():
+    common = _example_module("common")
+    prediction = "the cat sat on the mat".split()
+    reference = "the cat lay on the mat".split()
+    # Unigrams: the x2, cat, on, mat shared (5 of 6 each way).
+    assert common.rouge_n(prediction, reference, 1) == pytest.approx(5 / 6)
+    # Bigrams: (the cat), (on the), (the mat) shared, 3 of 5 each way.
+    assert common.rouge_n(prediction, reference, 2) == pytest.approx(3 / 5)
+    # Repeated n-grams count as often as both sides have them.
+    precision, recall = 1 / 3, 1 / 1
+    assert common.rouge_n(["a", "a", "a"], ["a"], 1) == pytest.approx(
+        2 * precision * recall / (precision + recall)
+    )
+    assert common.rouge_n(["a"], ["a", "b"], 2) == 0.0
+    scores = common.rouge_scores(["the cat sat"], ["the cat"])
+    assert scores == pytest.approx({"rouge_1": 0.8, "rouge_2": 2 / 3, "rouge_l": 0.8})
+
+
+def test_unilm_targets_are_the_next_target_segment_token():
+    common = _example_module("common")
+    # [CLS] s1 s2 [SEP] t1 t2 [SEP] [PAD]: ids 2 10 11 3 20 21 3 0.
+    token_ids = np.array([[2, 10, 11, 3, 20, 21, 3, 0]])
+    segment_ids = np.array([[0, 0, 0, 0, 1, 1, 1, 0]])
+    targets = common.unilm_targets(token_ids, segment_ids)
+    # Position 3 ([SEP] of the source) predicts t1, ..., position 5 the final [SEP].
+    np.testing.assert_array_equal(targets, [[0, 0, 0, 20, 21, 3, 0, 0]])
+    np.testing.assert_array_equal(common.unilm_targets(token_ids, segment_ids, ignore_id=-1),
+                                  [[-1, -1, -1, 20, 21, 3, -1, -1]])

@@ -1,0 +1,154 @@
+"""`DataGenerator`: a `keras.utils.PyDataset` that batches, shuffles and
+pads examples, in the spirit of bert4keras's `DataGenerator`."""
+
+import keras
+import numpy as np
+
+from keras_attn.preprocessing.sequence_padding import sequence_padding
+
+
+class DataGenerator(keras.utils.PyDataset):
+    """Batches of padded examples for `fit`, `evaluate` and `predict`, on
+    every backend.
+
+    Takes a sequence of examples and a function `encode(example)` giving
+    one example's arrays; batch `i` encodes examples `i * batch_size` to
+    `(i + 1) * batch_size` (of this epoch's order; the last batch may be
+    shorter) and stacks them field by field: a field of numbers becomes a
+    `(batch,)` array, a field of sequences is padded with
+    `keras_attn.sequence_padding` to `(batch, length, ...)`, `length` being
+    the longest in the batch or the `length` given. With `shuffle=True`
+    the order is a new random permutation every epoch.
+
+    In what `encode` returns, tuples and dicts are structure and anything
+    else (a list of ids, an array, a number) is one field: return
+    `(token_ids, segment_ids), label` or `{"token_ids": ...,
+    "segment_ids": ...}, label`. Batches keep that structure, so `fit` on
+    TensorFlow takes them: its `tf.data` pipeline refuses a Python list
+    where Keras expects a structure of tensors (bert4keras's `[token_ids,
+    segment_ids], labels`), which JAX and torch accept.
+
+    For work on the whole batch, subclass and override `collate(examples)`
+    (the list of a batch's raw examples, the port of a bert4keras
+    `__iter__` body without its loop); lists in what it returns become
+    tuples.
+
+    Compared to bert4keras: `len(generator)` is its `steps`; pass the
+    generator itself to `fit` (no `forfit()`: Keras loops over epochs and
+    calls `on_epoch_end`, which reshuffles); `shuffle` is `__iter__`'s
+    `random`.
+
+    Args:
+        data: the examples: a sequence (`len` and indexing), e.g. a list.
+        encode: a function from one example to its fields, or None for
+            examples that are their fields already.
+        batch_size: examples per batch.
+        shuffle: whether each epoch reads the examples in a new random order.
+        seed: the seed of the shuffling (None: numpy's fresh entropy).
+        length: None (pad each batch to its longest sequence), or the one
+            length to pad and cut every sequence to (a jit-compiled step
+            then compiles once).
+        pad_value: the value padding sequences.
+        **kwargs: `keras.utils.PyDataset`'s `workers`,
+            `use_multiprocessing`, `max_queue_size`.
+
+    Example:
+
+    ```python
+    def encode(example):
+        text, label = example
+        token_ids, segment_ids = tokenizer.encode(text, maxlen=64)
+        return (token_ids, segment_ids), label
+
+    train = keras_attn.preprocessing.DataGenerator(examples, encode, batch_size=32)
+    model.fit(train, epochs=3)
+    ```
+    """
+
+    def __init__(self, data, encode=None, batch_size=32, shuffle=True, seed=None,
+                 length=None, pad_value=0, **kwargs):
+        super().__init__(**kwargs)
+        if not hasattr(data, "__len__") or not hasattr(data, "__getitem__"):
+            raise TypeError(
+                "DataGenerator: `data` must be a sequence (with len() and indexing), "
+                f"e.g. a list; received {type(data).__name__}. Use list(data) for an iterator."
+            )
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"DataGenerator: `batch_size` must be an int >= 1; received {batch_size!r}.")
+        self.data = data
+        self.encode = encode
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.length = length
+        self.pad_value = pad_value
+        self._random = np.random.default_rng(seed)
+        self._order = self._new_order()
+
+    def __len__(self):
+        return -(-len(self.data) // self.batch_size)
+
+    def __getitem__(self, index):
+        if not 0 <= index < len(self):
+            raise IndexError(f"DataGenerator: batch {index} of {len(self)}.")
+        positions = self._order[index * self.batch_size:(index + 1) * self.batch_size]
+        return _with_tuples(self.collate([self.data[position] for position in positions]))
+
+    def on_epoch_end(self):
+        self._order = self._new_order()
+
+    def collate(self, examples):
+        """The batch of `examples` (a list of raw examples): each encoded,
+        then stacked field by field and padded. Override for work on the
+        whole batch."""
+        encoded = [example if self.encode is None else self.encode(example) for example in examples]
+        return self._stack(encoded, "batch")
+
+    def _new_order(self):
+        if self.shuffle:
+            return self._random.permutation(len(self.data))
+        return np.arange(len(self.data))
+
+    def _stack(self, fields, where):
+        first = fields[0]
+        if isinstance(first, (tuple, dict)):
+            for index, field in enumerate(fields):
+                same = (
+                    type(field) is type(first) and len(field) == len(first)
+                    and (not isinstance(first, dict) or field.keys() == first.keys())
+                )
+                if not same:
+                    raise ValueError(
+                        f"DataGenerator: at {where}, example {index} of the batch gives "
+                        f"{_describe(field)} where example 0 gives {_describe(first)}; "
+                        "every example must give the same structure."
+                    )
+            if isinstance(first, dict):
+                return {
+                    key: self._stack([field[key] for field in fields], f"{where}[{key!r}]")
+                    for key in first
+                }
+            return tuple(
+                self._stack([field[position] for field in fields], f"{where}[{position}]")
+                for position in range(len(first))
+            )
+        arrays = [np.asarray(field) for field in fields]
+        if all(array.ndim == 0 for array in arrays):
+            return np.stack(arrays)
+        return sequence_padding(arrays, length=self.length, value=self.pad_value)
+
+
+def _describe(field):
+    if isinstance(field, dict):
+        return f"a dict with keys {sorted(field)}"
+    if isinstance(field, tuple):
+        return f"a tuple of {len(field)}"
+    return f"a {type(field).__name__}"
+
+
+def _with_tuples(batch):
+    """`batch` with every list (a structure, in a collated batch) a tuple."""
+    if isinstance(batch, (list, tuple)):
+        return tuple(_with_tuples(item) for item in batch)
+    if isinstance(batch, dict):
+        return {key: _with_tuples(value) for key, value in batch.items()}
+    return batch

@@ -1,0 +1,125 @@
+"""The one backend-specific piece of keras_attn.training: a gradient.
+
+`keras.ops` has no gradient op, so `gradient(function, value)` is written
+once per backend here; adversarial training, virtual adversarial training
+and the embedding gradients of integrated gradients all differentiate
+through it, with respect to the embedding table (`table_gradient`) or to the
+embedding layer's output (`replaced_output`).
+"""
+
+import contextlib
+
+import keras
+
+
+def gradient(function, value, differentiable=False):
+    """The gradient of the scalar `function(value)` with respect to
+    `value`, dense, as a backend tensor.
+
+    `differentiable`: the result will itself be differentiated by an
+    enclosing gradient (the gradient penalty), so its graph is kept.
+    """
+    return _GRADIENTS[keras.config.backend()](function, value, differentiable)
+
+
+def _tensorflow_gradient(function, value, differentiable):
+    import tensorflow as tf
+
+    # An enclosing tape (Keras' step, for the penalty) records this one's
+    # computation too, so the result is differentiable.
+    with tf.GradientTape() as tape:
+        tape.watch(value)
+        result = function(value)
+    # A gather's gradient comes as IndexedSlices: densify.
+    return tf.convert_to_tensor(tape.gradient(result, value))
+
+
+def _torch_gradient(function, value, differentiable):
+    import torch
+
+    with torch.enable_grad():
+        if not value.requires_grad:
+            value = value.detach().requires_grad_(True)
+        result = function(value)
+        (value_gradient,) = torch.autograd.grad(result, value, create_graph=differentiable)
+    return value_gradient
+
+
+def _jax_gradient(function, value, differentiable):
+    import jax
+
+    # Inside an enclosing jax.grad the result is differentiable as it is.
+    return jax.grad(function)(value)
+
+
+_GRADIENTS = {
+    "tensorflow": _tensorflow_gradient,
+    "torch": _torch_gradient,
+    "jax": _jax_gradient,
+}
+
+
+def table_gradient(
+    model,
+    compute_loss,
+    embeddings,
+    x,
+    y,
+    sample_weight,
+    training=True,
+    differentiable=False,
+    table=None,
+):
+    """The gradient of `compute_loss` (the model's own, as Keras' step
+    computes it) with respect to the variable `embeddings`, dense, at the
+    current variable values: inside a `keras.StatelessScope` (JAX's
+    stateless step) those of the scope, so the result is differentiable by
+    an enclosing gradient of them. `table`: the table's value to take it
+    at instead of its current one (the other variables stay)."""
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    metrics = [(v, v.value) for v in model.metrics_variables]
+    index = next(i for i, v in enumerate(model.trainable_variables) if v is embeddings)
+
+    def loss_at(table):
+        values = list(trainable)
+        values[index] = table
+        y_pred, _ = model.stateless_call(values, non_trainable, x, training=training)
+        # Metric updates of the loss are discarded with this scope.
+        with keras.StatelessScope(state_mapping=metrics):
+            return compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+            )
+
+    return gradient(loss_at, trainable[index] if table is None else table, differentiable)
+
+
+@contextlib.contextmanager
+def replaced_output(layer, transform):
+    """Within the block, each look-up of `layer` (each call but a tied
+    head's `reverse=True` projection) returns `transform(output)` instead
+    of its `output`.
+
+    `Layer.__call__` computes a layer through `self.call`, so an instance
+    attribute `call` takes its place (checked against Keras 3.15.1); the
+    class's `call` is back when the block ends. A quantized layer is
+    computed by `quantized_call` instead, so it is refused.
+    """
+    if layer.dtype_policy.quantization_mode is not None:
+        raise ValueError(
+            f"Layer {layer.name!r} is quantized ({layer.dtype_policy.quantization_mode!r}); "
+            "gradients with respect to its output need the float layer."
+        )
+    original = layer.call
+
+    def call(*args, **kwargs):
+        output = original(*args, **kwargs)
+        return output if kwargs.get("reverse") else transform(output)
+
+    # object's own attribute functions: Keras' and torch's __setattr__ would
+    # track the function, and Keras' __delattr__ collects garbage.
+    object.__setattr__(layer, "call", call)
+    try:
+        yield
+    finally:
+        object.__delattr__(layer, "call")
