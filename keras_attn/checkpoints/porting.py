@@ -63,18 +63,32 @@ class Source:
         return array
 
 
+def name_prefix(model):
+    """The `prefix` `model`'s layer names were built with (see
+    `keras_attn.Transformer`), or `""`."""
+    return getattr(getattr(model, "template", None), "prefix", "") or ""
+
+
+def table_path(path, prefix):
+    """A variable path as the name tables know it: without the model's
+    layer-name `prefix`."""
+    return path[len(prefix):] if prefix and path.startswith(prefix) else path
+
+
 def checkpoint_free_paths(model):
     """The paths of the variables no pretrained checkpoint holds.
 
     A layer declares them by name in a `checkpoint_free_weights` class
     attribute (e.g. `TalkingHeadsAttention`'s `("pre_softmax_kernel",
     "post_softmax_kernel")`, `KerpleBias`'s `("r1", "r2")`); a variable's
-    path is its layer's path and its name, `layer/name`.
+    path is its layer's path and its name, `layer/name` (without the
+    model's layer-name prefix, as the name tables know it).
     """
+    prefix = name_prefix(model)
     paths = set()
     for layer in keras_internals.all_layers(model):
         for name in getattr(layer, "checkpoint_free_weights", ()):
-            paths.add(f"{layer.path}/{name}")
+            paths.add(table_path(f"{layer.path}/{name}", prefix))
     return paths
 
 
@@ -99,7 +113,8 @@ def skip_patterns(model, skip_missing):
             path.split("/")[0], pattern
         )
 
-    paths = [variable.path for variable in model.weights]
+    prefix = name_prefix(model)
+    paths = [table_path(variable.path, prefix) for variable in model.weights]
     unmatched = [p for p in patterns if not any(matches(p, path) for path in paths)]
     if unmatched:
         layer_names = sorted({path.split("/")[0] for path in paths})
@@ -270,12 +285,13 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     stored = set(reader.names())
     checkpoint_free = checkpoint_free_paths(model)
     patterns, may_skip = skip_patterns(model, skip_missing)
+    prefix = name_prefix(model)
     plan, missing, mismatched, unmapped, used, skipped = [], [], [], [], set(), []
     # The other accepted names of loaded variables (a stale `cls.predictions.bias`
     # beside the decoder bias the logits use): never reported as unused.
     alternatives = set()
     for variable in model.weights:
-        path = variable.path
+        path = table_path(variable.path, prefix)
         if path in checkpoint_free:
             continue
         source, layer = _lookup(compiled, path)
@@ -352,7 +368,9 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     for (variable, *_), array in zip(plan, arrays):
         variable.assign(array.astype(variable.dtype))
 
-    unused = _reportable(unused, reader, name_table, [v.path for v in model.weights])
+    unused = _reportable(
+        unused, reader, name_table, [table_path(v.path, prefix) for v in model.weights]
+    )
     warn_unused(
         unused,
         f"{reader.path!r} ({reader.format} format)",

@@ -70,7 +70,6 @@ REFUSED = {
     "hierarchical_position": "not supported",
     "residual_attention_scores": "not supported",
     "max_relative_position": "not supported (NEZHA's relative positions)",
-    "prefix": "not supported",
 }
 
 

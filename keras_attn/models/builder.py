@@ -118,6 +118,7 @@ def build_transformer_model(
     conditional_layer_norm=None,
     conditional_layer_norm_hidden_size=None,
     conditional_layer_norm_activation="linear",
+    prefix=None,
     name=None,
     **overrides,
 ):
@@ -185,6 +186,12 @@ def build_transformer_model(
             `layer_norm_cond_hidden_size`).
         conditional_layer_norm_activation: that layer's activation
             (bert4keras's `layer_norm_cond_hidden_act`).
+        prefix: a string put before every layer name (`"Successor-"` gives
+            `Successor-Embedding-Token`, `Successor-Transformer-0-...`), so
+            that two models from one checkpoint can share a functional graph
+            (BERT-of-Theseus; bert4keras's `prefix`). The checkpoint is read
+            as without it, the inputs keep their names, `.keras` files keep
+            it. Not for the T5 variants.
         name: name of the returned model.
         **overrides: config fields to replace, e.g. `dropout_rate=0.0`; an
             unknown field is an error. Inference-time options go here too:
@@ -252,6 +259,7 @@ def build_transformer_model(
         conditional_layer_norm=conditional_layer_norm,
         conditional_layer_norm_hidden_size=conditional_layer_norm_hidden_size,
         conditional_layer_norm_activation=conditional_layer_norm_activation,
+        **({"prefix": prefix} if prefix else {}),
     ).build(name=name)
     if checkpoint is not None:
         load_checkpoint(
