@@ -60,3 +60,18 @@ def test_albert_classification_quick_mode(tmp_path):
     assert results["albert"]["encoder_parameters"] < 0.6 * results["bert"]["encoder_parameters"]
     for name in ("albert", "bert"):
         assert 0.0 <= results[name]["held_out_accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_bert_of_theseus_quick_mode(tmp_path):
+    output = run(os.path.join("bert4keras", "bert_of_theseus.py"), "--quick", "--output", str(tmp_path))
+    assert "successor_after_theseus: 1 blocks" in output
+    with open(tmp_path / "bert_of_theseus.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    successor, predecessor = results["successor_after_theseus"], results["predecessor"]
+    # The successor that runs alone has the depth asked for, and fewer weights.
+    assert (successor["layers"], predecessor["layers"]) == (1, 2)
+    assert successor["encoder_parameters"] < predecessor["encoder_parameters"]
+    # Alone, after Theseus training, it classifies well above chance.
+    assert successor["held_out_accuracy"] > results["majority_class"] + 0.15, results
