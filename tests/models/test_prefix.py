@@ -124,3 +124,13 @@ def test_bad_prefix_is_refused(tf_bert_checkpoint, prefix):
     config, _, _ = tf_bert_checkpoint
     with pytest.raises(ValueError, match="prefix"):
         keras_attn.build_transformer_model(config, prefix=prefix, num_hidden_layers=1)
+
+
+def test_t5_refuses_a_prefix():
+    config = dict(
+        model_type="t5", vocab_size=64, d_model=16, d_kv=8, d_ff=24, num_layers=1,
+        num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=12,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+    )
+    with pytest.raises(ValueError, match="does not take a `prefix`"):
+        keras_attn.build_transformer_model(config, prefix="Successor-")
