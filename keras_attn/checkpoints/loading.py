@@ -10,6 +10,7 @@ from keras_attn.checkpoints import huggingface_gpt2
 from keras_attn.checkpoints import huggingface_t5
 from keras_attn.checkpoints import mesh_t5
 from keras_attn.checkpoints.keras_weights import load_weights_file
+from keras_attn.checkpoints.porting import compound_token_groups
 from keras_attn.checkpoints.porting import port_weights
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import open_checkpoint
@@ -37,7 +38,8 @@ NAME_TABLES = {
 }
 
 
-def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None):
+def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None,
+                    compound_tokens=None):
     """Loads a checkpoint of any supported format into a built model (see
     `build_transformer_model` for the formats).
 
@@ -59,15 +61,37 @@ def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None):
     in a `SkippedWeightsWarning`; a pattern that matches no weight of the
     model is an error.
 
+    `keep_tokens` (a list of vocabulary ids) keeps those entries of the
+    token embedding, the masked-LM bias and an untied decoder, in that
+    order; `compound_tokens` (a list of groups of ids, counted after
+    `keep_tokens`) then appends one entry per group to each of them, the
+    mean of the group's entries (bert4keras's `compound_tokens`, e.g. a
+    cased token initialised from its uncased form). The model must have
+    been built with the vocabulary these give, as `build_transformer_model`
+    builds it when given the same arguments.
+
+    Example:
+
+    ```python
+    model = keras_attn.build_transformer_model(config, vocab_size=vocab_size + 2)
+    keras_attn.load_checkpoint(model, checkpoint, compound_tokens=[[5], [7, 9]])
+    ```
+
     Raises:
         CheckpointError: a name missing, a shape that disagrees, a file that
-            cannot be read; nothing was loaded.
+            cannot be read, a `keep_tokens` or `compound_tokens` id outside
+            the checkpoint's vocabulary; nothing was loaded.
         FileNotFoundError: nothing readable at `checkpoint`.
-        ValueError: a `skip_missing` pattern that matches no weight.
+        ValueError: a `skip_missing` pattern that matches no weight; a
+            `compound_tokens` group that is empty or holds a non-integer.
     """
     path = os.fspath(checkpoint)
     if path.endswith(".weights.h5"):
-        for argument, value in (("keep_tokens", keep_tokens), ("skip_missing", skip_missing)):
+        for argument, value in (
+            ("keep_tokens", keep_tokens),
+            ("skip_missing", skip_missing),
+            ("compound_tokens", compound_tokens),
+        ):
             if value is not None:
                 raise ValueError(
                     f"{argument} applies to pretrained checkpoints, not to {path!r}, "
@@ -75,6 +99,8 @@ def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None):
                 )
         load_weights_file(model, path)
         return model
+    if compound_tokens is not None:
+        compound_tokens = compound_token_groups(compound_tokens)
     reader = open_checkpoint(path)
     port_weights(
         model,
@@ -82,6 +108,7 @@ def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None):
         name_table(model, reader),
         keep_tokens=keep_tokens,
         skip_missing=skip_missing,
+        compound_tokens=compound_tokens,
     )
     return model
 

@@ -12,7 +12,8 @@ from keras_attn.checkpoints.readers import SkippedWeightsWarning
 from keras_attn.checkpoints.readers import UnusedWeightsWarning
 
 # Variables with a vocabulary axis (its index in the Keras variable):
-# `keep_tokens` selects entries along it.
+# `keep_tokens` selects entries along it and `compound_tokens` appends
+# averaged entries to it.
 VOCABULARY_VARIABLES = {
     "Embedding-Token/embeddings": 0,
     "MLM-Bias/bias": 0,
@@ -62,18 +63,32 @@ class Source:
         return array
 
 
+def name_prefix(model):
+    """The `prefix` `model`'s layer names were built with (see
+    `keras_attn.Transformer`), or `""`."""
+    return getattr(getattr(model, "template", None), "prefix", "") or ""
+
+
+def table_path(path, prefix):
+    """A variable path as the name tables know it: without the model's
+    layer-name `prefix`."""
+    return path[len(prefix):] if prefix and path.startswith(prefix) else path
+
+
 def checkpoint_free_paths(model):
     """The paths of the variables no pretrained checkpoint holds.
 
     A layer declares them by name in a `checkpoint_free_weights` class
     attribute (e.g. `TalkingHeadsAttention`'s `("pre_softmax_kernel",
     "post_softmax_kernel")`, `KerpleBias`'s `("r1", "r2")`); a variable's
-    path is its layer's path and its name, `layer/name`.
+    path is its layer's path and its name, `layer/name` (without the
+    model's layer-name prefix, as the name tables know it).
     """
+    prefix = name_prefix(model)
     paths = set()
     for layer in keras_internals.all_layers(model):
         for name in getattr(layer, "checkpoint_free_weights", ()):
-            paths.add(f"{layer.path}/{name}")
+            paths.add(table_path(f"{layer.path}/{name}", prefix))
     return paths
 
 
@@ -98,7 +113,8 @@ def skip_patterns(model, skip_missing):
             path.split("/")[0], pattern
         )
 
-    paths = [variable.path for variable in model.weights]
+    prefix = name_prefix(model)
+    paths = [table_path(variable.path, prefix) for variable in model.weights]
     unmatched = [p for p in patterns if not any(matches(p, path) for path in paths)]
     if unmatched:
         layer_names = sorted({path.split("/")[0] for path in paths})
@@ -127,7 +143,90 @@ def _lookup(compiled, path):
     return None, None
 
 
-def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None):
+def compound_token_groups(compound_tokens, vocab_size=None):
+    """`compound_tokens` checked and as a list of lists of ints.
+
+    Each group is a non-empty list of vocabulary ids (after any
+    `keep_tokens` selection); with `vocab_size`, every id must lie in
+    `[0, vocab_size)`.
+
+    Raises:
+        ValueError: not a list of groups, an empty group, an id that is not
+            an integer or, with `vocab_size`, is out of range (the message
+            names the group and the id).
+    """
+    if isinstance(compound_tokens, (str, bytes)) or not hasattr(compound_tokens, "__iter__"):
+        raise ValueError(
+            "compound_tokens must be a list of groups of vocabulary ids, e.g. "
+            f"[[12, 40], [7]]; received {compound_tokens!r}."
+        )
+    groups = []
+    for position, group in enumerate(compound_tokens):
+        if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
+            raise ValueError(
+                f"compound_tokens[{position}] must be a list of vocabulary ids; "
+                f"received {group!r}."
+            )
+        group = list(group)
+        if not group:
+            raise ValueError(
+                f"compound_tokens[{position}] is empty: a new token is the mean of "
+                "at least one existing token's entries."
+            )
+        ids = []
+        for token in group:
+            if not _is_integral(token):
+                raise ValueError(
+                    f"compound_tokens[{position}] holds {token!r}, which is not a "
+                    "vocabulary id."
+                )
+            ids.append(int(token))
+        if vocab_size is not None:
+            bad = [token for token in ids if not 0 <= token < vocab_size]
+            if bad:
+                raise ValueError(
+                    f"compound_tokens[{position}] holds ids outside the vocabulary of "
+                    f"{vocab_size} tokens (after keep_tokens): {bad[:10]}"
+                )
+        groups.append(ids)
+    return groups
+
+
+def _is_integral(value):
+    """Whether `value` is an integer (a Python or numpy int, or an integral
+    float), not a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    try:
+        return float(value).is_integer()
+    except (TypeError, ValueError):
+        return False
+
+
+def vocabulary_entries(array, axis, keep_tokens=None, compound_tokens=None):
+    """`array`'s entries along its vocabulary `axis`: those of `keep_tokens`
+    (in that order, all when None), then one entry per `compound_tokens`
+    group, the mean of the group's entries (ids into the kept entries).
+
+    For a group `g`, the new entry is `sum(array[i] for i in g) / len(g)`
+    (taken along `axis`), as bert4keras initialises the rows of
+    `compound_tokens`.
+    """
+    if keep_tokens is not None:
+        array = np.take(array, np.asarray(keep_tokens, dtype="int64"), axis=axis)
+    if compound_tokens:
+        means = [
+            np.take(array, np.asarray(group, dtype="int64"), axis=axis).mean(
+                axis=axis, keepdims=True
+            )
+            for group in compound_tokens
+        ]
+        array = np.concatenate([array] + means, axis=axis)
+    return array
+
+
+def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
+                 compound_tokens=None):
     """Loads every variable of `model` from `reader` through a name table, or
     nothing at all.
 
@@ -152,6 +251,10 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
         keep_tokens: optional list of vocabulary ids; the token embedding,
             the masked-LM bias and an untied decoder keep these entries, in
             this order.
+        compound_tokens: optional list of groups of vocabulary ids (ids
+            after `keep_tokens`); the same variables get one more entry per
+            group, the mean of the group's entries (see
+            `vocabulary_entries`).
         skip_missing: optional patterns (see `load_checkpoint`) naming the
             variables that keep their initial values when the checkpoint
             lacks them, instead of failing the load.
@@ -182,12 +285,13 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
     stored = set(reader.names())
     checkpoint_free = checkpoint_free_paths(model)
     patterns, may_skip = skip_patterns(model, skip_missing)
+    prefix = name_prefix(model)
     plan, missing, mismatched, unmapped, used, skipped = [], [], [], [], set(), []
     # The other accepted names of loaded variables (a stale `cls.predictions.bias`
     # beside the decoder bias the logits use): never reported as unused.
     alternatives = set()
     for variable in model.weights:
-        path = variable.path
+        path = table_path(variable.path, prefix)
         if path in checkpoint_free:
             continue
         source, layer = _lookup(compiled, path)
@@ -207,15 +311,27 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
         used.add(found)
         alternatives.update(c for name in names for c in candidates(name))
         shape = source.shape(reader.shape(found))
-        if keep_tokens is not None and path in VOCABULARY_VARIABLES:
+        if path in VOCABULARY_VARIABLES and (keep_tokens is not None or compound_tokens):
             axis = VOCABULARY_VARIABLES[path]
-            bad = [i for i in keep_tokens if not 0 <= i < shape[axis]]
-            if bad:
-                raise CheckpointError(
-                    f"keep_tokens has ids outside the {shape[axis]} vocabulary "
-                    f"entries of {found!r} in {reader.path!r}: {bad[:10]}"
-                )
-            shape = shape[:axis] + (len(keep_tokens),) + shape[axis + 1 :]
+            entries = shape[axis]
+            if keep_tokens is not None:
+                bad = [i for i in keep_tokens if not 0 <= i < entries]
+                if bad:
+                    raise CheckpointError(
+                        f"keep_tokens has ids outside the {entries} vocabulary "
+                        f"entries of {found!r} in {reader.path!r}: {bad[:10]}"
+                    )
+                entries = len(keep_tokens)
+            if compound_tokens:
+                bad = sorted({i for group in compound_tokens for i in group if not 0 <= i < entries})
+                if bad:
+                    raise CheckpointError(
+                        f"compound_tokens has ids outside the {entries} vocabulary "
+                        f"entries of {found!r} in {reader.path!r} (after keep_tokens): "
+                        f"{bad[:10]}"
+                    )
+                entries += len(compound_tokens)
+            shape = shape[:axis] + (entries,) + shape[axis + 1 :]
         expected = tuple(variable.shape)
         if shape != expected:
             mismatched.append(f"{path} <- {found}: model expects {expected}, checkpoint has {shape}")
@@ -244,13 +360,17 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None)
     arrays = []
     for variable, found, source, path in plan:
         array = source.value(np.asarray(reader.read(found)))
-        if keep_tokens is not None and path in VOCABULARY_VARIABLES:
-            array = np.take(array, np.asarray(keep_tokens), axis=VOCABULARY_VARIABLES[path])
+        if path in VOCABULARY_VARIABLES:
+            array = vocabulary_entries(
+                array, VOCABULARY_VARIABLES[path], keep_tokens, compound_tokens
+            )
         arrays.append(array)
     for (variable, *_), array in zip(plan, arrays):
         variable.assign(array.astype(variable.dtype))
 
-    unused = _reportable(unused, reader, name_table, [v.path for v in model.weights])
+    unused = _reportable(
+        unused, reader, name_table, [table_path(v.path, prefix) for v in model.weights]
+    )
     warn_unused(
         unused,
         f"{reader.path!r} ({reader.format} format)",

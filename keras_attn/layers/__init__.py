@@ -3,6 +3,7 @@
 from keras_attn.layers.alibi_bias import ALiBiBias
 from keras_attn.layers.attention_mask import AttentionMask
 from keras_attn.layers.bias_add import BiasAdd
+from keras_attn.layers.binary_random_choice import BinaryRandomChoice
 from keras_attn.layers.bucketed_position_bias import BucketedPositionBias
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
 from keras_attn.layers.conditional_random_field import ConditionalRandomField

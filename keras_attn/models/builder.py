@@ -3,6 +3,7 @@
 import os
 
 from keras_attn.checkpoints.loading import load_checkpoint
+from keras_attn.checkpoints.porting import compound_token_groups
 from keras_attn.models.bert4keras_names import from_bert4keras
 from keras_attn.models.registry import VARIANTS
 from keras_attn.models.transformer_config import load_config
@@ -111,11 +112,13 @@ def build_transformer_model(
     with_pool=False,
     with_nsp=False,
     keep_tokens=None,
+    compound_tokens=None,
     padding_mask_input=False,
     skip_missing=None,
     conditional_layer_norm=None,
     conditional_layer_norm_hidden_size=None,
     conditional_layer_norm_activation="linear",
+    prefix=None,
     name=None,
     **overrides,
 ):
@@ -155,6 +158,14 @@ def build_transformer_model(
         keep_tokens: vocabulary ids to keep, in order: the token embedding and
             the masked-LM bias keep only these rows, and `vocab_size` becomes
             `len(keep_tokens)`.
+        compound_tokens: groups of vocabulary ids (ids after `keep_tokens`),
+            one per new token: the vocabulary grows by
+            `len(compound_tokens)`, and the new token's entry in the token
+            embedding, the masked-LM bias and an untied decoder is the mean
+            of its group's entries in the checkpoint (bert4keras's
+            `compound_tokens`; e.g. `[[id_of_beijing]]` for a new
+            `Beijing`). Without a checkpoint only the vocabulary grows.
+            An empty group or an id outside the vocabulary is a ValueError.
         padding_mask_input: take an explicit `padding_mask` input (1 for real
             tokens) instead of deriving padding from `pad_token_id`.
         skip_missing: layer names or patterns (`["MLM-*"]`) of weights that
@@ -175,6 +186,12 @@ def build_transformer_model(
             `layer_norm_cond_hidden_size`).
         conditional_layer_norm_activation: that layer's activation
             (bert4keras's `layer_norm_cond_hidden_act`).
+        prefix: a string put before every layer name (`"Successor-"` gives
+            `Successor-Embedding-Token`, `Successor-Transformer-0-...`), so
+            that two models from one checkpoint can share a functional graph
+            (BERT-of-Theseus; bert4keras's `prefix`). The checkpoint is read
+            as without it, the inputs keep their names, `.keras` files keep
+            it. Not for the T5 variants.
         name: name of the returned model.
         **overrides: config fields to replace, e.g. `dropout_rate=0.0`; an
             unknown field is an error. Inference-time options go here too:
@@ -228,6 +245,9 @@ def build_transformer_model(
     if keep_tokens is not None:
         keep_tokens = [int(i) for i in keep_tokens]
         parsed = parsed.replace(vocab_size=len(keep_tokens))
+    if compound_tokens is not None:
+        compound_tokens = compound_token_groups(compound_tokens, parsed.vocab_size)
+        parsed = parsed.replace(vocab_size=parsed.vocab_size + len(compound_tokens))
     if application is None:
         application = default_application(parsed, variant)
     model = VARIANTS[variant](
@@ -239,9 +259,16 @@ def build_transformer_model(
         conditional_layer_norm=conditional_layer_norm,
         conditional_layer_norm_hidden_size=conditional_layer_norm_hidden_size,
         conditional_layer_norm_activation=conditional_layer_norm_activation,
+        **({"prefix": prefix} if prefix else {}),
     ).build(name=name)
     if checkpoint is not None:
-        load_checkpoint(model, checkpoint, keep_tokens=keep_tokens, skip_missing=skip_missing)
+        load_checkpoint(
+            model,
+            checkpoint,
+            keep_tokens=keep_tokens,
+            skip_missing=skip_missing,
+            compound_tokens=compound_tokens,
+        )
     elif skip_missing is not None:
         raise ValueError("skip_missing applies when a checkpoint is loaded; none was given.")
     return model

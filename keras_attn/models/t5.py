@@ -84,6 +84,11 @@ class T5(Transformer):
                 f"{type(self).__name__} has no conditional LayerNorms; build it "
                 "without conditional_layer_norm."
             )
+        if kwargs.get("prefix"):
+            raise ValueError(
+                f"{type(self).__name__} does not take a `prefix` (its layer names are "
+                "fixed); build it without one."
+            )
         if config.attention_window is not None or config.log_n_train_length is not None:
             raise ValueError(
                 f"{type(self).__name__} takes neither attention_window nor "

@@ -181,10 +181,17 @@ class Transformer:
             (bert4keras's `layer_norm_cond_hidden_size`).
         conditional_layer_norm_activation: that dense layer's activation
             (bert4keras's `layer_norm_cond_hidden_act`).
+        prefix: a string put before every layer name
+            (`"Successor-Embedding-Token"`, ...), so that two models built
+            from one checkpoint can share a functional graph, as
+            BERT-of-Theseus's predecessor and successor do (bert4keras's
+            `prefix`). Checkpoints are read as if the names had none; the
+            inputs keep their names (`token_ids`, ...).
 
     Raises:
         ValueError: an `application` the variant does not support; a
-            `conditional_layer_norm` that is not a positive integer.
+            `conditional_layer_norm` that is not a positive integer; a
+            `prefix` that is not a string.
     """
 
     attention_layer = layers.MultiHeadAttention
@@ -227,6 +234,7 @@ class Transformer:
         conditional_layer_norm=None,
         conditional_layer_norm_hidden_size=None,
         conditional_layer_norm_activation="linear",
+        prefix="",
     ):
         if application not in self.applications:
             raise ValueError(
@@ -249,6 +257,13 @@ class Transformer:
                 f"positive integer (or None); received {conditional_layer_norm!r}."
             )
         self.conditional_layer_norm = conditional_layer_norm
+        if not isinstance(prefix, str) or "/" in prefix:
+            raise ValueError(
+                "`prefix` is a string put before every layer name, without '/'; "
+                f"received {prefix!r}."
+            )
+        self.prefix = prefix
+        self._prefixed = set()
         self.conditional_layer_norm_hidden_size = conditional_layer_norm_hidden_size
         self.conditional_layer_norm_activation = conditional_layer_norm_activation
         self.mask_mode, self.causal, self.with_mlm = APPLICATIONS[application]
@@ -283,6 +298,7 @@ class Transformer:
             "conditional_layer_norm": self.conditional_layer_norm,
             "conditional_layer_norm_hidden_size": self.conditional_layer_norm_hidden_size,
             "conditional_layer_norm_activation": self.conditional_layer_norm_activation,
+            **({"prefix": self.prefix} if self.prefix else {}),
         }
 
     # Hooks a variant may override -------------------------------------------
@@ -463,9 +479,20 @@ class Transformer:
             self._existing = None
         return self
 
+    def prefixed(self, layer):
+        """`layer` renamed with the template's `prefix`, once (before it is
+        built, so its variables' paths carry the prefix too)."""
+        if layer is not None and self.prefix and id(layer) not in self._prefixed:
+            # `name` is a plain attribute of Keras 3 layers; an unbuilt layer
+            # takes its variables' paths from it when it is built.
+            layer.name = self.prefix + layer.name
+            self._prefixed.add(id(layer))
+        return layer
+
     def own(self, layer):
-        """`layer`, or, while binding to a built model, the model's layer of
-        its name."""
+        """`layer` (renamed with the `prefix`), or, while binding to a built
+        model, the model's layer of its name."""
+        layer = self.prefixed(layer)
         if layer is None or self._existing is None:
             return layer
         if layer.name not in self._existing:
@@ -477,9 +504,13 @@ class Transformer:
         return self._existing[layer.name]
 
     def own_block(self, block):
-        """`block`, or, while binding to a built model, a copy of it over the
-        model's layers of the same names."""
+        """`block` (its layers renamed with the `prefix`), or, while binding
+        to a built model, a copy of it over the model's layers of the same
+        names."""
         if self._existing is None:
+            for value in vars(block).values():
+                if isinstance(value, keras.layers.Layer):
+                    self.prefixed(value)
             return block
         bound = copy.copy(block)
         for role, value in vars(block).items():
@@ -492,21 +523,44 @@ class Transformer:
         self.make_layers()
         inputs = self.get_inputs()
         self.condition = inputs.get("condition")
+        hidden = self.apply_embeddings(inputs)
+        attention_mask, distance_bias = self.block_arguments(inputs, hidden)
+        for index in range(self.config.num_layers):
+            hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
+        hidden = self.finish_blocks(hidden, self.condition)
+        return inputs, self.mask_sequence_outputs(inputs, self.apply_final_layers(hidden))
+
+    def block_arguments(self, inputs, hidden):
+        """`(attention_mask, distance_bias)`, what every block of the full
+        pass takes (see `apply_main_layer`): the attention mask of `inputs`
+        (a dict of `token_ids`, with `segment_ids` and `padding_mask` where
+        the model takes them) and the position bias by distance of the
+        embedded `hidden`, or None for a variant without one.
+
+        With `apply_embeddings` and `apply_main_layer`, this is what a user
+        needs to run a built model's layers on other tensors, e.g. two
+        models' blocks interleaved in one graph (BERT-of-Theseus; build them
+        with distinct `prefix`es):
+
+        ```python
+        template = model.template
+        hidden = template.apply_embeddings(inputs)
+        mask, bias = template.block_arguments(inputs, hidden)
+        for index in range(template.config.num_layers):
+            hidden = template.apply_main_layer(hidden, index, mask, bias)
+        ```
+        """
         attention_mask = self.attention_mask_layer(
             inputs["token_ids"],
             segment_ids=inputs.get("segment_ids"),
             padding_mask=inputs.get("padding_mask"),
         )
-        hidden = self.apply_embeddings(inputs)
         # Once per distance, O(length): windowed layers then take only the
         # blocks of their band.
         distance_bias = None
         if self.position_bias is not None:
             distance_bias = self.position_bias(hidden, by_distance=True)
-        for index in range(self.config.num_layers):
-            hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
-        hidden = self.finish_blocks(hidden, self.condition)
-        return inputs, self.mask_sequence_outputs(inputs, self.apply_final_layers(hidden))
+        return attention_mask, distance_bias
 
     def finish_blocks(self, hidden, condition=None, decoding=False):
         """The hidden states after the last block: the output norm and its
@@ -527,9 +581,9 @@ class Transformer:
         single = not isinstance(outputs, dict)
         named = {"output": outputs} if single else outputs
         masked = {
-            name: layers.OutputMask(name=MASK_LAYER_NAMES.get(name, f"{name}-Mask"))(
-                value, mask=padding_mask
-            )
+            name: self.prefixed(
+                layers.OutputMask(name=MASK_LAYER_NAMES.get(name, f"{name}-Mask"))
+            )(value, mask=padding_mask)
             if len(value.shape) == 3
             else value
             for name, value in named.items()

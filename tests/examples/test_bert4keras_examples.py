@@ -113,3 +113,18 @@ def test_unilm_targets_are_the_next_target_segment_token():
     np.testing.assert_array_equal(targets, [[0, 0, 0, 20, 21, 3, 0, 0]])
     np.testing.assert_array_equal(common.unilm_targets(token_ids, segment_ids, ignore_id=-1),
                                   [[-1, -1, -1, 20, 21, 3, -1, -1]])
+
+
+@pytest.mark.slow
+def test_bert_of_theseus_quick_mode(tmp_path):
+    output = run(os.path.join("bert4keras", "bert_of_theseus.py"), "--quick", "--output", str(tmp_path))
+    assert "successor_after_theseus: 1 blocks" in output
+    with open(tmp_path / "bert_of_theseus.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    successor, predecessor = results["successor_after_theseus"], results["predecessor"]
+    # The successor that runs alone has the depth asked for, and fewer weights.
+    assert (successor["layers"], predecessor["layers"]) == (1, 2)
+    assert successor["encoder_parameters"] < predecessor["encoder_parameters"]
+    # Alone, after Theseus training, it classifies well above chance.
+    assert successor["held_out_accuracy"] > results["majority_class"] + 0.15, results

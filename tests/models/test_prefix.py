@@ -1,0 +1,136 @@
+"""`prefix=`: two builder models from one checkpoint in one functional
+graph (BERT-of-Theseus), loading, inputs and `.keras` files unchanged."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn.checkpoints import UnusedWeightsWarning
+from keras_attn.layers import BinaryRandomChoice
+from tests.harness import to_numpy
+
+TOKENS = np.array([[2, 15, 40, 7, 3, 0, 0], [2, 9, 9, 81, 55, 66, 3]], "int32")
+INPUTS = {"token_ids": TOKENS, "segment_ids": np.zeros_like(TOKENS)}
+
+
+@pytest.fixture(scope="module")
+def models(tf_bert_checkpoint):
+    config, checkpoint, _ = tf_bert_checkpoint
+    plain = keras_attn.build_transformer_model(config, checkpoint)
+    predecessor = keras_attn.build_transformer_model(config, checkpoint, prefix="Predecessor-")
+    with pytest.warns(UnusedWeightsWarning, match="layer_1/"):
+        successor = keras_attn.build_transformer_model(
+            config, checkpoint, prefix="Successor-", num_hidden_layers=1
+        )
+    return plain, predecessor, successor
+
+
+def theseus(predecessor, successor, replacement_rate):
+    """The BERT-of-Theseus graph: embeddings, then each successor block in
+    place of its group of predecessor blocks, chosen at random."""
+    old, new = predecessor.template, successor.template
+    inputs = predecessor.input
+    old_hidden, new_hidden = old.apply_embeddings(inputs), new.apply_embeddings(inputs)
+    old_arguments = old.block_arguments(inputs, old_hidden)
+    new_arguments = new.block_arguments(inputs, new_hidden)
+    hidden = BinaryRandomChoice(replacement_rate, seed=3)(old_hidden, new_hidden)
+    per_module = old.config.num_layers // new.config.num_layers
+    for index in range(new.config.num_layers):
+        old_hidden = hidden
+        for offset in range(per_module):
+            old_hidden = old.apply_main_layer(old_hidden, per_module * index + offset, *old_arguments)
+        new_hidden = new.apply_main_layer(hidden, index, *new_arguments)
+        hidden = BinaryRandomChoice(replacement_rate, seed=4 + index)(old_hidden, new_hidden)
+    return keras.Model(inputs, hidden)
+
+
+def test_prefixed_models_load_the_checkpoint_as_the_plain_one(models):
+    plain, predecessor, successor = models
+    assert predecessor.get_layer("Predecessor-Embedding-Token") is not None
+    assert all(w.path.startswith("Predecessor-") for w in predecessor.weights)
+    plain_weights = {w.path: to_numpy(w) for w in plain.weights}
+    for weight in predecessor.weights:
+        np.testing.assert_array_equal(
+            to_numpy(weight), plain_weights[weight.path.removeprefix("Predecessor-")]
+        )
+    assert len(successor.weights) < len(predecessor.weights)
+    for weight in successor.weights:
+        np.testing.assert_array_equal(
+            to_numpy(weight), plain_weights[weight.path.removeprefix("Successor-")]
+        )
+    assert [i.name for i in predecessor.inputs] == [i.name for i in plain.inputs]
+    np.testing.assert_allclose(
+        to_numpy(predecessor(INPUTS)), to_numpy(plain(INPUTS)), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        to_numpy(predecessor.predict([TOKENS, np.zeros_like(TOKENS)], verbose=0)),
+        to_numpy(plain(INPUTS)),
+        atol=1e-5,
+    )
+
+
+def test_two_prefixed_models_share_one_graph(models):
+    _, predecessor, successor = models
+    model = theseus(predecessor, successor, replacement_rate=0.5)
+    names = [layer.name for layer in model.layers]
+    assert len(names) == len(set(names))
+    assert "Successor-Transformer-0-FeedForward" in names
+    assert "Predecessor-Transformer-1-FeedForward" in names
+    # Inference runs the successor alone.
+    np.testing.assert_allclose(
+        to_numpy(model(INPUTS)), to_numpy(successor(INPUTS)), atol=1e-5
+    )
+
+
+def test_training_with_rate_zero_runs_the_predecessor(models):
+    _, predecessor, successor = models
+    model = theseus(predecessor, successor, replacement_rate=0.0)
+    np.testing.assert_allclose(
+        to_numpy(model(INPUTS, training=True)), to_numpy(predecessor(INPUTS)), atol=1e-5
+    )
+    everywhere = theseus(predecessor, successor, replacement_rate=1.0)
+    np.testing.assert_allclose(
+        to_numpy(everywhere(INPUTS, training=True)), to_numpy(successor(INPUTS)), atol=1e-5
+    )
+
+
+def test_unprefixed_models_cannot_share_a_graph(tf_bert_checkpoint):
+    config, checkpoint, _ = tf_bert_checkpoint
+    first = keras_attn.build_transformer_model(config, num_hidden_layers=1)
+    second = keras_attn.build_transformer_model(config, num_hidden_layers=1)
+    with pytest.raises(ValueError, match="unique"):
+        theseus(first, second, 0.5)
+
+
+def test_keras_file_keeps_the_prefix(models, tmp_path):
+    _, _, successor = models
+    path = str(tmp_path / "successor.keras")
+    successor.save(path)
+    restored = keras.models.load_model(path)
+    assert sorted(layer.name for layer in restored.layers) == sorted(
+        layer.name for layer in successor.layers
+    )
+    np.testing.assert_allclose(to_numpy(restored(INPUTS)), to_numpy(successor(INPUTS)), atol=1e-6)
+    template = restored.template
+    assert template.prefix == "Successor-"
+    assert template.blocks[0].attention is restored.get_layer(
+        "Successor-Transformer-0-MultiHeadSelfAttention"
+    )
+
+
+@pytest.mark.parametrize("prefix", [3, "a/b"])
+def test_bad_prefix_is_refused(tf_bert_checkpoint, prefix):
+    config, _, _ = tf_bert_checkpoint
+    with pytest.raises(ValueError, match="prefix"):
+        keras_attn.build_transformer_model(config, prefix=prefix, num_hidden_layers=1)
+
+
+def test_t5_refuses_a_prefix():
+    config = dict(
+        model_type="t5", vocab_size=64, d_model=16, d_kv=8, d_ff=24, num_layers=1,
+        num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=12,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+    )
+    with pytest.raises(ValueError, match="does not take a `prefix`"):
+        keras_attn.build_transformer_model(config, prefix="Successor-")
