@@ -105,7 +105,7 @@ def bert_of_theseus(predecessor, successor, head, replacement_rate):
         layer.trainable = False
     head.trainable = False
     old, new = predecessor.template, successor.template
-    inputs = predecessor.input
+    inputs = predecessor.named_inputs
     old_hidden, new_hidden = old.apply_embeddings(inputs), new.apply_embeddings(inputs)
     old_arguments = old.block_arguments(inputs, old_hidden)
     new_arguments = new.block_arguments(inputs, new_hidden)

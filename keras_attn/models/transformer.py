@@ -543,7 +543,7 @@ class Transformer:
         with distinct `prefix`es):
 
         ```python
-        template = model.template
+        template, inputs = model.template, model.named_inputs
         hidden = template.apply_embeddings(inputs)
         mask, bias = template.block_arguments(inputs, hidden)
         for index in range(template.config.num_layers):

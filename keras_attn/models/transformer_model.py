@@ -96,6 +96,21 @@ class TransformerModel(keras.Model):
         self._generator = None
 
     @property
+    def named_inputs(self):
+        """The model's symbolic inputs by name, `{"token_ids": ...,
+        "segment_ids": ...}`: `model.inputs` is a list in bert4keras's order,
+        this is the same tensors as a dict (what the template's
+        `apply_embeddings` and `block_arguments` take).
+
+        Example:
+
+        ```python
+        token_ids = model.named_inputs["token_ids"]   # model.inputs[0]
+        ```
+        """
+        return {tensor.name: tensor for tensor in self.inputs}
+
+    @property
     def template(self):
         """The `keras_attn.Transformer` whose layers this model runs, or None
         for a model not built by `build_transformer_model` (or saved before

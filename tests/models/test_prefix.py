@@ -30,7 +30,7 @@ def theseus(predecessor, successor, replacement_rate):
     """The BERT-of-Theseus graph: embeddings, then each successor block in
     place of its group of predecessor blocks, chosen at random."""
     old, new = predecessor.template, successor.template
-    inputs = predecessor.input
+    inputs = predecessor.named_inputs
     old_hidden, new_hidden = old.apply_embeddings(inputs), new.apply_embeddings(inputs)
     old_arguments = old.block_arguments(inputs, old_hidden)
     new_arguments = new.block_arguments(inputs, new_hidden)
@@ -42,7 +42,7 @@ def theseus(predecessor, successor, replacement_rate):
             old_hidden = old.apply_main_layer(old_hidden, per_module * index + offset, *old_arguments)
         new_hidden = new.apply_main_layer(hidden, index, *new_arguments)
         hidden = BinaryRandomChoice(replacement_rate, seed=4 + index)(old_hidden, new_hidden)
-    return keras.Model(inputs, hidden)
+    return keras.Model(predecessor.inputs, hidden)
 
 
 def test_prefixed_models_load_the_checkpoint_as_the_plain_one(models):
