@@ -43,7 +43,49 @@ class AutoRegressiveDecoder:
     | `beam_search(..., temperature)`             | not supported (scores are log-probabilities)         |
     | `random_sample(inputs, n, topk, topp)`      | `random_sample(inputs, n, topk, topp, temperature, seed)` |
     | `np.random` global state                    | `seed` (None: drawn from `np.random`)                 |
-    | `states`                                    | not needed: the cache is the state                    |
+    | `states` (decoding bookkeeping)             | not needed: the cache is the state                    |
+    | `use_states=True`, several inputs combined  | `combine(probabilities, states)`, `states=` (below)   |
+    | `predict` feeding `inputs[0]` as a condition | `[token_ids, condition]`, `{"condition": ...}`        |
+    | output starting from `start_id` alone       | `[[], condition]` (empty `token_ids`, `"lm"` model)   |
+
+    A model built with `conditional_layer_norm=width` decodes one example
+    with its condition, a 1-D float vector of that width:
+    `[token_ids, condition]`, `[token_ids, segment_ids, condition]` or
+    `{"token_ids": ..., "condition": ...}`, as bert4keras's
+    `task_conditional_language_model` passes its label; empty `token_ids`
+    with `start_id` set start every output from `start_id` alone.
+
+    `combine` ports bert4keras's `use_states=True` (its reading-comprehension
+    script): `inputs` is then a list of prompts (1-D token ids, of any
+    lengths) that share one output, every prompt continued by the same
+    tokens at its own positions. At each step the model's softmax for every
+    prompt and every beam (or sample) is stacked to `probabilities`,
+    float32 `(prompts, rows, vocab)`, and
+
+        combined, states = combine(probabilities, states)
+
+    must return the `(rows, vocab)` probabilities to decode with (their log
+    is the step's logits: beam search renormalises them by its
+    `log_softmax`, samplers divide the log by `temperature`) and the new
+    states. `states` (the `states=` argument of `beam_search` and
+    `random_sample`, None by default) is a nest of arrays or numbers whose
+    shapes and dtypes every step keeps; it is carried from step to step
+    (not reordered with the beams) and `combine` sees it at every step,
+    including the first, whose token `start_id` forces. `combine` runs
+    inside the compiled loop (traced once per prompt bucket and settings on
+    JAX and TensorFlow): write it with `keras.ops`, not numpy. Each step
+    runs the model once per prompt, so a step costs `prompts` single-token
+    passes. Not for encoder-decoders or `condition` models.
+
+    ```python
+    def average(probabilities, states):           # (passages, rows, vocab)
+        return keras.ops.mean(probabilities, axis=0), states + 1
+
+    reader = keras_attn.AutoRegressiveDecoder(
+        model, start_id=None, end_id=tokenizer.sep_id, maxlen=16, combine=average
+    )
+    answer_ids = reader.beam_search(passage_prompts, topk=2, states=0)
+    ```
 
     Differences: `end_id` cannot be generated before `minlen` output ids
     (bert4keras generates it there without ending the sequence);
@@ -59,6 +101,9 @@ class AutoRegressiveDecoder:
         maxlen: an integer >= 1, the most ids generated after `start_id`.
         minlen: an integer >= 1, the fewest output ids (`start_id` and
             `end_id` included) before `end_id` may be generated.
+        combine: None, or `combine(probabilities, states) ->
+            (probabilities, states)` (see above): several prompts then
+            share one output.
 
     Example:
 
@@ -70,7 +115,6 @@ class AutoRegressiveDecoder:
     title_ids = decoder.beam_search([token_ids, segment_ids], topk=3)
     ```
     """
-
 
     def __init__(self, model, start_id=None, end_id=None, maxlen=None, minlen=1, combine=None):
         name = type(self).__name__

@@ -48,6 +48,9 @@ def test_conditional_layer_norm_quick_mode(tmp_path):
     assert results["held_out_nll_true_condition"] < results["held_out_nll_untrained"]
     # The model uses its condition: the true package predicts better.
     assert results["held_out_nll_true_condition"] < results["held_out_nll_shuffled_condition"]
+    # Lines sampled per condition, named by a bigram classifier independent of the model.
+    assert 0.0 <= results["sample_classifier_agreement"] <= 1.0
+    assert len(results["sample_examples"]) == len(results["packages"])
 
 
 @pytest.mark.slow
@@ -60,3 +63,18 @@ def test_albert_classification_quick_mode(tmp_path):
     assert results["albert"]["encoder_parameters"] < 0.6 * results["bert"]["encoder_parameters"]
     for name in ("albert", "bert"):
         assert 0.0 <= results[name]["held_out_accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_reading_comprehension_quick_mode_combines_the_passages(tmp_path):
+    output = run(os.path.join("bert4keras", "reading_comprehension_seq2seq.py"), "--quick", "--output", str(tmp_path))
+    assert "vote (bert4keras)" in output
+    with open(tmp_path / "reading_comprehension_seq2seq.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    methods = results["methods"]
+    vote, random_passage = methods["vote (bert4keras)"], methods["one random passage"]
+    # Reading every passage beats reading one at random, and the model beats
+    # the answer it would give without reading.
+    assert vote["word_f1"] > random_passage["word_f1"] + 0.1, methods
+    assert vote["word_f1"] > methods["most frequent training answer"]["word_f1"] + 0.1, methods
