@@ -345,8 +345,9 @@ class AutoRegressiveDecoder:
             )
         for input_name in ("token_ids", "segment_ids", "condition"):
             if input_name in arrays and arrays[input_name].ndim != 1:
+                what = "vector" if input_name == "condition" else "ids"
                 raise ValueError(
-                    f"{name}: `{input_name}` must be one example's, 1-D; received shape "
+                    f"{name}: `{input_name}` must be one example's {what}, 1-D; received shape "
                     f"{arrays[input_name].shape} (decode a batch with Generator or "
                     "TransformerModel.generate)."
                 )

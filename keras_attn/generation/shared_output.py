@@ -9,6 +9,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.generation.generator import _sampler_key
 from keras_attn.generation.prompts import prepare_prompts
 
 
@@ -95,8 +96,6 @@ def shared_output_decode(generator, decoder_loop, prompts, rows, settings, combi
     has_states = states is not None
     # Without states the loop carries a placeholder (None is no loop value on TensorFlow).
     carried = keras.tree.map_structure(np.asarray, states) if has_states else np.zeros((), "int32")
-    from keras_attn.generation.generator import _sampler_key
-
     key = (
         "shared_output", _sampler_key(decoder_loop), settings, prepared.buffer.shape,
         prepared.bucket, rows, id(combine), has_states,

@@ -49,7 +49,8 @@ def test_conditional_layer_norm_quick_mode(tmp_path):
     # The model uses its condition: the true package predicts better.
     assert results["held_out_nll_true_condition"] < results["held_out_nll_shuffled_condition"]
     # Lines sampled per condition, named by a bigram classifier independent of the model.
-    assert 0.0 <= results["sample_classifier_agreement"] <= 1.0
+    # The condition steers sampling: more samples than chance read as their package.
+    assert results["sample_classifier_agreement"] > results["chance"], results
     assert len(results["sample_examples"]) == len(results["packages"])
 
 
@@ -78,3 +79,5 @@ def test_reading_comprehension_quick_mode_combines_the_passages(tmp_path):
     # the answer it would give without reading.
     assert vote["word_f1"] > random_passage["word_f1"] + 0.1, methods
     assert vote["word_f1"] > methods["most frequent training answer"]["word_f1"] + 0.1, methods
+    # The plain mean drowns the answering passage in the others' end token.
+    assert vote["word_f1"] > methods["mean"]["word_f1"], methods
