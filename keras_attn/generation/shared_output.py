@@ -98,7 +98,9 @@ def shared_output_decode(generator, decoder_loop, prompts, rows, settings, combi
     carried = keras.tree.map_structure(np.asarray, states) if has_states else np.zeros((), "int32")
     key = (
         "shared_output", _sampler_key(decoder_loop), settings, prepared.buffer.shape,
-        prepared.bucket, rows, id(combine), has_states,
+        # `combine` itself, not its id: the key keeps it alive, so a later
+        # function can never reuse its id and find its program.
+        prepared.bucket, rows, combine, has_states,
         keras.tree.map_structure(lambda x: (x.shape, x.dtype.name), carried),
     )
 

@@ -43,6 +43,7 @@ def first_end(sequence, end):
     return np.array(sequence[: sequence.index(end) + 1] if end in sequence else sequence)
 
 
+@pytest.mark.slow
 def test_decoding_with_a_condition_equals_the_full_pass_given_it(conditional_lm):
     model = conditional_lm
     prompt = np.array([2, 11, 5, 31])
@@ -185,6 +186,7 @@ def mean_over_passages(probabilities, states):
     return ops.mean(probabilities, axis=0), states
 
 
+@pytest.mark.slow
 def test_combined_greedy_decoding_equals_the_full_pass_reference(unilm):
     free = reference_shared_greedy(unilm, PASSAGES, 6, None, lambda p, t: p.mean(0))
     end = int(next(t for i, t in enumerate(free[:-1]) if i >= 1 and t not in free[:i]))
