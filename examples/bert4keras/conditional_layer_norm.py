@@ -45,7 +45,7 @@ from common import example_arguments, parse_example_arguments  # noqa: E402  (im
 
 def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer lines, a smaller model, one epoch")
+    parser.add_argument("--quick", action="store_true", help="fewer lines, a smaller model")
     return parse_example_arguments(parser, argv)
 
 
@@ -160,7 +160,7 @@ def main(arguments):
         arrays, vocabulary = dataset(quick)
         train_rows, train_labels, train_texts = arrays["train"]
         test_rows, test_labels, test_texts = arrays["held_out"]
-        epochs, batch_size = (3, 32) if quick else (6, 64)
+        epochs, batch_size = (10, 32) if quick else (6, 64)
         hidden, layers = (32, 1) if quick else (128, 2)
         print(
             f"{len(train_rows)} training and {len(test_rows)} held-out docstring lines of "

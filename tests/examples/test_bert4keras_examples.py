@@ -50,7 +50,7 @@ def test_conditional_layer_norm_quick_mode(tmp_path):
     assert results["held_out_nll_true_condition"] < results["held_out_nll_shuffled_condition"]
     # Lines sampled per condition, named by a bigram classifier independent of the model.
     # The condition steers sampling: more samples than chance read as their package.
-    assert results["sample_classifier_agreement"] > results["chance"], results
+    assert results["sample_classifier_agreement"] > results["chance"] + 0.05, results
     assert len(results["sample_examples"]) == len(results["packages"])
 
 
