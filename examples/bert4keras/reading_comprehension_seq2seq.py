@@ -1,9 +1,10 @@
 """Reading comprehension as seq2seq: one answer decoded from several passages at once.
 
 bert4keras's `task_reading_comprehension_by_seq2seq` example, offline: a
-UniLM model reads `[CLS] passage [SEP] question [SEP]` and writes the
-answer; at answer time every passage of a question is decoded together
-and each step's next-token probabilities are combined over the passages
+UniLM model (a small RoFormer, trained from scratch) reads `[CLS] passage
+[SEP] question [SEP]` and writes the answer; at answer time every passage
+of a question is decoded together and each step's next-token
+probabilities are combined over the passages
 (bert4keras's `AutoRegressiveDecoder` with `use_states=True`; here
 `AutoRegressiveDecoder(..., combine=...)`, run inside the compiled loop).
 
@@ -243,6 +244,7 @@ def main(arguments):
         "train_questions": len(train_rows),
         "held_out_questions": len(cases),
         "epochs": epochs,
+        "variant": "roformer",
         "hidden_size": hidden,
         "num_hidden_layers": layers,
         "loss": [float(v) for v in history.history["loss"]],

@@ -68,7 +68,8 @@ def test_albert_classification_quick_mode(tmp_path):
 
 @pytest.mark.slow
 def test_reading_comprehension_quick_mode_combines_the_passages(tmp_path):
-    output = run(os.path.join("bert4keras", "reading_comprehension_seq2seq.py"), "--quick", "--output", str(tmp_path))
+    script = os.path.join("bert4keras", "reading_comprehension_seq2seq.py")
+    output = run(script, "--quick", "--output", str(tmp_path))
     assert "vote (bert4keras)" in output
     with open(tmp_path / "reading_comprehension_seq2seq.json") as file:
         results = json.load(file)
