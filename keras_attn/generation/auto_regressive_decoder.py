@@ -1,11 +1,16 @@
 """A bert4keras-style decoder over the cached, compiled `Generator`."""
 
+import keras
 import numpy as np
 
 from keras_attn.generation.generator import Generator
+from keras_attn.generation.generator import decoding_seed
+from keras_attn.generation.shared_output import shared_output_decode
+from keras_attn.samplers import BeamSearch
 from keras_attn.samplers import RandomSampler
 from keras_attn.samplers import TopKSampler
 from keras_attn.samplers import TopPSampler
+from keras_attn.samplers.decoding_loop import DecodingSettings
 from keras_attn.samplers.sampler import check_number
 
 
@@ -38,7 +43,49 @@ class AutoRegressiveDecoder:
     | `beam_search(..., temperature)`             | not supported (scores are log-probabilities)         |
     | `random_sample(inputs, n, topk, topp)`      | `random_sample(inputs, n, topk, topp, temperature, seed)` |
     | `np.random` global state                    | `seed` (None: drawn from `np.random`)                 |
-    | `states`                                    | not needed: the cache is the state                    |
+    | `states` (decoding bookkeeping)             | not needed: the cache is the state                    |
+    | `use_states=True`, several inputs combined  | `combine(probabilities, states)`, `states=` (below)   |
+    | `predict` feeding `inputs[0]` as a condition | `[token_ids, condition]`, `{"condition": ...}`        |
+    | output starting from `start_id` alone       | `[[], condition]` (empty `token_ids`, `"lm"` model)   |
+
+    A model built with `conditional_layer_norm=width` decodes one example
+    with its condition, a 1-D float vector of that width:
+    `[token_ids, condition]`, `[token_ids, segment_ids, condition]` or
+    `{"token_ids": ..., "condition": ...}`, as bert4keras's
+    `task_conditional_language_model` passes its label; empty `token_ids`
+    with `start_id` set start every output from `start_id` alone.
+
+    `combine` ports bert4keras's `use_states=True` (its reading-comprehension
+    script): `inputs` is then a list of prompts (1-D token ids, of any
+    lengths) that share one output, every prompt continued by the same
+    tokens at its own positions. At each step the model's softmax for every
+    prompt and every beam (or sample) is stacked to `probabilities`,
+    float32 `(prompts, rows, vocab)`, and
+
+        combined, states = combine(probabilities, states)
+
+    must return the `(rows, vocab)` probabilities to decode with (their log
+    is the step's logits: beam search renormalises them by its
+    `log_softmax`, samplers divide the log by `temperature`) and the new
+    states. `states` (the `states=` argument of `beam_search` and
+    `random_sample`, None by default) is a nest of arrays or numbers whose
+    shapes and dtypes every step keeps; it is carried from step to step
+    (not reordered with the beams) and `combine` sees it at every step,
+    including the first, whose token `start_id` forces. `combine` runs
+    inside the compiled loop (traced once per prompt bucket and settings on
+    JAX and TensorFlow): write it with `keras.ops`, not numpy. Each step
+    runs the model once per prompt, so a step costs `prompts` single-token
+    passes. Not for encoder-decoders or `condition` models.
+
+    ```python
+    def average(probabilities, states):           # (passages, rows, vocab)
+        return keras.ops.mean(probabilities, axis=0), states + 1
+
+    reader = keras_attn.AutoRegressiveDecoder(
+        model, start_id=None, end_id=tokenizer.sep_id, maxlen=16, combine=average
+    )
+    answer_ids = reader.beam_search(passage_prompts, topk=2, states=0)
+    ```
 
     Differences: `end_id` cannot be generated before `minlen` output ids
     (bert4keras generates it there without ending the sequence);
@@ -54,6 +101,9 @@ class AutoRegressiveDecoder:
         maxlen: an integer >= 1, the most ids generated after `start_id`.
         minlen: an integer >= 1, the fewest output ids (`start_id` and
             `end_id` included) before `end_id` may be generated.
+        combine: None, or `combine(probabilities, states) ->
+            (probabilities, states)` (see above): several prompts then
+            share one output.
 
     Example:
 
@@ -66,7 +116,7 @@ class AutoRegressiveDecoder:
     ```
     """
 
-    def __init__(self, model, start_id=None, end_id=None, maxlen=None, minlen=1):
+    def __init__(self, model, start_id=None, end_id=None, maxlen=None, minlen=1, combine=None):
         name = type(self).__name__
         self.generator = getattr(model, "generator", None) or Generator(model)
         forward = self.generator.forward
@@ -89,16 +139,41 @@ class AutoRegressiveDecoder:
                 + (" plus start_id" if start_id is not None else "")
                 + ")."
             )
+        if combine is not None:
+            if not callable(combine):
+                raise ValueError(
+                    f"{name}: `combine` must be None or a callable "
+                    f"`combine(probabilities, states) -> (probabilities, states)`; received "
+                    f"{combine!r}."
+                )
+            if forward.seq2seq or forward.conditional:
+                raise ValueError(
+                    f"{name}: `combine` decodes several prompts of a decoder-only model "
+                    f"(application='lm' or 'unilm') without a condition; {model.name} "
+                    + ("is an encoder-decoder." if forward.seq2seq
+                       else "takes a `condition` (conditional_layer_norm).")
+                )
+        self.combine = combine
 
-    def beam_search(self, inputs, topk, min_ends=1, return_all=False):
+    def beam_search(self, inputs, topk, min_ends=1, return_all=False, states=None):
         """Beam search with `topk` beams.
 
         Args:
             inputs: one example: `[token_ids]` or `[token_ids,
-                segment_ids]` (1-D; segment ids all 0).
+                segment_ids]` (1-D; segment ids all 0); for a model built
+                with `conditional_layer_norm`, its condition (1-D, the
+                model's width) too: `[token_ids, condition]`, `[token_ids,
+                segment_ids, condition]` or a dict `{"token_ids": ...,
+                "condition": ...}`. Empty `token_ids` with `start_id` set
+                (an `"lm"` model) start the output from `start_id` alone,
+                as bert4keras's conditional language model does. With
+                `combine`, a list of prompts (each 1-D token ids) that
+                share one output.
             topk: the number of beams, an integer >= 1.
             min_ends: must be 1 (the output ends at its first `end_id`).
             return_all: whether to return every beam.
+            states: with `combine`, its initial states (a nest of arrays or
+                numbers, or None); without, must be None.
 
         Returns:
             The best output ids, a 1-D int32 numpy array; with
@@ -111,17 +186,41 @@ class AutoRegressiveDecoder:
                 f"{type(self).__name__}.beam_search supports only min_ends=1 (stop at the "
                 f"first end_id); received min_ends={min_ends!r}."
             )
-        sequences, scores = self.generator.beam_search(
-            [self._prompt(inputs)], self.max_new_tokens, topk,
-            end_token_id=self.end_id, min_new_tokens=self.min_new_tokens,
-            start_token_id=self.start_id,
-        )
-        outputs = [self._trim(sequence) for sequence in sequences[0]]
+        topk = check_number("topk", topk, f"{type(self).__name__}.beam_search", minimum=1,
+                            integer=True)
+        if self.combine is not None:
+            vocab_size = self.generator.forward.vocab_size
+            if topk > vocab_size:
+                raise ValueError(
+                    f"{type(self).__name__}.beam_search: topk={topk} beams need distinct first "
+                    f"tokens, but the vocabulary has {vocab_size} (vocab_size={vocab_size})."
+                )
+            search = BeamSearch(topk)
+            tokens, scores, _ = (
+                keras.ops.convert_to_numpy(x)
+                for x in self._shared_output(inputs, search, 1, states, np.zeros((2,), "int32"))
+            )
+            # Scores are summed log-probabilities: beam search's ranking with
+            # length_penalty=0, best first, ties to the lower beam.
+            order = np.argsort(-scores[0], kind="stable")
+            outputs = [self._trim(tokens[k, 1:]) for k in order]
+            scores = scores[0][order].astype("float32")
+        else:
+            self._no_states(states)
+            prompt, condition, empty = self._example(inputs)
+            sequences, scores = self.generator.beam_search(
+                self._prompts(prompt, condition, 1), self.max_new_tokens - empty, topk,
+                end_token_id=self.end_id, min_new_tokens=max(0, self.min_new_tokens - empty),
+                start_token_id=None if empty else self.start_id,
+            )
+            outputs = [self._trim(sequence, empty) for sequence in sequences[0]]
+            scores = scores[0]
         if return_all:
-            return outputs, scores[0]
+            return outputs, scores
         return outputs[0]
 
-    def random_sample(self, inputs, n, topk=None, topp=None, temperature=1.0, seed=None):
+    def random_sample(self, inputs, n, topk=None, topp=None, temperature=1.0, seed=None,
+                      states=None):
         """`n` outputs sampled independently, from the `topk` most probable
         ids (if set), then the nucleus of mass `topp` (if set), of the
         logits divided by `temperature` (see `keras_attn.samplers`).
@@ -133,6 +232,7 @@ class AutoRegressiveDecoder:
             seed: an int; the same seed gives the same samples. None draws
                 a fresh one on every call from numpy's global generator (as
                 bert4keras samples from it), as `Generator.generate` does.
+            states: as for `beam_search`.
 
         Returns:
             A list of `n` 1-D int32 numpy arrays.
@@ -144,49 +244,143 @@ class AutoRegressiveDecoder:
             sampler = TopKSampler(k=topk, temperature=temperature)
         else:
             sampler = RandomSampler(temperature=temperature)
+        if self.combine is not None:
+            tokens = self._shared_output(inputs, sampler, n, states, decoding_seed(seed, sampler))
+            return [self._trim(row[1:]) for row in keras.ops.convert_to_numpy(tokens)]
+        self._no_states(states)
+        prompt, condition, empty = self._example(inputs)
         sequences = self.generator.generate(
-            [self._prompt(inputs)] * n, self.max_new_tokens, sampler=sampler,
-            end_token_id=self.end_id, min_new_tokens=self.min_new_tokens, seed=seed,
-            start_token_id=self.start_id,
+            self._prompts(prompt, condition, n), self.max_new_tokens - empty, sampler=sampler,
+            end_token_id=self.end_id, min_new_tokens=max(0, self.min_new_tokens - empty), seed=seed,
+            start_token_id=None if empty else self.start_id,
         )
-        return [self._trim(sequence) for sequence in sequences]
+        return [self._trim(sequence, empty) for sequence in sequences]
 
-    def _prompt(self, inputs):
-        """The token ids of the one example `inputs`, or a ValueError."""
+    def _shared_output(self, inputs, decoder_loop, rows, states, seed):
+        """`decoder_loop.run_loop`'s result over the output that the prompts
+        `inputs` share, their probabilities combined by `combine`."""
         name = type(self).__name__
-        example = "one example as a list: [token_ids] or [token_ids, segment_ids]"
-        if not isinstance(inputs, (list, tuple)) or len(inputs) not in (1, 2):
-            raise ValueError(f"{name}: `inputs` must be {example}; received {inputs!r}.")
-        if np.isscalar(inputs[0]):
+        if not isinstance(inputs, (list, tuple)) or not inputs:
             raise ValueError(
-                f"{name}: `inputs` must be {example}; received a list of ids: wrap it "
-                "as [token_ids]."
+                f"{name} with `combine`: `inputs` must be a non-empty list of prompts (each "
+                f"1-D token ids) that share one output; received {inputs!r}."
             )
-        arrays = [np.asarray(x) for x in inputs]
-        for input_name, array in zip(("token_ids", "segment_ids"), arrays):
-            if array.ndim != 1:
+        prompts = []
+        for index, prompt in enumerate(inputs):
+            array = np.asarray(prompt)
+            if array.ndim != 1 or len(array) == 0:
                 raise ValueError(
-                    f"{name}: `{input_name}` must be one example's ids, 1-D; received "
-                    f"shape {array.shape} (decode a batch with Generator or "
+                    f"{name} with `combine`: prompt {index} must be 1-D token ids, not "
+                    f"empty; received shape {array.shape}."
+                )
+            prompts.append(array)
+        settings = DecodingSettings(
+            self.max_new_tokens, self.generator.forward.pad_token_id, self.end_id,
+            self.min_new_tokens, self.start_id,
+        )
+        return shared_output_decode(
+            self.generator, decoder_loop, prompts, rows, settings, self.combine, states, seed
+        )
+
+    def _no_states(self, states):
+        if states is not None:
+            raise ValueError(
+                f"{type(self).__name__}: `states` is the state of a `combine` hook, and this "
+                f"decoder has none (the key/value cache is the decoding state); received "
+                f"states={states!r}."
+            )
+
+    def _prompts(self, prompt, condition, count):
+        """`count` copies of the prompt, as `Generator` takes them."""
+        if condition is None:
+            return [prompt] * count
+        return {
+            "token_ids": np.tile(prompt, (count, 1)),
+            "condition": np.tile(condition, (count, 1)),
+        }
+
+    def _example(self, inputs):
+        """`(token_ids, condition, empty)` of the one example `inputs`:
+        `condition` is None for a model without conditional LayerNorms;
+        `empty` is 1 when `token_ids` was empty and the prompt is `start_id`
+        alone, else 0. Raises a ValueError for anything else."""
+        name = type(self).__name__
+        conditional = self.generator.forward.conditional
+        if conditional:
+            example = (
+                "one example: [token_ids, condition], [token_ids, segment_ids, condition] "
+                "or {'token_ids': ..., 'condition': ...}"
+            )
+        else:
+            example = "one example as a list: [token_ids] or [token_ids, segment_ids]"
+        if isinstance(inputs, dict):
+            unknown = sorted(set(inputs) - {"token_ids", "segment_ids", "condition"})
+            if unknown or "token_ids" not in inputs:
+                raise ValueError(
+                    f"{name}: a dict example takes 'token_ids' and optionally 'segment_ids' "
+                    f"and 'condition'; received the keys {sorted(inputs)}."
+                )
+            names = [k for k in ("token_ids", "segment_ids", "condition") if k in inputs]
+            values = [inputs[k] for k in names]
+        else:
+            counts = (2, 3) if conditional else (1, 2)
+            if not isinstance(inputs, (list, tuple)) or len(inputs) not in counts:
+                raise ValueError(f"{name}: `inputs` must be {example}; received {inputs!r}.")
+            if np.isscalar(inputs[0]):
+                raise ValueError(
+                    f"{name}: `inputs` must be {example}; received a list of ids: wrap it "
+                    "as [token_ids]."
+                )
+            names = ["token_ids", "segment_ids", "condition"][: len(inputs)]
+            if conditional:
+                names[-1] = "condition"
+            values = list(inputs)
+        arrays = dict(zip(names, (np.asarray(x) for x in values)))
+        if conditional != ("condition" in arrays):
+            raise ValueError(
+                f"{name}: {self.generator.model.name} "
+                + ("was built with conditional_layer_norm: `inputs` must be " + example
+                   if conditional else "takes no `condition` (no conditional LayerNorms)")
+                + "."
+            )
+        for input_name in ("token_ids", "segment_ids", "condition"):
+            if input_name in arrays and arrays[input_name].ndim != 1:
+                what = "vector" if input_name == "condition" else "ids"
+                raise ValueError(
+                    f"{name}: `{input_name}` must be one example's {what}, 1-D; received shape "
+                    f"{arrays[input_name].shape} (decode a batch with Generator or "
                     "TransformerModel.generate)."
                 )
-        if len(arrays) == 2:
-            token_ids, segment_ids = arrays
+        token_ids = arrays["token_ids"]
+        if "segment_ids" in arrays:
+            segment_ids = arrays["segment_ids"]
             if segment_ids.shape != token_ids.shape or (segment_ids != 0).any():
                 raise ValueError(
                     f"{name}: `segment_ids` must be all 0 with the length of token_ids "
                     f"({len(token_ids)}): the input is the source, segment 0, and the "
                     f"output is generated as segment 1; received {segment_ids.tolist()}."
                 )
-        return arrays[0]
+        empty = 0
+        if len(token_ids) == 0:
+            if self.start_id is None or self.generator.forward.application != "lm":
+                raise ValueError(
+                    f"{name}: empty `token_ids` need `start_id` and an application='lm' "
+                    "model (the output then starts from start_id alone); give at least "
+                    "one token otherwise."
+                )
+            token_ids, empty = np.array([self.start_id]), 1
+        return token_ids, arrays.get("condition"), empty
 
-    def _trim(self, sequence):
+    def _trim(self, sequence, empty=0):
         """`sequence` up to and including its first `end_id` (after the
-        decoder's start id, for an encoder-decoder given it as `start_id`)."""
+        decoder's start id, for an encoder-decoder given it as `start_id`,
+        or after `start_id` when it was the whole prompt)."""
         if self.end_id is not None:
             ends = np.flatnonzero(sequence == self.end_id)
             if len(ends):
                 sequence = sequence[: ends[0] + 1]
         if self.decoder_start:
             sequence = np.concatenate([[self.generator.forward.start_token_id], sequence])
-        return sequence.astype("int32")
+        if empty:
+            sequence = np.concatenate([[self.start_id], sequence])
+        return np.asarray(sequence).astype("int32")

@@ -49,6 +49,10 @@ def test_conditional_layer_norm_quick_mode(tmp_path):
     assert results["held_out_nll_true_condition"] < results["held_out_nll_untrained"]
     # The model uses its condition: the true package predicts better.
     assert results["held_out_nll_true_condition"] < results["held_out_nll_shuffled_condition"]
+    # Lines sampled per condition, named by a bigram classifier independent of the model.
+    # The condition steers sampling: more samples than chance read as their package.
+    assert results["sample_classifier_agreement"] > results["chance"] + 0.05, results
+    assert len(results["sample_examples"]) == len(results["packages"])
 
 
 @pytest.mark.slow
@@ -128,3 +132,21 @@ def test_bert_of_theseus_quick_mode(tmp_path):
     assert successor["encoder_parameters"] < predecessor["encoder_parameters"]
     # Alone, after Theseus training, it classifies well above chance.
     assert successor["held_out_accuracy"] > results["majority_class"] + 0.15, results
+
+
+@pytest.mark.slow
+def test_reading_comprehension_quick_mode_combines_the_passages(tmp_path):
+    script = os.path.join("bert4keras", "reading_comprehension_seq2seq.py")
+    output = run(script, "--quick", "--output", str(tmp_path))
+    assert "vote (bert4keras)" in output
+    with open(tmp_path / "reading_comprehension_seq2seq.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == os.environ.get("KERAS_BACKEND", "tensorflow")
+    methods = results["methods"]
+    vote, random_passage = methods["vote (bert4keras)"], methods["one random passage"]
+    # Reading every passage beats reading one at random, and the model beats
+    # the answer it would give without reading.
+    assert vote["word_f1"] > random_passage["word_f1"] + 0.1, methods
+    assert vote["word_f1"] > methods["most frequent training answer"]["word_f1"] + 0.1, methods
+    # The plain mean drowns the answering passage in the others' end token.
+    assert vote["word_f1"] > methods["mean"]["word_f1"], methods
