@@ -10,6 +10,7 @@ metrics, loss scaling and `jit_compile` stay Keras'.
 import keras
 from keras import ops
 
+from keras_attn.training.gradients import embedding_table
 from keras_attn.training.gradients import table_gradient
 
 METHODS = ("fgm", "gradient_penalty")
@@ -83,19 +84,7 @@ def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embe
             f"Model {model.name!r} already trains with method="
             f"{model._adversarial_method!r}; apply adversarial_training once."
         )
-    try:
-        layer = model.get_layer(embedding_layer)
-    except ValueError as error:
-        raise ValueError(
-            f"Model {model.name!r} has no layer named {embedding_layer!r} to perturb; "
-            "pass the name of its embedding layer as `embedding_layer`."
-        ) from error
-    embeddings = getattr(layer, "embeddings", None)
-    if embeddings is None or not any(v is embeddings for v in model.trainable_variables):
-        raise ValueError(
-            f"Layer {embedding_layer!r} of model {model.name!r} has no trainable "
-            "`embeddings` table; adversarial training perturbs one."
-        )
+    embeddings = embedding_table(model, embedding_layer, "adversarial training")
     compute_loss = model.compute_loss  # the model's own, before any change
     if method == "fgm":
         step = _jax_fgm_step if keras.config.backend() == "jax" else _stateful_fgm_step

@@ -123,3 +123,23 @@ def replaced_output(layer, transform):
         yield
     finally:
         object.__delattr__(layer, "call")
+
+
+def embedding_table(model, embedding_layer, what):
+    """The trainable `embeddings` table of `model`'s layer named
+    `embedding_layer`, which `what` (a phrase: "adversarial training")
+    perturbs; a ValueError naming the model and the layer otherwise."""
+    try:
+        layer = model.get_layer(embedding_layer)
+    except ValueError as error:
+        raise ValueError(
+            f"Model {model.name!r} has no layer named {embedding_layer!r} to perturb; "
+            "pass the name of its embedding layer as `embedding_layer`."
+        ) from error
+    embeddings = getattr(layer, "embeddings", None)
+    if embeddings is None or not any(v is embeddings for v in model.trainable_variables):
+        raise ValueError(
+            f"Layer {embedding_layer!r} of model {model.name!r} has no trainable "
+            f"`embeddings` table; {what} perturbs one."
+        )
+    return embeddings

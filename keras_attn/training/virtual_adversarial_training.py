@@ -10,6 +10,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.training.gradients import embedding_table
 from keras_attn.training.gradients import table_gradient
 
 
@@ -84,7 +85,7 @@ def virtual_adversarial_training(
             f"Model {model.name!r} already trains with method="
             f"{model._adversarial_method!r}; apply one adversarial training once."
         )
-    embeddings = _embeddings(model, embedding_layer)
+    embeddings = embedding_table(model, embedding_layer, "virtual adversarial training")
     compute_loss = model.compute_loss
     settings = (float(epsilon), float(xi), int(iterations))
     if keras.config.backend() == "jax":
@@ -136,7 +137,7 @@ def virtual_adversarial_perturbation(
     ```
     """
     _check_arguments(epsilon, xi, iterations)
-    embeddings = _embeddings(model, embedding_layer)
+    embeddings = embedding_table(model, embedding_layer, "virtual adversarial training")
     if direction is None:
         direction = keras.random.normal(
             embeddings.shape, seed=keras.random.SeedGenerator(seed)
@@ -179,23 +180,6 @@ def _check_arguments(epsilon, xi, iterations):
     integral = isinstance(iterations, numbers.Integral) and not isinstance(iterations, bool)
     if not integral or iterations < 0:
         raise ValueError(f"`iterations` must be an int >= 0; received {iterations!r}.")
-
-
-def _embeddings(model, embedding_layer):
-    try:
-        layer = model.get_layer(embedding_layer)
-    except ValueError as error:
-        raise ValueError(
-            f"Model {model.name!r} has no layer named {embedding_layer!r} to perturb; "
-            "pass the name of its embedding layer as `embedding_layer`."
-        ) from error
-    embeddings = getattr(layer, "embeddings", None)
-    if embeddings is None or not any(v is embeddings for v in model.trainable_variables):
-        raise ValueError(
-            f"Layer {embedding_layer!r} of model {model.name!r} has no trainable "
-            "`embeddings` table; virtual adversarial training perturbs one."
-        )
-    return embeddings
 
 
 def _normalized(value):
