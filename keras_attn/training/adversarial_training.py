@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_attn.training.gradients import embedding_table
+from keras_attn.training.gradients import state_mapping
 from keras_attn.training.gradients import table_gradient
 
 METHODS = ("fgm", "gradient_penalty")
@@ -125,12 +126,7 @@ def _jax_fgm_step(model, compute_loss, embeddings, epsilon):
     def train_step(state, data):
         trainable, non_trainable, optimizer_values, metrics_values = state
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        mapping = (
-            list(zip(model.trainable_variables, trainable))
-            + list(zip(model.non_trainable_variables, non_trainable))
-            + list(zip(model.metrics_variables, metrics_values))
-        )
-        with keras.StatelessScope(state_mapping=mapping):
+        with keras.StatelessScope(state_mapping=state_mapping(model, state)):
             gradient = table_gradient(model, compute_loss, embeddings, x, y, sample_weight)
         delta = _perturbation(gradient, epsilon)
         trainable = list(trainable)

@@ -143,3 +143,19 @@ def embedding_table(model, embedding_layer, what):
             f"`embeddings` table; {what} perturbs one."
         )
     return embeddings
+
+
+def state_mapping(model, state, optimizer=False):
+    """`(variable, value)` pairs of a JAX stateless train step's `state`
+    (`trainable, non_trainable, optimizer_values, metrics_values`), for a
+    `keras.StatelessScope`: the model's and metrics' variables, and the
+    optimizer's with `optimizer`."""
+    trainable, non_trainable, optimizer_values, metrics_values = state
+    mapping = (
+        list(zip(model.trainable_variables, trainable))
+        + list(zip(model.non_trainable_variables, non_trainable))
+        + list(zip(model.metrics_variables, metrics_values))
+    )
+    if optimizer:
+        mapping += list(zip(model.optimizer.variables, optimizer_values))
+    return mapping

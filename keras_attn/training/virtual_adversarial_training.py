@@ -11,6 +11,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.training.gradients import embedding_table
+from keras_attn.training.gradients import state_mapping
 from keras_attn.training.gradients import table_gradient
 
 
@@ -236,13 +237,7 @@ def _jax_step(model, compute_loss, embeddings, settings, seed):
     def train_step(state, data):
         trainable, non_trainable, optimizer_values, metrics_values = state
         x, _, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        mapping = (
-            list(zip(model.trainable_variables, trainable))
-            + list(zip(model.non_trainable_variables, non_trainable))
-            + list(zip(model.metrics_variables, metrics_values))
-            + list(zip(model.optimizer.variables, optimizer_values))
-        )
-        with keras.StatelessScope(state_mapping=mapping):
+        with keras.StatelessScope(state_mapping=state_mapping(model, state, optimizer=True)):
             target = ops.stop_gradient(model(x, training=False))
             key = jax.random.fold_in(
                 jax.random.PRNGKey(int(seed) % 2**32), model.optimizer.iterations.value
