@@ -239,7 +239,7 @@ def every_query(hidden):
     the reference implementations do, so they pass this instead: the same
     numbers as before the mask was carried, at padded positions too.
     """
-    return ops.ones_like(hidden[..., 0], dtype="bool")
+    return ops.ones_like(ops.take(hidden, 0, axis=-1), dtype="bool")
 
 
 def apply_norm(layer, hidden, condition=None, run=keras_call):
