@@ -26,9 +26,14 @@ def _renamed(source, *replacements):
     return Source(*names, transpose=source.transpose)
 
 
-# BERT's table without ALBERT's shared block and the heads GPT does not have.
+# BERT's table without ALBERT's names (its shared block, read by every block
+# of `albert_unshared` too) and the heads GPT does not have.
 _BERT = {
-    path: source for path, source in google_bert.TABLE.items()
+    path: Source(
+        *(name for name in source.names if "/transformer/group_" not in name),
+        transpose=source.transpose,
+    )
+    for path, source in google_bert.TABLE.items()
     if "{layer}" in path or path.startswith("Embedding-")
 }
 

@@ -8,6 +8,10 @@ KERPLE's parameters) are declared by their layers and keep their initial
 values, so the table has no rows for them. Kernels are stored as
 `(in, out)`, as Keras keeps them, except the next-sentence (ALBERT:
 sentence-order) weights.
+A block of its own per layer (`Transformer-{layer}-...`) reads BERT's
+`bert/encoder/layer_{layer}`, or else ALBERT's one shared block (the
+`albert_unshared` variant: each layer starts from a copy, as bert4keras's
+`ALBERT_Unshared` loads it).
 Google's release always ties the masked-LM decoder to the token embedding,
 so an untied `MLM-Decoder` has no name here: a model built with
 `tie_word_embeddings=False` is refused rather than left random.
@@ -26,22 +30,22 @@ TABLE = {
     "Embedding-Norm/beta": Source("bert/embeddings/LayerNorm/beta"),
     "Embedding-Mapping/kernel": Source("bert/encoder/embedding_hidden_mapping_in/kernel"),
     "Embedding-Mapping/bias": Source("bert/encoder/embedding_hidden_mapping_in/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_LAYER}/attention/self/query/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/bias": Source(f"{_LAYER}/attention/self/query/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_LAYER}/attention/self/key/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/bias": Source(f"{_LAYER}/attention/self/key/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_LAYER}/attention/self/value/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}/attention/self/value/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}/attention/output/dense/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}/attention/output/dense/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}/attention/output/LayerNorm/gamma"),
-    "Transformer-{layer}-MultiHeadSelfAttention-Norm/beta": Source(f"{_LAYER}/attention/output/LayerNorm/beta"),
-    "Transformer-{layer}-FeedForward/intermediate_dense/kernel": Source(f"{_LAYER}/intermediate/dense/kernel"),
-    "Transformer-{layer}-FeedForward/intermediate_dense/bias": Source(f"{_LAYER}/intermediate/dense/bias"),
-    "Transformer-{layer}-FeedForward/output_dense/kernel": Source(f"{_LAYER}/output/dense/kernel"),
-    "Transformer-{layer}-FeedForward/output_dense/bias": Source(f"{_LAYER}/output/dense/bias"),
-    "Transformer-{layer}-FeedForward-Norm/gamma": Source(f"{_LAYER}/output/LayerNorm/gamma"),
-    "Transformer-{layer}-FeedForward-Norm/beta": Source(f"{_LAYER}/output/LayerNorm/beta"),
+    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_LAYER}/attention/self/query/kernel", f"{_ALBERT}/attention_1/self/query/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/bias": Source(f"{_LAYER}/attention/self/query/bias", f"{_ALBERT}/attention_1/self/query/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_LAYER}/attention/self/key/kernel", f"{_ALBERT}/attention_1/self/key/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/bias": Source(f"{_LAYER}/attention/self/key/bias", f"{_ALBERT}/attention_1/self/key/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_LAYER}/attention/self/value/kernel", f"{_ALBERT}/attention_1/self/value/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}/attention/self/value/bias", f"{_ALBERT}/attention_1/self/value/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}/attention/output/dense/kernel", f"{_ALBERT}/attention_1/output/dense/kernel"),
+    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}/attention/output/dense/bias", f"{_ALBERT}/attention_1/output/dense/bias"),
+    "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}/attention/output/LayerNorm/gamma", f"{_ALBERT}/LayerNorm/gamma"),
+    "Transformer-{layer}-MultiHeadSelfAttention-Norm/beta": Source(f"{_LAYER}/attention/output/LayerNorm/beta", f"{_ALBERT}/LayerNorm/beta"),
+    "Transformer-{layer}-FeedForward/intermediate_dense/kernel": Source(f"{_LAYER}/intermediate/dense/kernel", f"{_ALBERT}/ffn_1/intermediate/dense/kernel"),
+    "Transformer-{layer}-FeedForward/intermediate_dense/bias": Source(f"{_LAYER}/intermediate/dense/bias", f"{_ALBERT}/ffn_1/intermediate/dense/bias"),
+    "Transformer-{layer}-FeedForward/output_dense/kernel": Source(f"{_LAYER}/output/dense/kernel", f"{_ALBERT}/ffn_1/intermediate/output/dense/kernel"),
+    "Transformer-{layer}-FeedForward/output_dense/bias": Source(f"{_LAYER}/output/dense/bias", f"{_ALBERT}/ffn_1/intermediate/output/dense/bias"),
+    "Transformer-{layer}-FeedForward-Norm/gamma": Source(f"{_LAYER}/output/LayerNorm/gamma", f"{_ALBERT}/LayerNorm_1/gamma"),
+    "Transformer-{layer}-FeedForward-Norm/beta": Source(f"{_LAYER}/output/LayerNorm/beta", f"{_ALBERT}/LayerNorm_1/beta"),
     # ALBERT's one block, shared by every layer (Google's group 0, inner
     # layer 0; released ALBERTs have no other).
     "Transformer-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_ALBERT}/attention_1/self/query/kernel"),

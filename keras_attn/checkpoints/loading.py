@@ -5,6 +5,7 @@ import os
 
 from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints import google_bert
+from keras_attn.checkpoints import google_electra
 from keras_attn.checkpoints import huggingface_bert
 from keras_attn.checkpoints import huggingface_gpt2
 from keras_attn.checkpoints import huggingface_t5
@@ -22,11 +23,18 @@ _BERT_TABLES = {
 }
 
 # Checkpoint family (the variant's `checkpoint_family`) -> reader format ->
-# the name table (a module, or `bert4keras_gpt`'s tables).
+# the name table (a module, or `bert4keras_gpt`'s tables), or a dict of
+# them by the model's `application` where one checkpoint stores several
+# models under different names (ELECTRA's generator and discriminator).
 NAME_TABLES = {
     "bert": _BERT_TABLES,
     "roberta": _BERT_TABLES,
     "albert": _BERT_TABLES,
+    "electra": {
+        "tensorflow": google_electra.BY_APPLICATION,
+        "safetensors": huggingface_bert,
+        "torch": huggingface_bert,
+    },
     "gpt": {"tensorflow": bert4keras_gpt.GPT},
     "gpt2": {
         "tensorflow": bert4keras_gpt.GPT2,
@@ -115,7 +123,8 @@ def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None,
 
 def name_table(model, reader):
     """The name table that maps `reader`'s checkpoint onto `model`: by the
-    model's checkpoint family (its template's) and the reader's format.
+    model's checkpoint family (its template's) and the reader's format
+    (and, for ELECTRA's Google checkpoints, the model's application).
 
     Raises:
         CheckpointError: a format the family is never stored in.
@@ -128,4 +137,7 @@ def name_table(model, reader):
             f"{reader.path!r} is a {reader.format} checkpoint; {family} models are read "
             f"from {sorted(tables)} checkpoints."
         )
-    return tables[reader.format]
+    table = tables[reader.format]
+    if isinstance(table, dict):
+        return table[template.application]
+    return table

@@ -24,7 +24,7 @@ VOCABULARY_VARIABLES = {
 # Heads a model is built with or without (`with_pool`, `with_nsp`,
 # `application`): their checkpoint weights are left out by choice, not
 # reported as unused.
-OPTIONAL_HEADS = ("Pooler-Dense/", "NSP/", "MLM-")
+OPTIONAL_HEADS = ("Pooler-Dense/", "NSP/", "MLM-", "Discriminator-")
 
 
 class Source:
@@ -395,6 +395,7 @@ FAMILY_MARKERS = (
     ("EncDecAttention", "T5", "'t5', 't5.1.1' or 'mt5.1.1'"),
     ("attn.c_attn", "GPT-2", "'gpt2'"),
     ("newslm/", "GPT2-ML", "'gpt2_ml'"),
+    ("discriminator_predictions", "ELECTRA", "'electra'"),
     ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
     ("bert/encoder/layer_", "BERT", "'bert'"),
 )

@@ -31,6 +31,8 @@ from keras_attn.models.kerple import KerplePower
 from keras_attn.models.sandwich import Sandwich
 from keras_attn.models.xpos import Xpos
 from keras_attn.models.albert import Albert
+from keras_attn.models.albert_unshared import AlbertUnshared
+from keras_attn.models.electra import Electra
 from keras_attn.models.tta_encoder import TTAEncoder
 from keras_attn.models.gpt import Gpt
 from keras_attn.models.gpt2 import Gpt2

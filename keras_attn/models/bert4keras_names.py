@@ -20,6 +20,8 @@ MODELS = {
     "bert": "bert",
     "roberta": None,
     "albert": "albert",
+    "albert_unshared": "albert_unshared",
+    "electra": "electra",
     "gpt": "gpt",
     "gpt2": "gpt2",
     "gpt2_ml": "gpt2_ml",
@@ -32,9 +34,7 @@ MODELS = {
 
 # bert4keras `model=` values with no counterpart here.
 UNSUPPORTED_MODELS = {
-    "albert_unshared": "",
     "nezha": "",
-    "electra": "",
     "t5_decoder": (
         " Build the whole T5 (model='t5', 't5.1.1' or 'mt5.1.1'): model.generate "
         "encodes each source once and decodes with a cache."
@@ -45,6 +45,15 @@ UNSUPPORTED_MODELS = {
         "that it reproduces bert4keras's RoFormer checkpoints is not tested."
     ),
     "roformer_v2": "",
+}
+
+# Names users try that bert4keras never had, and what to write instead.
+NOT_BERT4KERAS_MODELS = {
+    "ernie": (
+        " bert4keras has no ERNIE model: ERNIE 1.0 converted to BERT's TensorFlow "
+        "format is a BERT (model='bert'); Hugging Face `model_type: ernie` "
+        "(ERNIE 3.0, with task-type embeddings) is not read by this builder."
+    ),
 }
 
 # bert4keras keywords this builder refuses -> what to write instead.
@@ -148,4 +157,5 @@ def _variant_of_model(model):
     raise ValueError(
         f"model={model!r} is not a bert4keras model name this builder knows "
         f"({sorted(MODELS)}); for keras_attn's own variants pass variant=."
+        + NOT_BERT4KERAS_MODELS.get(name, "")
     )

@@ -12,7 +12,7 @@ from keras_attn.models.transformer_config import load_config
 # The families whose variants may read a config of each family: a
 # Google-style config names no `model_type` (it is read as `"bert"`), and
 # bert4keras's GPT, GPT-2, GPT2-ML and T5 checkpoints come with such configs.
-READABLE_FAMILIES = {"bert": ("bert", "gpt", "gpt2", "gpt2_ml", "t5")}
+READABLE_FAMILIES = {"bert": ("bert", "gpt", "gpt2", "gpt2_ml", "t5", "electra")}
 
 
 def variant_family(variant):
@@ -34,9 +34,12 @@ def select_variant(config, variant=None):
     | Google `bert_config.json`)               | `attention_key_size` | `"roberta+"`, `"talking_heads"`,      |
     |                                          | or `embedding_size`, | `"tta"`, `"sinusoidal"`, `"roformer"`,|
     |                                          | else `"bert"`        | `"alibi"`, `"kerple_*"`, `"sandwich"`,|
-    |                                          |                      | `"xpos"`                              |
-    | `"albert"` (HF `model_type` albert, a    | `"albert"`           | `"albert"` and variants whose         |
-    | Google `albert_config.json`)             |                      | `checkpoint_family` is `"albert"`     |
+    |                                          |                      | `"xpos"`, `"electra"` (Google ELECTRA |
+    |                                          |                      | configs name no `model_type`)         |
+    | `"albert"` (HF `model_type` albert, a    | `"albert"`           | `"albert"`, `"albert_unshared"` and   |
+    | Google `albert_config.json`)             |                      | variants whose `checkpoint_family` is |
+    |                                          |                      | `"albert"`                            |
+    | `"electra"` (HF `model_type` electra)    | `"electra"`          | `"electra"`                           |
     | `None` (a dict without `model_type`)     | as for `"bert"`      | all                                   |
 
     The BERT-shaped variants start from BERT's weights (those without learned
@@ -50,7 +53,7 @@ def select_variant(config, variant=None):
             (the message says which variant to use).
     """
     if variant is None:
-        if config.checkpoint_family in ("roberta", "albert", "gpt2"):
+        if config.checkpoint_family in ("roberta", "albert", "gpt2", "electra"):
             return config.checkpoint_family
         if config.checkpoint_family == "t5":
             return "t5" if config.tie_word_embeddings else "t5.1.1"

@@ -36,6 +36,8 @@ APPLICATIONS = {
     "mlm": Application("bidirectional", causal=False, language_model_head=True),
     "lm": Application("bidirectional", causal=True, language_model_head=True),
     "unilm": Application("unilm", causal=False, language_model_head=True),
+    # ELECTRA's replaced-token detection: one logit per token, no masked-LM head.
+    "discriminator": Application("bidirectional", causal=False, language_model_head=False),
     # An encoder-decoder's decoder (T5): causal, attending to the encoder.
     "seq2seq": Application("bidirectional", causal=True, language_model_head=True),
 }
@@ -60,6 +62,8 @@ CHECKPOINT_FAMILIES = {
     "names, positions offset past the padding row",
     "albert": "ALBERT's (Google `albert_config.json`, `model_type: albert`): "
     "factorised embeddings, one shared block",
+    "electra": "ELECTRA's (Google `electra/` names, Hugging Face `model_type: electra`): "
+    "BERT's layout, embeddings projected by `embeddings_project`",
     "gpt": "bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
     "gpt2": "GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
     "with `input/LayerNorm`)",
@@ -163,7 +167,8 @@ class Transformer:
         config: a `keras_attn.TransformerConfig`.
         application: `"encoder"` (sequence output), `"mlm"` (tied-embedding
             masked-LM logits), `"lm"` (the same head under a causal mask) or
-            `"unilm"` (the same head under the seq2seq mask of segment ids);
+            `"unilm"` (the same head under the seq2seq mask of segment ids),
+            or `"discriminator"` (ELECTRA's per-token logits, see `Electra`);
             one of the variant's `applications`.
         with_pool: add BERT's pooler, a dense layer on the first token:
             `True` for BERT's `tanh`, or the name of another Keras

@@ -27,6 +27,7 @@ MODEL_TYPES = {
     "xlm-roberta": "roberta",
     "camembert": "roberta",
     "albert": "albert",
+    "electra": "electra",
     "gpt2": "gpt2",
     "t5": "t5",
     "mt5": "t5",
@@ -127,6 +128,11 @@ IGNORED_KEYS = {
     "output_hidden_states",
     "chunk_size_feed_forward",
     "classifier_dropout_prob",
+    # ELECTRA's sequence-summary options, read only by its multiple-choice head.
+    "summary_type",
+    "summary_use_proj",
+    "summary_activation",
+    "summary_last_dropout",
 }
 
 # Keys whose non-default value means an architecture this library does not build.

@@ -103,8 +103,10 @@ def test_variant_defaults_follow_the_config():
     assert select_variant(load_config(dict(base, model_type="bert")), "alibi") == "alibi"
     assert select_variant(load_config(dict(base, model_type="albert"))) == "albert"
     assert select_variant(load_config(dict(base, num_hidden_groups=1))) == "albert"
-    with pytest.raises(ValueError, match="electra"):
-        load_config(dict(base, model_type="electra"))
+    assert select_variant(load_config(dict(base, model_type="electra"))) == "electra"
+    assert select_variant(load_config(dict(base, model_type="albert")), "albert_unshared") == "albert_unshared"
+    with pytest.raises(ValueError, match="ernie"):
+        load_config(dict(base, model_type="ernie"))
 
 
 # 2. Unused checkpoint weights are listed ------------------------------------------

@@ -211,6 +211,7 @@ def test_bert4keras_roberta_is_bert_format_and_albert_maps_by_name(google_config
     "arguments, message",
     [
         (dict(model="nezha"), "nezha.*not supported"),
+        (dict(model="ernie"), "no ERNIE model.*model='bert'"),
         (dict(model="t5_decoder"), "t5_decoder.*not supported.*model='t5'"),
         (dict(model="roformer"), "variant='roformer'"),
         (dict(model="bert", variant="bert"), "both variant= and bert4keras's model="),

@@ -30,6 +30,8 @@ CONFIG = dict(
 VARIANT_FIELDS = {
     "roberta+": dict(attention_key_size=12, embedding_size=12),
     "albert": dict(embedding_size=12, num_hidden_layers=2),
+    "albert_unshared": dict(embedding_size=12),
+    "electra": dict(embedding_size=12),
     "t5.1.1": dict(tie_word_embeddings=False, feed_forward_gated=True),
     "mt5.1.1": dict(tie_word_embeddings=False, attention_head_size=6),
 }
@@ -131,6 +133,10 @@ def check_fit_step(model, application, inputs):
     if application == "encoder":
         loss = "mse"
         targets = np.random.default_rng(1).normal(size=(2, 8, 16)).astype("float32")
+    elif application == "discriminator":
+        # One logit per token: was it replaced?
+        loss = keras.losses.BinaryCrossentropy(from_logits=True)
+        targets = np.random.default_rng(1).integers(0, 2, size=(2, 8)).astype("float32")
     else:
         loss = keras_attn.TokenCrossEntropy(ignore_id=0)
         targets = inputs.get("token_ids", inputs.get("decoder_token_ids"))
