@@ -241,9 +241,10 @@ class TransformerConfig:
     # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`,
     # BertLMHeadModel): the builder's `application=None` is then "lm".
     is_decoder: bool = False
-    # How the checkpoint stores its weights: "bert", "roberta" or "albert"
-    # (from a Hugging Face `model_type`; a Google `bert_config.json` is
-    # "bert", an `albert_config.json` "albert");
+    # How the checkpoint stores its weights: one of the families the Hugging
+    # Face `model_type`s map to (`MODEL_TYPES`: "bert", "roberta", "albert",
+    # "electra", "gpt2", "t5", ...; a Google `bert_config.json` is "bert", an
+    # `albert_config.json` "albert");
     # None when the source does not say. The builder picks and checks the
     # variant with it.
     checkpoint_family: str | None = None
