@@ -7,6 +7,7 @@ from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints import huggingface_bert
 from keras_attn.checkpoints import huggingface_gpt2
+from keras_attn.checkpoints import huggingface_roformer
 from keras_attn.checkpoints import huggingface_t5
 from keras_attn.checkpoints import mesh_t5
 from keras_attn.checkpoints.keras_weights import load_weights_file
@@ -27,6 +28,11 @@ NAME_TABLES = {
     "bert": _BERT_TABLES,
     "roberta": _BERT_TABLES,
     "albert": _BERT_TABLES,
+    "roformer": {
+        "tensorflow": google_bert,
+        "safetensors": huggingface_roformer,
+        "torch": huggingface_roformer,
+    },
     "gpt": {"tensorflow": bert4keras_gpt.GPT},
     "gpt2": {
         "tensorflow": bert4keras_gpt.GPT2,

@@ -20,6 +20,8 @@ MODELS = {
     "bert": "bert",
     "roberta": None,
     "albert": "albert",
+    "roformer": "roformer",
+    "roformer_v2": "roformer_v2",
     "gpt": "gpt",
     "gpt2": "gpt2",
     "gpt2_ml": "gpt2_ml",
@@ -40,11 +42,6 @@ UNSUPPORTED_MODELS = {
         "encodes each source once and decodes with a cache."
     ),
     "gau_alpha": "",
-    "roformer": (
-        " variant='roformer' puts rotary embeddings on BERT-format weights; "
-        "that it reproduces bert4keras's RoFormer checkpoints is not tested."
-    ),
-    "roformer_v2": "",
 }
 
 # bert4keras keywords this builder refuses -> what to write instead.
