@@ -8,6 +8,7 @@ from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints import google_electra
 from keras_attn.checkpoints import huggingface_bert
 from keras_attn.checkpoints import huggingface_gpt2
+from keras_attn.checkpoints import huggingface_roformer
 from keras_attn.checkpoints import huggingface_t5
 from keras_attn.checkpoints import mesh_t5
 from keras_attn.checkpoints.keras_weights import load_weights_file
@@ -34,6 +35,11 @@ NAME_TABLES = {
         "tensorflow": google_electra.BY_APPLICATION,
         "safetensors": huggingface_bert,
         "torch": huggingface_bert,
+    },
+    "roformer": {
+        "tensorflow": google_bert,
+        "safetensors": huggingface_roformer,
+        "torch": huggingface_roformer,
     },
     "gpt": {"tensorflow": bert4keras_gpt.GPT},
     "gpt2": {

@@ -110,6 +110,9 @@ class MultiHeadAttention(keras.layers.Layer):
             `use_causal_mask=True` raises a ValueError); see
             `keras_attn.layers.RotaryEmbedding`.
         rotary_max_wavelength: RoPE's base.
+        rotary_value: also rotate the values by their positions (Hugging
+            Face RoFormer's `rotary_value`), so the output of head `n` at
+            `i` is `sum_j a_ij R_j v_j`; needs `position_encoding="rotary"`.
         xpos_scale_base: XPOS's scale base.
         log_n_train_length: log-n attention scaling (Chiang & Cholak 2022,
             "Overcoming a Theoretical Limitation of Self-Attention",
@@ -205,6 +208,7 @@ class MultiHeadAttention(keras.layers.Layer):
         blockwise_attention=False,
         position_encoding=None,
         rotary_max_wavelength=10000,
+        rotary_value=False,
         xpos_scale_base=512,
         log_n_train_length=None,
         kernel_initializer="glorot_uniform",
@@ -218,8 +222,19 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"`position_encoding` must be one of {POSITION_ENCODINGS}; "
                 f"received {position_encoding!r}."
             )
+        if rotary_value and position_encoding != "rotary":
+            raise ValueError(
+                "`rotary_value=True` rotates the values as RoPE rotates the keys and "
+                "needs position_encoding='rotary'; received "
+                f"position_encoding={position_encoding!r}."
+            )
         check_positive_integer("heads", heads)
         check_positive_integer("head_size", head_size)
+        if rotary_value and head_size % 2:
+            raise ValueError(
+                "`rotary_value=True` rotates value features in pairs and needs an even "
+                f"`head_size`; received head_size={head_size}."
+            )
         check_positive_integer("key_size", key_size, optional=True)
         check_positive_integer("attention_window", attention_window, optional=True)
         if blockwise_attention and attention_window is None:
@@ -248,6 +263,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.blockwise_attention = blockwise_attention
         self.position_encoding = position_encoding
         self.rotary_max_wavelength = rotary_max_wavelength
+        self.rotary_value = rotary_value
         self.xpos_scale_base = xpos_scale_base
         self._rotary = None
         if position_encoding is not None:
@@ -385,6 +401,9 @@ class MultiHeadAttention(keras.layers.Layer):
         value_heads = split_heads(self.value_dense(value), self.head_size)
         if self._rotary is not None:
             query_heads, key_heads = self._rotary(query_heads, key_heads)
+        if self.rotary_value:
+            value_positions = ops.arange(ops.shape(value_heads)[1], dtype="int32")
+            value_heads = self._rotary.rotate(value_heads, value_positions)
 
         layout = banded.layout_for_call(
             self.attention_window, self.blockwise_attention, use_causal_mask,
@@ -446,6 +465,8 @@ class MultiHeadAttention(keras.layers.Layer):
         if self._rotary is not None:
             query_heads = self._rotary.rotate(query_heads, step.positions)
             key_heads = self._rotary.rotate(key_heads, step.positions)
+        if self.rotary_value:
+            value_heads = self._rotary.rotate(value_heads, step.positions)
         cache = cache.write(key_heads, value_heads, step)
         keys = cache.keys
         if self.position_encoding == "xpos":
@@ -559,6 +580,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "blockwise_attention": self.blockwise_attention,
                 "position_encoding": self.position_encoding,
                 "rotary_max_wavelength": self.rotary_max_wavelength,
+                "rotary_value": self.rotary_value,
                 "xpos_scale_base": self.xpos_scale_base,
                 "log_n_train_length": self.log_n_train_length,
                 **projection_config(self),

@@ -15,7 +15,15 @@ class RMSNormalization(keras.layers.RMSNormalization):
     with a warning; T5's blocks use this one so that every inner layer's
     output carries the padding, as in the BERT family.
 
-    Args: those of `keras.layers.RMSNormalization`.
+    With `scale=False` the layer has no weights, `y = x / sqrt(mean(x^2) +
+    epsilon)`: the parameter-free norm of RoFormer-v2 (bert4keras's
+    `LayerNormalization(zero_mean=False, scale=False, offset=False)`).
+
+    Args:
+        scale: whether the output is multiplied by a learned `scale`
+            (default True, as in Keras' layer).
+        **kwargs: those of `keras.layers.RMSNormalization` (`axis`,
+            `epsilon`) and base layer arguments.
 
     Example:
 
@@ -27,6 +35,23 @@ class RMSNormalization(keras.layers.RMSNormalization):
     ```
     """
 
-    def __init__(self, **kwargs):
+    def __init__(self, scale=True, **kwargs):
         super().__init__(**kwargs)
+        self.use_scale = scale
         self.supports_masking = True
+
+    def build(self, input_shape):
+        if self.use_scale:
+            super().build(input_shape)
+            return
+        if not isinstance(self.axis, (list, tuple)):
+            self.axis = [self.axis]
+        self.built = True
+
+    def call(self, x):
+        if self.use_scale:
+            return super().call(x)
+        return keras.ops.rms_normalization(x, axis=self.axis, epsilon=self.epsilon)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.use_scale}

@@ -22,6 +22,8 @@ MODELS = {
     "albert": "albert",
     "albert_unshared": "albert_unshared",
     "electra": "electra",
+    "roformer": "roformer",
+    "roformer_v2": "roformer_v2",
     "gpt": "gpt",
     "gpt2": "gpt2",
     "gpt2_ml": "gpt2_ml",
@@ -40,11 +42,6 @@ UNSUPPORTED_MODELS = {
         "encodes each source once and decodes with a cache."
     ),
     "gau_alpha": "",
-    "roformer": (
-        " variant='roformer' puts rotary embeddings on BERT-format weights; "
-        "that it reproduces bert4keras's RoFormer checkpoints is not tested."
-    ),
-    "roformer_v2": "",
 }
 
 # Names users try that bert4keras never had, and what to write instead.

@@ -11,8 +11,9 @@ from keras_attn.models.transformer_config import load_config
 
 # The families whose variants may read a config of each family: a
 # Google-style config names no `model_type` (it is read as `"bert"`), and
-# bert4keras's GPT, GPT-2, GPT2-ML and T5 checkpoints come with such configs.
-READABLE_FAMILIES = {"bert": ("bert", "gpt", "gpt2", "gpt2_ml", "t5", "electra")}
+# bert4keras's RoFormer, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
+# such configs.
+READABLE_FAMILIES = {"bert": ("bert", "roformer", "gpt", "gpt2", "gpt2_ml", "t5", "electra")}
 
 
 def variant_family(variant):
@@ -40,6 +41,7 @@ def select_variant(config, variant=None):
     | Google `albert_config.json`)             |                      | variants whose `checkpoint_family` is |
     |                                          |                      | `"albert"`                            |
     | `"electra"` (HF `model_type` electra)    | `"electra"`          | `"electra"`                           |
+    | `"roformer"` (HF `model_type` roformer)  | `"roformer"`         | `"roformer"`, `"roformer_v2"`         |
     | `None` (a dict without `model_type`)     | as for `"bert"`      | all                                   |
 
     The BERT-shaped variants start from BERT's weights (those without learned
@@ -53,7 +55,7 @@ def select_variant(config, variant=None):
             (the message says which variant to use).
     """
     if variant is None:
-        if config.checkpoint_family in ("roberta", "albert", "gpt2", "electra"):
+        if config.checkpoint_family in ("roberta", "albert", "roformer", "gpt2", "electra"):
             return config.checkpoint_family
         if config.checkpoint_family == "t5":
             return "t5" if config.tie_word_embeddings else "t5.1.1"
@@ -139,7 +141,8 @@ def build_transformer_model(
             `model_type: roberta`, `"roberta+"` for a config with
             `attention_key_size`/`embedding_size`, else `"bert"`), `"bert"`,
             `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
-            `"sinusoidal"`, `"roformer"`, `"alibi"`, `"kerple_log"`,
+            `"sinusoidal"`, `"roformer"` (the default for Hugging Face
+            RoFormer configs), `"roformer_v2"`, `"alibi"`, `"kerple_log"`,
             `"kerple_power"`, `"sandwich"`, `"xpos"`, `"albert"` (the
             default for ALBERT configs), or a name given to
             `keras_attn.register_variant` (see `keras_attn.Transformer` for

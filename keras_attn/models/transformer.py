@@ -64,6 +64,8 @@ CHECKPOINT_FAMILIES = {
     "factorised embeddings, one shared block",
     "electra": "ELECTRA's (Google `electra/` names, Hugging Face `model_type: electra`): "
     "BERT's layout, embeddings projected by `embeddings_project`",
+    "roformer": "RoFormer's (Hugging Face `model_type: roformer`, bert4keras's "
+    "Google-format RoFormer and RoFormer-v2): BERT's names, no position table",
     "gpt": "bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
     "gpt2": "GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
     "with `input/LayerNorm`)",
@@ -113,7 +115,8 @@ class Transformer:
     - what it supports: `applications` (the `application=` values it builds,
       keys of `APPLICATIONS`; any other is a `ValueError` naming them) and
       `checkpoint_family` (one of `CHECKPOINT_FAMILIES`: `"bert"`,
-      `"roberta"` for RoBERTa's offset position table, `"albert"`), which
+      `"roberta"` for RoBERTa's offset position table, `"albert"`,
+      `"roformer"`), which
       decides the checkpoints `build_transformer_model` lets it read.
 
     Everything above is what cached decoding runs too, so a variant that
@@ -211,6 +214,9 @@ class Transformer:
     # Whether one block's layers serve every index (ALBERT): the layers of
     # `make_block(0)`, named `Transformer-MultiHeadSelfAttention`, ...
     shared_block = False
+    # Whether the attention and feed-forward projections and the embedding
+    # mapping have biases (RoFormer-v2's have none).
+    use_bias = True
     # The blocks' order: post-LN (BERT) or pre-LN (`True`, GPT-2).
     norm_first = False
     # Whether the model has token types (`segment_ids`) when its config has
@@ -348,10 +354,12 @@ class Transformer:
             heads=config.num_heads,
             head_size=config.head_size,
             key_size=config.key_size,
+            use_bias=self.use_bias,
             attention_dropout=config.attention_dropout_rate,
             attention_window=config.attention_window,
             blockwise_attention=config.blockwise_attention,
             position_encoding=self.position_encoding,
+            rotary_value=config.rotary_value,
             log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
@@ -363,6 +371,7 @@ class Transformer:
             config.intermediate_size,
             activation=self.hidden_act(),
             gated=self.feed_forward_gated(),
+            use_bias=self.use_bias,
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-FeedForward",
         )
@@ -642,6 +651,7 @@ class Transformer:
         if config.embedding_width != config.hidden_size:
             embedding_layers["mapping"] = keras.layers.Dense(
                 config.hidden_size,
+                use_bias=self.use_bias,
                 kernel_initializer=self.initializer(),
                 name="Embedding-Mapping",
             )

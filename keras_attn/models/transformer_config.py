@@ -28,6 +28,7 @@ MODEL_TYPES = {
     "camembert": "roberta",
     "albert": "albert",
     "electra": "electra",
+    "roformer": "roformer",
     "gpt2": "gpt2",
     "t5": "t5",
     "mt5": "t5",
@@ -235,6 +236,9 @@ class TransformerConfig:
     # previous layer instead of the embeddings (the leaking ablation).
     tta_diagonal_mask: bool = True
     tta_naive_key_value: bool = False
+    # Rotary variants (RoFormer): rotate the values too, as the keys
+    # (Hugging Face RoFormer's `rotary_value`).
+    rotary_value: bool = False
     # Whether the masked-LM logits come from the token embedding (BERT's
     # tied decoder) or from an own `MLM-Decoder` kernel.
     tie_word_embeddings: bool = True
@@ -345,6 +349,7 @@ FIELD_RULES = {
     "blockwise_attention": _boolean,
     "tta_diagonal_mask": _boolean,
     "tta_naive_key_value": _boolean,
+    "rotary_value": _boolean,
     "tie_word_embeddings": _boolean,
     "is_decoder": _boolean,
     "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()) | set(GOOGLE_FORMAT_FAMILIES))),

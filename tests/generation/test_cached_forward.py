@@ -27,10 +27,13 @@ OPTIONS = {
     # T5 v1.1 and mT5: an untied head and a gated feed-forward.
     "t5.1.1": {"tie_word_embeddings": False, "feed_forward_gated": True},
     "mt5.1.1": {"tie_word_embeddings": False, "attention_head_size": 6},
+    # RoFormer-v2's factorised head (`Output-Mapping`).
+    "roformer_v2": {"embedding_size": 8},
 }
 # Windows, rings and log-n scaling, on top of each variant's plain cases.
 WINDOWED_CASES = [
     ("roformer", "unilm", {"attention_window": 6}),
+    ("roformer", "lm", {"rotary_value": True}),
     ("alibi", "lm", {"attention_window": 5}),
     ("kerple_log", "lm", {"log_n_train_length": 4}),
     ("kerple_power", "lm", {"attention_window": 4}),
