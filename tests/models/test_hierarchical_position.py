@@ -221,7 +221,7 @@ def test_bad_alpha_is_refused(value):
         keras_attn.layers.PositionEmbedding(N, 4, hierarchical=value)
 
 
-@pytest.mark.parametrize("variant", ["alibi", "roformer"])
+@pytest.mark.parametrize("variant", ["alibi", "roformer", "t5"])
 def test_variants_without_a_position_table_refuse_it(variant):
-    with pytest.raises(ValueError, match="needs a learned absolute position table"):
+    with pytest.raises(ValueError, match="hierarchical_position.*(position table|relative)"):
         keras_attn.build_transformer_model(CONFIG, variant=variant, hierarchical_position=True)
