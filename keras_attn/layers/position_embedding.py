@@ -1,7 +1,12 @@
 """Learned absolute position embeddings."""
 
+import numbers
+
 import keras
 from keras import ops
+
+# bert4keras's default weight of the coarse position in `hierarchical=True`.
+DEFAULT_HIERARCHICAL_ALPHA = 0.4
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -15,7 +20,20 @@ class PositionEmbedding(keras.layers.Layer):
     get row `offset - 1` (RoBERTa's padding row), which is exactly how
     Hugging Face's RoBERTa numbers positions, for left and right padding.
 
-    A sequence longer than the table raises a `ValueError` naming both lengths
+    Hierarchical positions (`hierarchical=True` or a float `alpha`; Su 2020,
+    bert4keras's `hierarchical_position`) let a table of `n` rows number
+    `n * n` positions without new weights. From the table `p` (the `n` rows
+    from `offset`) it forms `u_k = (p_k - alpha p_0) / (1 - alpha)` and gives
+    position `i n + j` (`0 <= i, j < n`) the embedding
+    `alpha u_i + (1 - alpha) u_j`. Since `u_0 = p_0`, a position `j < n`
+    gets `alpha p_0 + (p_j - alpha p_0) = p_j`: the first `n` positions keep
+    their rows (they are looked up directly, so a model reading at most `n`
+    tokens computes exactly what it did without the option), and past `n`
+    each block of `n` positions repeats the table's shape around a point that
+    moves with `u_i`. `alpha` is 0.4 for `True`, as in bert4keras.
+
+    A sequence longer than `max_length` (the table's rows, or their square
+    with `hierarchical`) raises a `ValueError` naming both lengths
     (statically where the length is known when the graph is traced; otherwise
     the embedding lookup itself fails on out-of-range rows).
 
@@ -24,6 +42,8 @@ class PositionEmbedding(keras.layers.Layer):
         dim: embedding width.
         offset: row of the first position (2 for RoBERTa, 0 for BERT).
         count_from_padding: number real tokens only, from `padding_mask`.
+        hierarchical: `False` (the default), `True` (hierarchical positions
+            with `alpha = 0.4`) or `alpha`, a float in `(0, 1)`.
         embeddings_initializer: initializer of the table.
         **kwargs: base layer arguments.
 
@@ -40,6 +60,14 @@ class PositionEmbedding(keras.layers.Layer):
     Returns `(batch, length, dim)` (the table rows broadcast over the batch,
     so that shape inference downstream keeps the batch dimension unknown
     rather than 1).
+
+    Example, 2,500 positions from a 64-row table:
+
+    ```python
+    layer = keras_attn.layers.PositionEmbedding(64, 16, hierarchical=True)
+    x = np.zeros((1, 2500, 16), "float32")
+    layer(x).shape                  # (1, 2500, 16); layer.max_length == 4096
+    ```
     """
 
     def __init__(
@@ -48,14 +76,25 @@ class PositionEmbedding(keras.layers.Layer):
         dim,
         offset=0,
         count_from_padding=False,
+        hierarchical=False,
         embeddings_initializer="glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if hierarchical is None:
+            hierarchical = False
+        if not isinstance(hierarchical, bool) and not (
+            isinstance(hierarchical, numbers.Real) and 0 < hierarchical < 1
+        ):
+            raise ValueError(
+                "`hierarchical` must be True, False or a float alpha in (0, 1); "
+                f"received {hierarchical!r}."
+            )
         self.max_position = max_position
         self.dim = dim
         self.offset = offset
         self.count_from_padding = count_from_padding
+        self.hierarchical = hierarchical if isinstance(hierarchical, bool) else float(hierarchical)
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
 
     def build(self, inputs_shape, padding_mask_shape=None, positions_shape=None):
@@ -66,29 +105,61 @@ class PositionEmbedding(keras.layers.Layer):
         )
 
     def call(self, inputs, padding_mask=None, positions=None):
-        length = ops.shape(inputs)[1]
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         if positions is not None:
-            rows = ops.maximum(ops.cast(positions, "int32"), -1) + self.offset
-            rows = ops.take(self.embeddings, rows, axis=0)
-            return ops.broadcast_to(rows, (ops.shape(inputs)[0], length, self.dim))
-        if isinstance(length, int) and length > self.max_length:
+            positions = ops.maximum(ops.cast(positions, "int32"), -1)
+        elif isinstance(length, int) and length > self.max_length:
             raise ValueError(
                 f"Sequence length {length} exceeds the {self.max_length} "
                 f"positions the model was built with (max_position="
-                f"{self.max_position}, offset={self.offset}); truncate the inputs."
+                f"{self.max_position}, offset={self.offset}"
+                f"{', hierarchical' if self.hierarchical else ''}); truncate the inputs."
             )
-        if self.count_from_padding and padding_mask is not None:
+        elif self.count_from_padding and padding_mask is not None:
+            # Real tokens count 0, 1, ... over real tokens only; padding is -1.
             keep = ops.cast(padding_mask, "int32")
-            positions = (ops.cumsum(keep, axis=1) - 1) * keep + self.offset - 1 + keep
-            return ops.take(self.embeddings, positions, axis=0)
-        positions = ops.arange(length, dtype="int32") + self.offset
-        rows = ops.take(self.embeddings, positions, axis=0)[None, ...]
-        return ops.broadcast_to(rows, (ops.shape(inputs)[0], length, self.dim))
+            positions = ops.cumsum(keep, axis=1) * keep - 1
+        else:
+            positions = ops.arange(length, dtype="int32")
+        rows = self._embed_positions(positions)
+        if len(rows.shape) == 2:
+            rows = rows[None, ...]
+        return ops.broadcast_to(rows, (batch, length, self.dim))
+
+    def _embed_positions(self, positions):
+        """The embeddings of integer `positions` (any shape, each `>= -1`;
+        -1 takes row `offset - 1`): `positions.shape + (dim,)`."""
+        if not self.hierarchical:
+            return ops.take(self.embeddings, positions + self.offset, axis=0)
+        rows_per_level = self.max_position - self.offset
+        alpha = self.alpha
+        first = ops.take(self.embeddings, self.offset, axis=0)
+        spread = (self.embeddings - alpha * first) / (1 - alpha)
+        beyond = ops.maximum(positions, rows_per_level)  # keeps the gathers in range
+        coarse = ops.take(spread, beyond // rows_per_level + self.offset, axis=0)
+        fine = ops.take(spread, beyond % rows_per_level + self.offset, axis=0)
+        # Below `n` the formula gives the table's own rows; they are looked
+        # up directly so that those positions are bit-for-bit unchanged.
+        direct = ops.take(
+            self.embeddings, ops.minimum(positions, rows_per_level - 1) + self.offset, axis=0
+        )
+        return ops.where(
+            (positions < rows_per_level)[..., None], direct, alpha * coarse + (1 - alpha) * fine
+        )
+
+    @property
+    def alpha(self):
+        """The weight of the coarse position with `hierarchical`, else None."""
+        if self.hierarchical is False:
+            return None
+        return DEFAULT_HIERARCHICAL_ALPHA if self.hierarchical is True else self.hierarchical
 
     @property
     def max_length(self):
-        """The longest sequence the table can number."""
-        return self.max_position - self.offset
+        """The longest sequence the table can number: its rows from
+        `offset`, or their square with `hierarchical`."""
+        rows = self.max_position - self.offset
+        return rows * rows if self.hierarchical else rows
 
     def compute_output_shape(self, inputs_shape, padding_mask_shape=None, positions_shape=None):
         return (inputs_shape[0], inputs_shape[1], self.dim)
@@ -101,6 +172,7 @@ class PositionEmbedding(keras.layers.Layer):
                 "dim": self.dim,
                 "offset": self.offset,
                 "count_from_padding": self.count_from_padding,
+                "hierarchical": self.hierarchical,
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer
                 ),

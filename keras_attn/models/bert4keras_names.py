@@ -73,7 +73,6 @@ REFUSED = {
     ),
     "attention_caches": "model.generate(...), which keeps its own key/value cache",
     "custom_position_ids": "nothing: positions are counted by the model",
-    "hierarchical_position": "not supported",
     "residual_attention_scores": "not supported",
     "max_relative_position": "not supported (NEZHA's relative positions)",
 }

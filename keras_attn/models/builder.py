@@ -201,8 +201,12 @@ def build_transformer_model(
         name: name of the returned model.
         **overrides: config fields to replace, e.g. `dropout_rate=0.0`; an
             unknown field is an error. Inference-time options go here too:
-            `attention_window=512` (the LocalMaskBaseline window, any variant)
-            and `log_n_train_length=512` (log-n scaling).
+            `attention_window=512` (the LocalMaskBaseline window, any variant),
+            `log_n_train_length=512` (log-n scaling) and
+            `hierarchical_position=True` or an alpha in `(0, 1)` (bert4keras's
+            hierarchical positions: a learned table of `n` rows numbers
+            `n * n` positions, the first `n` unchanged; see
+            `keras_attn.layers.PositionEmbedding`).
 
     bert4keras's keywords are accepted too: `config_path=`, `checkpoint_path=`,
     `model=` (`"bert"`; `"roberta"`, which is BERT-format in bert4keras, lets

@@ -25,6 +25,7 @@ class Roberta(Bert):
             self.config.embedding_width,
             offset=self.config.pad_token_id + 1,
             count_from_padding=True,
+            hierarchical=self.config.hierarchical_position,
             embeddings_initializer=self.initializer(),
             name="Embedding-Position",
         )

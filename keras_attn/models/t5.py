@@ -94,6 +94,11 @@ class T5(Transformer):
                 f"{type(self).__name__} takes neither attention_window nor "
                 "log_n_train_length (its relative position biases are learned)."
             )
+        if config.hierarchical_position:
+            raise ValueError(
+                f"{type(self).__name__} does not take hierarchical_position (it has no "
+                "absolute position table; its relative position biases are learned)."
+            )
         super().__init__(config, application=application,
                          padding_mask_input=padding_mask_input, **kwargs)
 

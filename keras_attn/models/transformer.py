@@ -329,6 +329,7 @@ class Transformer:
         return layers.PositionEmbedding(
             self.config.max_position,
             self.config.embedding_width,
+            hierarchical=self.config.hierarchical_position,
             embeddings_initializer=self.initializer(),
             name="Embedding-Position",
         )
@@ -641,6 +642,13 @@ class Transformer:
             "norm": self.make_embedding_norm(),
             "dropout": keras.layers.Dropout(config.dropout_rate, name="Embedding-Dropout"),
         }
+        if config.hierarchical_position and not getattr(
+            embedding_layers["position"], "hierarchical", False
+        ):
+            raise ValueError(
+                f"hierarchical_position={config.hierarchical_position!r} needs a learned "
+                f"absolute position table, which {type(self).__name__} does not have."
+            )
         if config.segment_vocab_size > 0 and self.token_types:
             embedding_layers["segment"] = keras.layers.Embedding(
                 config.segment_vocab_size,

@@ -230,6 +230,10 @@ class TransformerConfig:
     # (LocalMaskBaseline) and log-n scaling relative to a training length.
     attention_window: int | None = None
     log_n_train_length: int | None = None
+    # Learned absolute positions past the table: True (alpha 0.4) or alpha
+    # in (0, 1) makes a table of n rows number n * n positions
+    # (bert4keras's `hierarchical_position`; see `PositionEmbedding`).
+    hierarchical_position: bool | float = False
     # With attention_window in a causal model: XPOS's blockwise attention.
     blockwise_attention: bool = False
     # T-TA: mask the diagonal (pretraining); take keys/values from the
@@ -316,6 +320,16 @@ def _one_of(choices):
     return check
 
 
+def _boolean_or(check):
+    def either(value):
+        if isinstance(value, bool):
+            return None
+        expected = check(value)
+        return None if expected is None else f"true, false or {expected}"
+
+    return either
+
+
 def _optional(check):
     return lambda value: None if value is None else check(value)
 
@@ -346,6 +360,7 @@ FIELD_RULES = {
     "mask_token_id": _optional(_integer(0)),
     "attention_window": _optional(_integer(1)),
     "log_n_train_length": _optional(_integer(1)),
+    "hierarchical_position": _boolean_or(_real(0, 1, low_open=True)),
     "blockwise_attention": _boolean,
     "tta_diagonal_mask": _boolean,
     "tta_naive_key_value": _boolean,

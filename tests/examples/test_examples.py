@@ -92,6 +92,22 @@ def test_quickstart(tmp_path):
 
 
 @pytest.mark.slow
+def test_long_documents_quick_mode(tmp_path):
+    """The real MiniLM on 640-token documents, every method: each first
+    half finds its second half among 6 modules better than chance."""
+    output = run("long_documents.py", "--quick", "--output", str(tmp_path))
+    with open(tmp_path / "long_documents.json") as file:
+        results = json.load(file)
+    assert results["_meta"]["backend"] == keras_backend()
+    methods = results["640"]
+    assert set(methods) == {"truncation", "hierarchical", "hierarchical + window + log-n",
+                            "chunk-and-average"}, output
+    for method, numbers in methods.items():
+        assert numbers["top1_accuracy"] > results["_meta"]["chance"], method
+        assert numbers["seconds_per_document"] > 0
+
+
+@pytest.mark.slow
 def test_finetune_classifier_quick_mode(tmp_path):
     assert "held-out accuracy" in run("finetune_classifier.py", "--quick", "--output", str(tmp_path))
     assert_plotted(tmp_path / "finetune_classifier.png")
