@@ -7,6 +7,7 @@ from keras import ops
 from keras_attn.layers import masking
 from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
+from keras_attn.layers.key_value_cache import update_slots
 from keras_attn.layers.key_value_cache import write_slots
 
 GENERATIVE_APPLICATIONS = ("lm", "unilm", "seq2seq")
@@ -272,7 +273,7 @@ class CachedForward:
         position = ops.cast(position, "int32")
         positions = position + ops.arange(length, dtype="int32")
         slot = ops.mod(position, capacity)
-        key_positions = ops.slice_update(cache.key_positions, (slot,), positions)
+        key_positions = update_slots(cache.key_positions, slot, positions, axis=0)
         if self.masks_pad_tokens:
             real = masking.real_tokens(token_ids, self.pad_token_id)
         else:

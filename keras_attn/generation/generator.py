@@ -2,6 +2,10 @@
 of prompts (`prompts`), the model's step (`CachedForward`), the sampler's
 loop (`keras_attn.samplers`) and its compilation."""
 
+import logging
+import os
+import types
+
 import keras
 import numpy as np
 from keras import ops
@@ -29,7 +33,8 @@ class Generator:
     is one XLA program (a while loop), compiled once per prompt bucket (the
     longest prompt rounded up to `prompts.PROMPT_BUCKETS`), batch size,
     `max_new_tokens` and sampler settings; on torch it is a Python loop
-    under `torch.no_grad()`.
+    under `torch.no_grad()` whose step is compiled by `torch.compile`
+    (`CompiledStep`, once per shape).
 
     Rows of a batch are independent: each row's prompt keeps its own
     length (no padding inside a sequence, so positions are those of the row
@@ -43,6 +48,7 @@ class Generator:
         self.model = model
         self._compiled = {}
         self._compiled_state = None
+        self._step = None
 
     def generate(
         self,
@@ -263,7 +269,7 @@ class Generator:
                 tokens[:, :bucket], 0, cache, padding_mask=prompt_mask, logits=False,
                 condition=condition, source=encoded,
             )
-            step = DecodingStep(forward, lengths, condition, encoded)
+            step = DecodingStep(forward, lengths, condition, encoded, self._step)
             return sampler.run_loop(step, tokens, lengths, cache, settings, seed)
 
         return loop
@@ -278,6 +284,7 @@ class Generator:
         state = model_state(self.model)
         if state != self._compiled_state:
             self._compiled, self._compiled_state = {}, state
+            self._step = CompiledStep() if torch_compiles_steps() else None
         if key not in self._compiled:
             self._compiled[key] = compile_loop(make_loop(), self.model)
         return self._compiled[key]
@@ -289,31 +296,117 @@ class DecodingStep:
     and the cache with the token at `index` written for rows past their
     prompt (the prompt encoding wrote the prompts; a row still reading its
     prompt re-reads it without writing). For a UniLM model the generated
-    tokens are segment 1."""
+    tokens are segment 1.
 
-    def __init__(self, forward, lengths, condition=None, source=None):
+    `run` is `decoding_step` or its compiled form (`CompiledStep`, torch),
+    taking the same arguments."""
+
+    def __init__(self, forward, lengths, condition=None, source=None, run=None):
         self.forward = forward
         self.lengths = lengths
         self.condition = condition
         self.source = source
+        self.run = decoding_step if run is None else run
 
     def __call__(self, tokens, index, cache):
-        current = ops.slice(tokens, (0, index), (tokens.shape[0], 1))
-        generating = ops.greater_equal(index, self.lengths)
-        segment_ids = None
-        if self.forward.unilm:
-            segment_ids = ops.cast(generating, "int32")[:, None]
-        logits, cache = self.forward(
-            current, index, cache, segment_ids=segment_ids, write_rows=generating,
-            condition=self.condition, source=self.source,
+        return self.run(
+            self.forward, tokens, index, cache, self.lengths, self.condition, self.source
         )
-        return ops.cast(logits[:, 0], "float32"), cache
 
     def select_rows(self, rows):
         """The step of the rows `rows` (int `(new_rows,)`), e.g. beams."""
         condition = None if self.condition is None else ops.take(self.condition, rows, axis=0)
         source = None if self.source is None else self.source.select_rows(rows)
-        return DecodingStep(self.forward, ops.take(self.lengths, rows, axis=0), condition, source)
+        return DecodingStep(
+            self.forward, ops.take(self.lengths, rows, axis=0), condition, source, self.run
+        )
+
+
+def decoding_step(forward, tokens, index, cache, lengths, condition=None, source=None):
+    """One decoding step (see `DecodingStep`): a function of tensors only
+    (and the model's `CachedForward`), so that torch can compile it whole."""
+    index = ops.convert_to_tensor(index, "int32")
+    current = ops.take(tokens, ops.reshape(index, (1,)), axis=1)
+    generating = ops.greater_equal(index, lengths)
+    segment_ids = None
+    if forward.unilm:
+        segment_ids = ops.cast(generating, "int32")[:, None]
+    logits, cache = forward(
+        current, index, cache, segment_ids=segment_ids, write_rows=generating,
+        condition=condition, source=source,
+    )
+    return ops.cast(logits[:, 0], "float32"), cache
+
+
+class CompiledStep:
+    """`decoding_step` compiled by `torch.compile` (inductor), for one
+    model's generator; a drop-in for `decoding_step`.
+
+    On TensorFlow and JAX the whole decoding loop is one XLA program; on
+    torch the loop stays Python and its step, the model's whole forward pass
+    for one token (every block, the cache writes, the head), is one compiled
+    graph: no Python or Keras dispatch per op, fused elementwise work.
+    Shapes are static (`dynamic=False`): a cache has a fixed capacity and
+    prompts are padded to buckets, so the step compiles once per shape
+    (batch or beams, cache capacity, buffer length) and never per step (the
+    step index and positions are tensors; nothing reads them as Python
+    numbers).
+
+    Each `CompiledStep` compiles its own copy of the function (a code object
+    of its own): dynamo keeps compiled graphs, and counts recompilations
+    against its limit (`torch._dynamo.config.recompile_limit`), per code
+    object, so models in one process do not use up each other's graphs.
+
+    If compiling fails (no C++ compiler for inductor's CPU kernels, an
+    unsupported device), the step logs the reason once and runs eagerly from
+    then on: the same numbers, only slower. `KERAS_ATTN_TORCH_COMPILE=0` in
+    the environment turns compilation off (eager steps, no warning).
+    """
+
+    def __init__(self):
+        import torch
+
+        function = types.FunctionType(
+            decoding_step.__code__.replace(), decoding_step.__globals__, "decoding_step",
+            decoding_step.__defaults__,
+        )
+        self.compiled = torch.compile(function, dynamic=False)
+        self.failure = None
+
+    def __call__(self, *args):
+        if self.failure is None:
+            try:
+                return self.compiled(*args)
+            except Exception as error:  # noqa: BLE001 - any compiler failure
+                if not _is_compile_failure(error):
+                    raise
+                self.failure = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+                logging.getLogger("keras_attn").warning(
+                    "keras_attn: torch.compile failed for the decoding step (%s); "
+                    "decoding eagerly instead (same results, slower).",
+                    self.failure,
+                )
+        return decoding_step(*args)
+
+
+def _is_compile_failure(error):
+    """Whether `error` comes from torch's compiler stack (dynamo, inductor,
+    the C++ toolchain) rather than from the step itself."""
+    import torch
+
+    compiler_errors = (torch._dynamo.exc.TorchDynamoException,)
+    if isinstance(error, compiler_errors):
+        return True
+    module = type(error).__module__ or ""
+    return module.startswith(("torch._dynamo", "torch._inductor", "torch._subclasses"))
+
+
+def torch_compiles_steps():
+    """Whether torch decoding steps are compiled: on the torch backend,
+    unless `KERAS_ATTN_TORCH_COMPILE=0`."""
+    if keras.config.backend() != "torch":
+        return False
+    return os.environ.get("KERAS_ATTN_TORCH_COMPILE", "1") != "0"
 
 
 def decoding_seed(seed, sampler):

@@ -99,7 +99,10 @@ class DotProductAttention:
     query/key width differs from the value width, the narrower side is
     zero-padded on its last axis (which leaves every dot product unchanged;
     the scale is passed explicitly) and the result is sliced back, so every
-    width is fused on every backend.
+    width is fused on every backend. On torch the fused path calls
+    `torch.nn.functional.scaled_dot_product_attention` itself
+    (`torch_scaled_dot_product`): no copies of the heads, no padding (torch
+    takes a value width of its own), and traceable by `torch.compile`.
 
     Attributes:
         scale: multiplies the scores, usually `1 / sqrt(key_size)`.
@@ -165,25 +168,7 @@ class DotProductAttention:
         return ops.cast(ops.transpose(factor, (0, 2, 1))[..., None], dtype)
 
     def _fused(self, query, key, value, mask, bias):
-        dtype = keras.backend.standardize_dtype(query.dtype)
-        head_size = value.shape[-1]
-        width = max(query.shape[-1], head_size)
-        query, key, value = (zero_pad_last_axis(t, width) for t in (query, key, value))
-        if bias is None:
-            attended = ops.dot_product_attention(query, key, value, mask=mask, scale=self.scale)
-        else:
-            bias = ops.cast(bias, dtype)
-            while len(bias.shape) < 4:
-                bias = bias[None, ...]
-            if mask is not None:
-                bias = ops.where(mask, bias, ops.cast(large_negative(dtype), dtype))
-            attended = ops.dot_product_attention(query, key, value, bias=bias, scale=self.scale)
-        attended = attended[..., :head_size]
-        if mask is None:
-            return attended
-        # The fused kernels give a fully masked row a uniform average.
-        rows_with_any_key = ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]
-        return ops.where(rows_with_any_key, attended, ops.zeros_like(attended))
+        return zero_rows_without_keys(fused_attention(query, key, value, mask, bias, self.scale), mask)
 
     def _einsum(self, query, key, value, mask, bias, training):
         query = ops.multiply(query, ops.cast(self.scale, query.dtype))
@@ -201,3 +186,83 @@ class DotProductAttention:
             dropped = self.dropout(probabilities, training=training)
         attended = ops.einsum("bnts,bsnh->btnh", dropped, value)
         return attended, probabilities
+
+
+def fused_attention(query, key, value, mask, bias, scale):
+    """The backend's fused kernel on `(batch, length, heads, size)` heads,
+    with `mask` (boolean) and `bias` (additive) as `DotProductAttention`
+    takes them; rows without a visible key are the kernel's business (see
+    `zero_rows_without_keys`).
+
+    On torch: `torch_scaled_dot_product`. Elsewhere
+    `keras.ops.dot_product_attention`, the narrower of the query/key and
+    value heads zero-padded on its last axis (no dot product changes; the
+    scale is passed explicitly) and the result sliced back.
+    """
+    if keras.config.backend() == "torch":
+        return torch_scaled_dot_product(query, key, value, mask, bias, scale)
+    dtype = keras.backend.standardize_dtype(query.dtype)
+    head_size = value.shape[-1]
+    width = max(query.shape[-1], head_size)
+    query, key, value = (zero_pad_last_axis(t, width) for t in (query, key, value))
+    if bias is None:
+        attended = ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
+    else:
+        bias = ops.cast(bias, dtype)
+        while len(bias.shape) < 4:
+            bias = bias[None, ...]
+        if mask is not None:
+            bias = ops.where(mask, bias, ops.cast(large_negative(dtype), dtype))
+        attended = ops.dot_product_attention(query, key, value, bias=bias, scale=scale)
+    return attended[..., :head_size]
+
+
+def zero_rows_without_keys(attended, mask):
+    """`attended` `(batch, query_length, heads, size)` with zeros in the
+    rows whose keys `mask` hides all (fused kernels give them a uniform
+    average)."""
+    if mask is None:
+        return attended
+    rows_with_any_key = ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]
+    return ops.where(rows_with_any_key, attended, ops.zeros_like(attended))
+
+
+def torch_scaled_dot_product(query, key, value, mask, bias, scale):
+    """`torch.nn.functional.scaled_dot_product_attention` on
+    `(batch, length, heads, size)` heads, called directly rather than
+    through `keras.ops.dot_product_attention`, for three reasons that
+    matter on torch:
+
+    - the heads go in as transposed views: Keras' op makes them contiguous,
+      which copies a decoding step's whole key/value cache twice per layer
+      and step;
+    - the value width may differ from the query/key width (torch's kernels
+      take that; no zero-padding);
+    - nothing in it breaks a `torch.compile` graph (Keras' op builds a
+      `SDPAParams` object to choose a kernel, which dynamo cannot trace).
+
+    The mask and bias are folded into one additive float mask, finite
+    (`large_negative`), as Keras' op does; rows without a visible key are
+    zeroed by the caller.
+    """
+    import torch
+
+    query, key, value = (ops.convert_to_tensor(t) for t in (query, key, value))
+    dtype = query.dtype
+    additive = None
+    if bias is not None:
+        additive = ops.convert_to_tensor(bias).to(dtype)
+        while additive.dim() < 4:
+            additive = additive[None]
+    if mask is not None:
+        negative = torch.tensor(large_negative(keras.backend.standardize_dtype(dtype)), dtype=dtype,
+                                device=query.device)
+        zero = torch.zeros((), dtype=dtype, device=query.device)
+        mask = ops.convert_to_tensor(mask, "bool")
+        folded = torch.where(mask, zero if additive is None else additive, negative)
+        additive = folded
+    attended = torch.nn.functional.scaled_dot_product_attention(
+        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+        attn_mask=additive, scale=scale,
+    )
+    return attended.transpose(1, 2)

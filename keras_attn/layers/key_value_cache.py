@@ -67,12 +67,42 @@ def write_slots(table, new, slot, write_rows=None):
     `(batch,)`; every row when None), the other rows keeping what they
     held. Returns a new tensor (see `KeyValueCache.write` for torch's
     in-place keys and values)."""
-    start = (0, slot) + (0,) * (len(table.shape) - 2)
     new = ops.cast(new, table.dtype)
     if write_rows is not None:
-        old = ops.slice(table, start, ops.shape(new))
+        old = read_slots(table, slot, new.shape[1])
         rows = ops.reshape(write_rows, (-1,) + (1,) * (len(table.shape) - 1))
         new = ops.where(rows, new, old)
+    return update_slots(table, slot, new, axis=1)
+
+
+def slot_indices(slot, n):
+    """int `(n,)`: the slots `slot .. slot + n - 1`."""
+    return ops.cast(slot, "int32") + ops.arange(n, dtype="int32")
+
+
+def read_slots(table, slot, n, axis=1):
+    """The `n` entries of `table` from `slot` on along `axis`."""
+    if keras.config.backend() == "torch":
+        # By index, not by slice: a tensor `slot` in a slice is a Python int
+        # to torch.compile, which would compile one graph per slot.
+        return table.index_select(axis, slot_indices(slot, n))
+    start = [0] * len(table.shape)
+    start[axis] = slot
+    size = list(table.shape)
+    size[axis] = n
+    return ops.slice(table, start, size)
+
+
+def update_slots(table, slot, new, axis=1, in_place=False):
+    """`table` with `new` in the entries `slot ..` along `axis`; on torch
+    with `in_place` it writes `table` itself."""
+    if keras.config.backend() == "torch":
+        index = ops.cast(slot_indices(slot, new.shape[axis]), "int64")
+        if in_place:
+            return table.index_copy_(axis, index, new)
+        return table.index_copy(axis, index, new)
+    start = [0] * len(table.shape)
+    start[axis] = slot
     return ops.slice_update(table, start, new)
 
 
@@ -83,7 +113,6 @@ def _write(cache, new, step):
     # copy per layer and step that an eager loop cannot fuse away.
     new = ops.cast(new, cache.dtype)
     if step.write_rows is not None:
-        old = cache[:, step.slot : step.slot + new.shape[1]]
+        old = read_slots(cache, step.slot, new.shape[1])
         new = ops.where(step.write_rows[:, None, None, None], new, old)
-    cache[:, step.slot : step.slot + new.shape[1]] = new
-    return cache
+    return update_slots(cache, step.slot, new, in_place=True)

@@ -1,0 +1,124 @@
+"""torch: the decoding step compiled by `torch.compile` (`CompiledStep`):
+one graph per shape, none per step, no graph breaks, the eager step's
+tokens, and an eager fallback that says why."""
+
+import logging
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn.generation import generator as generator_module
+from tests.generation.test_generate import uncached_greedy
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="torch.compile is torch's"
+)
+
+CONFIG = dict(
+    vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    intermediate_size=24, max_position_embeddings=32, hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0, initializer_range=0.2, type_vocab_size=2,
+)
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def model():
+    return keras_attn.build_transformer_model(CONFIG, application="lm")
+
+
+def dynamo_counts():
+    """Graphs dynamo has compiled, graph breaks and recompilations so far in
+    this process (its counters are global, so tests take differences)."""
+    from torch._dynamo.utils import counters
+
+    return (
+        counters["stats"]["unique_graphs"],
+        sum(counters["graph_break"].values()),
+        sum(counters["recompiles"].values()),
+    )
+
+
+def test_one_graph_per_shape_and_none_per_step(model):
+    """The first call compiles the step once (one graph, no break) and runs
+    it for every step; a second call of the same shapes compiles nothing; a
+    new batch size compiles one graph more. The tokens are greedy decoding
+    by the full pass."""
+    generator = generator_module.Generator(model)
+    before = dynamo_counts()
+    prompts = [[2, 7, 9, 11], [3, 5, 8, 4]]
+    tokens = generator.generate(prompts, STEPS)
+    graphs, breaks, _ = np.subtract(dynamo_counts(), before)
+    assert (graphs, breaks) == (1, 0)
+    np.testing.assert_array_equal(tokens, uncached_greedy(model, prompts, STEPS))
+
+    before = dynamo_counts()
+    generator.generate([[6, 1, 17, 30], [12, 13, 14, 15]], STEPS)
+    assert tuple(np.subtract(dynamo_counts(), before)) == (0, 0, 0)
+
+    before = dynamo_counts()
+    prompts = [[2, 7, 9, 11], [3, 5, 8, 4], [20, 21, 22, 23]]
+    tokens = generator.generate(prompts, STEPS)
+    graphs, breaks, _ = np.subtract(dynamo_counts(), before)
+    assert (graphs, breaks) == (1, 0)
+    np.testing.assert_array_equal(tokens, uncached_greedy(model, prompts, STEPS))
+
+
+def test_two_models_keep_their_own_graphs(model):
+    """Each generator compiles its own copy of the step, so another model's
+    graphs are not recompilations of this one's (dynamo's recompile limit
+    counts per code object)."""
+    other = keras_attn.build_transformer_model(CONFIG, application="lm")
+    prompts = [[2, 7, 9, 11], [3, 5, 8, 4]]
+    first, second = generator_module.Generator(model), generator_module.Generator(other)
+    first.generate(prompts, STEPS)
+    before = dynamo_counts()
+    second.generate(prompts, STEPS)
+    assert tuple(np.subtract(dynamo_counts(), before))[1:] == (0, 0)
+    assert first._step.compiled is not second._step.compiled
+
+
+def test_a_compiler_failure_falls_back_to_eager_and_says_why(model, monkeypatch, caplog):
+    import torch
+
+    def failing_compile(function, **kwargs):
+        def compiled(*args):
+            raise torch._dynamo.exc.InternalTorchDynamoError("no C++ compiler found")
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    generator = generator_module.Generator(model)
+    prompts = [[2, 7, 9], [3, 5, 8]]
+    with caplog.at_level(logging.WARNING, logger="keras_attn"):
+        tokens = generator.generate(prompts, STEPS)
+        generator.generate(prompts, STEPS)
+    np.testing.assert_array_equal(tokens, uncached_greedy(model, prompts, STEPS))
+    messages = [r.getMessage() for r in caplog.records if "torch.compile failed" in r.getMessage()]
+    assert len(messages) == 1, messages  # said once, not per step or call
+    assert "no C++ compiler found" in messages[0]
+
+
+def test_an_error_of_the_step_itself_is_not_swallowed(model, monkeypatch):
+    import torch
+
+    def compile_that_breaks_the_step(function, **kwargs):
+        def compiled(*args):
+            raise ValueError("the step's own error")
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", compile_that_breaks_the_step)
+    with pytest.raises(ValueError, match="the step's own error"):
+        generator_module.Generator(model).generate([[2, 7, 9]], STEPS)
+
+
+def test_the_environment_turns_compilation_off(model, monkeypatch):
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    generator = generator_module.Generator(model)
+    before = dynamo_counts()
+    generator.generate([[2, 7, 9]], STEPS)
+    assert generator._step is None
+    assert tuple(np.subtract(dynamo_counts(), before)) == (0, 0, 0)
