@@ -54,9 +54,15 @@ float32, this measures:
      checkpoint) generating from a decoder prompt of the start token; on
      torch transformers' `generate` on the same weights. Every generator
      encodes the sources once and decodes with a cache.
-   The contenders take turns within each repetition; on torch each is
-   warmed up by an 8-token call (nothing compiles), elsewhere by a full
-   call (the compilation). Where two generators share the weights, the
+   - BERT-base as a decoder (`--parts bert`, torch only): one random
+     `transformers.BertLMHeadModel` (`is_decoder=True`), saved; keras_attn
+     builds `application="lm"` from that directory; against transformers'
+     `generate` (`use_cache=True`) on the same weights.
+   The contenders take turns within each repetition. On torch keras_attn is
+   warmed up by a full call (its step compiles once per shape, see
+   `keras_attn.generation.generator.CompiledStep`) and the others by an 8-token call
+   (nothing compiles); elsewhere every contender by a full call (the
+   compilation). Where two generators share the weights, the
    fraction of rows whose greedy tokens are the same (over the first 16
    new tokens and over all of them) checks that they compute the same
    model.
@@ -108,6 +114,10 @@ WINDOW_CONFIG = dict(
 WINDOW_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 # Pretrained shapes, in transformers' config fields.
 GPT2_SMALL = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+BERT_BASE_DECODER = dict(
+    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+    intermediate_size=3072, max_position_embeddings=512, is_decoder=True,
+)
 T5_SMALL = dict(
     vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
     feed_forward_proj="relu",
@@ -404,6 +414,9 @@ def random_transformers_model(family, directory):
     torch.manual_seed(0)
     if family == "gpt2":
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**GPT2_SMALL))
+    elif family == "bert":
+        config = transformers.BertConfig(**BERT_BASE_DECODER)
+        model = transformers.BertLMHeadModel(config)
     else:
         model = transformers.T5ForConditionalGeneration(transformers.T5Config(**T5_SMALL))
     model.eval()
@@ -501,6 +514,18 @@ PRETRAINED_SHAPES = {
         "keras_hub": ("keras-hub GPT2CausalLM", keras_hub_gpt2, True),
         "transformers": "transformers GPT2LMHeadModel",
     },
+    "bert": {
+        "description": (
+            "BERT-base shape as a decoder (variant 'bert', application 'lm'): 12 layers, hidden "
+            "768, 12 heads, FFN 3072, vocabulary 30522, float32, random weights: one transformers "
+            "BertLMHeadModel (is_decoder=True), saved and loaded by keras_attn (torch only: "
+            "keras-hub has no BERT decoder)"
+        ),
+        "vocab_size": BERT_BASE_DECODER["vocab_size"],
+        "keras_hub": None,
+        "transformers": "transformers BertLMHeadModel",
+        "application": "lm",
+    },
     "t5": {
         "description": (
             "T5-small shape (variant 't5', v1.0): 6 + 6 layers, d_model 512, 8 heads, d_kv 64, "
@@ -524,9 +549,10 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
     generators, same_weights, keras_hub_error = {}, set(), None
     with tempfile.TemporaryDirectory() as directory:
         transformers_model = random_transformers_model(family, directory)
-        model = keras_attn.build_transformer_model(directory)
+        application = {"application": shape["application"]} if "application" in shape else {}
+        model = keras_attn.build_transformer_model(directory, **application)
         generators["keras_attn"] = lambda tokens: model.generate(prompt_ids, tokens)
-        if with_keras_hub:
+        if with_keras_hub and shape["keras_hub"] is not None:
             name, make, shares_weights = shape["keras_hub"]
             try:
                 generators[name] = make(directory, prompt_ids)
@@ -550,9 +576,14 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
 
     functions = {name: recorded(name, generate, new_tokens) for name, generate in generators.items()}
     warm_ups = None
-    if BACKEND == "torch":  # nothing compiles: a short call warms up
+    if BACKEND == "torch":
+        # transformers and keras-hub compile nothing on torch: a short call
+        # warms them up. keras_attn compiles its step per shape
+        # (`CompiledStep`): its warm-up is a full call, whose time is the
+        # compilation's plus one run's.
         warm_ups = {
-            name: recorded(name, generate, TORCH_WARM_UP_TOKENS) for name, generate in generators.items()
+            name: recorded(name, generate, TORCH_WARM_UP_TOKENS)
+            for name, generate in generators.items() if name != "keras_attn"
         }
     timings = timed_side_by_side(functions, repeats, warm_ups)
     rows = []
@@ -608,7 +639,7 @@ def main():
     parser.add_argument("--uncached", choices=["loop", "estimate"], default=None,
                         help="run the uncached loop for real (default on a GPU) or estimate it "
                              "from steps at a few prefix lengths (default on CPU)")
-    parser.add_argument("--parts", nargs="+", choices=["windowed", "cached", "gpt2", "t5"],
+    parser.add_argument("--parts", nargs="+", choices=["windowed", "cached", "gpt2", "t5", "bert"],
                         default=["windowed", "cached", "gpt2", "t5"])
     parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS,
                         help="new tokens per row for the gpt2 and t5 parts")
