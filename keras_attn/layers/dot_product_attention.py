@@ -23,6 +23,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.layers.masking import relative_positions
+
 
 def large_negative(dtype):
     """A finite large negative number representable in `dtype`.
@@ -114,6 +116,12 @@ class DotProductAttention:
             float32 probabilities, applied after the softmax and before
             dropout (talking heads' `P_w`). Its output's heads must match the
             values' heads.
+        relative_position: optional `FunctionalRelativePosition` (NEZHA):
+            adds `q_i . a_ij` (of the scaled queries, so before the
+            `1/sqrt(key_size)` scaling as in NEZHA's code) to the logits and
+            `sum_j p_ij a_ij` (with the probabilities the values get) to the
+            result, `a_ij` its embedding at the call's `distance` `i - j`.
+            Einsum path only.
     """
 
     scale: float = 1.0
@@ -122,8 +130,12 @@ class DotProductAttention:
     log_n_train_length: Optional[int] = None
     mix_logits: Optional[Callable] = None
     mix_probabilities: Optional[Callable] = None
+    relative_position: Optional[keras.layers.Layer] = None
 
-    def __call__(self, query, key, value, mask=None, bias=None, training=None, return_scores=False):
+    def __call__(
+        self, query, key, value, mask=None, bias=None, training=None, return_scores=False,
+        distance=None,
+    ):
         """Returns `(attended, probabilities)`: the attention result
         `(batch, query_length, heads, head_size)` and, when `return_scores`,
         the probabilities `(batch, heads, query_length, key_length)` before
@@ -131,13 +143,15 @@ class DotProductAttention:
 
         `mask`: boolean, broadcastable to
         `(batch, heads, query_length, key_length)`; `bias`: additive, finite,
-        broadcastable to the same shape.
+        broadcastable to the same shape; `distance`: the int
+        `(query_length, key_length)` matrix of `i - j` for `relative_position`
+        (default: both at `0, 1, ...`).
         """
         if self.log_n_train_length is not None:
             query = ops.multiply(query, self.log_n_factor(mask, ops.shape(key)[1], query.dtype))
         if self.uses_fused_path(query.dtype, training, return_scores):
             return self._fused(query, key, value, mask, bias), None
-        attended, probabilities = self._einsum(query, key, value, mask, bias, training)
+        attended, probabilities = self._einsum(query, key, value, mask, bias, training, distance)
         return attended, probabilities if return_scores else None
 
     def dropout_is_active(self, training):
@@ -148,6 +162,8 @@ class DotProductAttention:
         if not self.fused or return_scores or self.dropout_is_active(training):
             return False
         if self.mix_logits is not None or self.mix_probabilities is not None:
+            return False
+        if self.relative_position is not None:
             return False
         if keras.backend.standardize_dtype(dtype) == "float16" and jax_runs_on_cpu():
             return False
@@ -185,9 +201,14 @@ class DotProductAttention:
         rows_with_any_key = ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]
         return ops.where(rows_with_any_key, attended, ops.zeros_like(attended))
 
-    def _einsum(self, query, key, value, mask, bias, training):
+    def _einsum(self, query, key, value, mask, bias, training, distance=None):
         query = ops.multiply(query, ops.cast(self.scale, query.dtype))
         logits = ops.cast(ops.einsum("btnh,bsnh->bnts", query, key), "float32")
+        relative = self.relative_position
+        if relative is not None:
+            if distance is None:
+                distance = relative_positions(ops.shape(query)[1], ops.shape(key)[1])
+            logits = logits + relative.key_logits(query, distance)
         if self.mix_logits is not None:
             logits = self.mix_logits(logits)
         if bias is not None:
@@ -200,4 +221,8 @@ class DotProductAttention:
         if self.dropout is not None:
             dropped = self.dropout(probabilities, training=training)
         attended = ops.einsum("bnts,bsnh->btnh", dropped, value)
+        if relative is not None:
+            attended = attended + relative.value_term(
+                dropped, distance, value.shape[-1], attended.dtype
+            )
         return attended, probabilities

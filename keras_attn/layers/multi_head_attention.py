@@ -9,6 +9,8 @@ from keras import ops
 from keras_attn.layers import banded
 from keras_attn.layers import masking
 from keras_attn.layers.direct_call import direct_call
+from keras_attn.layers.functional_relative_position import FunctionalRelativePosition
+from keras_attn.layers.functional_relative_position import check_max_relative_position
 from keras_attn.layers.relative_position_bias import add_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.key_value_cache import KeyValueCache
@@ -16,7 +18,8 @@ from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
-POSITION_ENCODINGS = (None, "rotary", "xpos")
+POSITION_ENCODINGS = (None, "rotary", "xpos", "functional_relative")
+ROTARY_ENCODINGS = ("rotary", "xpos")
 
 
 def check_positive_integer(argument, value, optional=False):
@@ -108,7 +111,13 @@ class MultiHeadAttention(keras.layers.Layer):
         position_encoding: `None`, `"rotary"` (RoPE on queries and keys) or
             `"xpos"` (RoPE with XPOS's decay; causal only: a call without
             `use_causal_mask=True` raises a ValueError); see
-            `keras_attn.layers.RotaryEmbedding`.
+            `keras_attn.layers.RotaryEmbedding`; or `"functional_relative"`
+            (NEZHA: fixed sinusoid embeddings of the clipped distance added
+            to the keys and the values, see
+            `keras_attn.layers.FunctionalRelativePosition`; einsum path only,
+            in the full pass, banded windows and cached decoding).
+        max_relative_position: the distance where `"functional_relative"`
+            clips (NEZHA's `max_relative_position`, 64); a positive integer.
         rotary_max_wavelength: RoPE's base.
         rotary_value: also rotate the values by their positions (Hugging
             Face RoFormer's `rotary_value`), so the output of head `n` at
@@ -211,6 +220,7 @@ class MultiHeadAttention(keras.layers.Layer):
         rotary_value=False,
         xpos_scale_base=512,
         log_n_train_length=None,
+        max_relative_position=64,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         projection_policies=None,
@@ -236,6 +246,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"`head_size`; received head_size={head_size}."
             )
         check_positive_integer("key_size", key_size, optional=True)
+        check_max_relative_position(max_relative_position)
         check_positive_integer("attention_window", attention_window, optional=True)
         if blockwise_attention and attention_window is None:
             raise ValueError(
@@ -265,8 +276,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self.rotary_max_wavelength = rotary_max_wavelength
         self.rotary_value = rotary_value
         self.xpos_scale_base = xpos_scale_base
+        self.max_relative_position = max_relative_position
         self._rotary = None
-        if position_encoding is not None:
+        if position_encoding in ROTARY_ENCODINGS:
             self._rotary = RotaryEmbedding(
                 rotary_max_wavelength,
                 scale_base=xpos_scale_base if position_encoding == "xpos" else None,
@@ -285,6 +297,15 @@ class MultiHeadAttention(keras.layers.Layer):
             dropout=self._dropout,
             fused=fused_attention,
             log_n_train_length=log_n_train_length,
+            relative_position=self._make_relative_position(),
+        )
+
+    def _make_relative_position(self):
+        """The `FunctionalRelativePosition` of `"functional_relative"`, or None."""
+        if self.position_encoding != "functional_relative":
+            return None
+        return FunctionalRelativePosition(
+            self.max_relative_position, dtype=self.dtype_policy, name="relative_position"
         )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
@@ -484,8 +505,15 @@ class MultiHeadAttention(keras.layers.Layer):
             )
             attention_bias = add_distance_bias(attention_bias, distance_bias, distance, length)
         mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
+        distance = None
+        if self.position_encoding == "functional_relative":
+            distance = masking.relative_positions(
+                ops.shape(query)[1], ops.shape(cache.keys)[1],
+                step.positions, step.key_positions,
+            )
         attended, _ = self._kernel(
-            query_heads, keys, cache.values, mask, attention_bias, training
+            query_heads, keys, cache.values, mask, attention_bias, training,
+            distance=distance,
         )
         output = direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
         return output, cache
@@ -583,6 +611,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "rotary_value": self.rotary_value,
                 "xpos_scale_base": self.xpos_scale_base,
                 "log_n_train_length": self.log_n_train_length,
+                "max_relative_position": self.max_relative_position,
                 **projection_config(self),
             }
         )
