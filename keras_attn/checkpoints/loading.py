@@ -41,6 +41,8 @@ NAME_TABLES = {
         "safetensors": huggingface_roformer,
         "torch": huggingface_roformer,
     },
+    # NEZHA's Google checkpoints: BERT's names, no position table.
+    "nezha": {"tensorflow": google_bert},
     "gpt": {"tensorflow": bert4keras_gpt.GPT},
     "gpt2": {
         "tensorflow": bert4keras_gpt.GPT2,

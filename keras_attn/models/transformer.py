@@ -66,6 +66,8 @@ CHECKPOINT_FAMILIES = {
     "BERT's layout, embeddings projected by `embeddings_project`",
     "roformer": "RoFormer's (Hugging Face `model_type: roformer`, bert4keras's "
     "Google-format RoFormer and RoFormer-v2): BERT's names, no position table",
+    "nezha": "NEZHA's (Google `bert_config.json` with `use_relative_position`, "
+    "`model_type: nezha`): BERT's names, no position table",
     "gpt": "bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
     "gpt2": "GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
     "with `input/LayerNorm`)",
@@ -116,7 +118,7 @@ class Transformer:
       keys of `APPLICATIONS`; any other is a `ValueError` naming them) and
       `checkpoint_family` (one of `CHECKPOINT_FAMILIES`: `"bert"`,
       `"roberta"` for RoBERTa's offset position table, `"albert"`,
-      `"roformer"`), which
+      `"roformer"`, `"nezha"`, ...), which
       decides the checkpoints `build_transformer_model` lets it read.
 
     Everything above is what cached decoding runs too, so a variant that
@@ -203,7 +205,8 @@ class Transformer:
     """
 
     attention_layer = layers.MultiHeadAttention
-    # Rotary encodings inside the attention layer: None, "rotary" or "xpos".
+    # Positions inside the attention layer: None, "rotary", "xpos" or
+    # "functional_relative" (NEZHA).
     position_encoding = None
     # Whether a query may not see its own key (T-TA).
     mask_diagonal = False
@@ -362,6 +365,7 @@ class Transformer:
             position_encoding=self.position_encoding,
             rotary_value=config.rotary_value,
             log_n_train_length=config.log_n_train_length,
+            max_relative_position=config.max_relative_position,
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )

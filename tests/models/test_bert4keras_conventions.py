@@ -210,7 +210,6 @@ def test_bert4keras_roberta_is_bert_format_and_albert_maps_by_name(google_config
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        (dict(model="nezha"), "nezha.*not supported"),
         (dict(model="ernie"), "no ERNIE model.*model='bert'"),
         (dict(model="t5_decoder"), "t5_decoder.*not supported.*model='t5'"),
         (dict(model="gau_alpha"), "gau_alpha.*not supported"),
