@@ -79,8 +79,9 @@ class MultiHeadAttention(keras.layers.Layer):
     Where possible the kernel calls `keras.ops.dot_product_attention`, so
     the backends use their fused kernels: whenever `fused_attention` is on,
     attention dropout is inactive for the call (`training` falsy, or
-    `attention_dropout=0`), no scores are requested, and the computation is
-    not float16 on JAX's CPU backend (XLA's CPU backend lacks the
+    `attention_dropout=0`), no scores are requested, the position encoding
+    is not `"functional_relative"` (which adds terms a fused kernel cannot),
+    and the computation is not float16 on JAX's CPU backend (XLA's CPU backend lacks the
     mixed-precision product that kernel asks for under jit). Decoupled widths
     (`key_size != head_size`) are fused too: the narrower of the query/key
     and value heads is zero-padded, which changes no dot product. Otherwise
