@@ -101,8 +101,9 @@ class Transformer:
     that says what differs, and nothing else:
 
     - the attention: `attention_layer` (a `keras_attn.MultiHeadAttention`
-      subclass) and `position_encoding` (`None`, `"rotary"` or `"xpos"`,
-      applied inside it), or `make_attention(index)`;
+      subclass) and `position_encoding` (`None`, `"rotary"`, `"xpos"` or
+      NEZHA's `"functional_relative"`, applied inside it), or
+      `make_attention(index)`;
     - the position encoding: `make_position_embedding()` (an absolute
       position layer named `Embedding-Position`, or `None`) and
       `make_position_bias()` (a `keras_attn.layers.RelativePositionBias`
