@@ -11,9 +11,11 @@ from keras_attn.models.transformer_config import load_config
 
 # The families whose variants may read a config of each family: a
 # Google-style config names no `model_type` (it is read as `"bert"`), and
-# bert4keras's RoFormer, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
+# bert4keras's RoFormer, GAU-alpha, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
 # such configs.
-READABLE_FAMILIES = {"bert": ("bert", "roformer", "gpt", "gpt2", "gpt2_ml", "t5", "electra")}
+READABLE_FAMILIES = {
+    "bert": ("bert", "roformer", "gau_alpha", "gpt", "gpt2", "gpt2_ml", "t5", "electra")
+}
 
 
 def variant_family(variant):
