@@ -213,7 +213,6 @@ def test_bert4keras_roberta_is_bert_format_and_albert_maps_by_name(google_config
         (dict(model="nezha"), "nezha.*not supported"),
         (dict(model="ernie"), "no ERNIE model.*model='bert'"),
         (dict(model="t5_decoder"), "t5_decoder.*not supported.*model='t5'"),
-        (dict(model="gau_alpha"), "gau_alpha.*not supported"),
         (dict(model="bert", variant="bert"), "both variant= and bert4keras's model="),
         (dict(with_mlm="softmax"), "logits"),
         (dict(layer_norm_cond="condition"), "conditional_layer_norm=<condition width>"),
