@@ -37,7 +37,8 @@ def select_variant(config, variant=None):
     | Google `bert_config.json`)               | `attention_key_size` | `"roberta+"`, `"talking_heads"`,      |
     |                                          | or `embedding_size`, | `"tta"`, `"sinusoidal"`, `"roformer"`,|
     |                                          | else `"bert"`        | `"alibi"`, `"kerple_*"`, `"sandwich"`,|
-    |                                          |                      | `"xpos"`, `"electra"` (Google ELECTRA |
+    |                                          |                      | `"xpos"`, `"gau_alpha"`, `"electra"`  |
+    |                                          |                      | (Google ELECTRA                       |
     |                                          |                      | configs name no `model_type`)         |
     | `"albert"` (HF `model_type` albert, a    | `"albert"`           | `"albert"`, `"albert_unshared"` and   |
     | Google `albert_config.json`)             |                      | variants whose `checkpoint_family` is |
