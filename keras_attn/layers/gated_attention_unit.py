@@ -99,6 +99,8 @@ class GatedAttentionUnit(MultiHeadAttention):
     (2, 10, 32)
     """
 
+    dense_projections = ("input_dense", "output_dense")
+
     def __init__(
         self,
         units,

@@ -201,6 +201,9 @@ class MultiHeadAttention(keras.layers.Layer):
     (2, 10, 64)
     """
 
+    # The `Dense` sublayers (LoRA adapts them, `keras_attn.lora`).
+    dense_projections = ("query_dense", "key_dense", "value_dense", "output_dense")
+
     def __init__(
         self,
         heads,

@@ -150,3 +150,17 @@ def test_block_without_feed_forward_takes_no_feed_forward_layers():
             feed_forward_norm=None, attention_dropout=None, feed_forward_dropout=None,
             attention_add=None, feed_forward_add=keras.layers.Add(),
         )
+
+
+def test_lora_adapts_the_units_projections():
+    model = keras_attn.build_transformer_model(
+        dict(CONFIG, num_hidden_layers=1), variant="gau_alpha", application="encoder"
+    )
+    token_ids, segment_ids = inputs()
+    model_inputs = {"token_ids": token_ids, "segment_ids": segment_ids}
+    before = to_numpy(model(model_inputs))
+    keras_attn.lora.enable_lora(model, rank=2)
+    attention = model.get_layer("Transformer-0-GatedAttentionUnit")
+    assert attention.input_dense.lora_enabled and attention.output_dense.lora_enabled
+    # The adapters start at zero: the model computes what it computed.
+    np.testing.assert_allclose(to_numpy(model(model_inputs)), before, atol=1e-6)
