@@ -70,18 +70,23 @@ def padding_mask(batch=2, length=6):
     return mask
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["padding", "causal+padding"])
 @pytest.mark.parametrize("normalization", NORMALIZATIONS)
-def test_layer_harness_with_padding(normalization, tmp_path):
+def test_layer_harness(normalization, causal, tmp_path):
     init_kwargs = {"units": 6, "key_size": 4, "normalization": normalization}
 
     def numpy_reference(layer, inputs):
-        return gau(layer, inputs["query"], inputs["attention_mask"])
+        return gau(layer, inputs["query"], inputs["attention_mask"], causal=causal)
 
     layer = run_layer_test(
         keras_attn.layers.GatedAttentionUnit,
         init_kwargs,
-        inputs={"query": random(2, 6, 8), "attention_mask": padding_mask()},
+        # Halved: squared ReLU of a row with one key squares scores of
+        # order 1, which bfloat16 would round by more than the harness's
+        # mixed-precision tolerance.
+        inputs={"query": 0.5 * random(2, 6, 8), "attention_mask": padding_mask()},
         expected_output_shape=(2, 6, 8),
+        call_kwargs={"use_causal_mask": True} if causal else None,
         reference=numpy_reference,
         tmp_path=tmp_path,
     )
