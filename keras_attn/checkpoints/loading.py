@@ -6,6 +6,7 @@ import os
 from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints import google_electra
+from keras_attn.checkpoints import google_gau_alpha
 from keras_attn.checkpoints import huggingface_bert
 from keras_attn.checkpoints import huggingface_gpt2
 from keras_attn.checkpoints import huggingface_roformer
@@ -43,6 +44,7 @@ NAME_TABLES = {
     },
     # NEZHA's Google checkpoints: BERT's names, no position table.
     "nezha": {"tensorflow": google_bert},
+    "gau_alpha": {"tensorflow": google_gau_alpha},
     "gpt": {"tensorflow": bert4keras_gpt.GPT},
     "gpt2": {
         "tensorflow": bert4keras_gpt.GPT2,

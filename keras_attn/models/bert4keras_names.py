@@ -25,6 +25,7 @@ MODELS = {
     "roformer": "roformer",
     "roformer_v2": "roformer_v2",
     "nezha": "nezha",
+    "gau_alpha": "gau_alpha",
     "gpt": "gpt",
     "gpt2": "gpt2",
     "gpt2_ml": "gpt2_ml",
@@ -41,7 +42,6 @@ UNSUPPORTED_MODELS = {
         " Build the whole T5 (model='t5', 't5.1.1' or 'mt5.1.1'): model.generate "
         "encodes each source once and decodes with a cache."
     ),
-    "gau_alpha": "",
 }
 
 # Names users try that bert4keras never had, and what to write instead.

@@ -11,10 +11,10 @@ from keras_attn.models.transformer_config import load_config
 
 # The families whose variants may read a config of each family: a
 # Google-style config names no `model_type` (it is read as `"bert"`), and
-# bert4keras's RoFormer, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
+# bert4keras's RoFormer, GAU-alpha, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
 # such configs.
 READABLE_FAMILIES = {
-    "bert": ("bert", "roformer", "nezha", "gpt", "gpt2", "gpt2_ml", "t5", "electra"),
+    "bert": ("bert", "roformer", "nezha", "gau_alpha", "gpt", "gpt2", "gpt2_ml", "t5", "electra"),
 }
 
 
@@ -37,7 +37,8 @@ def select_variant(config, variant=None):
     | Google `bert_config.json`)               | `attention_key_size` | `"roberta+"`, `"talking_heads"`,      |
     |                                          | or `embedding_size`, | `"tta"`, `"sinusoidal"`, `"roformer"`,|
     |                                          | else `"bert"`        | `"alibi"`, `"kerple_*"`, `"sandwich"`,|
-    |                                          |                      | `"xpos"`, `"electra"` (Google ELECTRA |
+    |                                          |                      | `"xpos"`, `"gau_alpha"`, `"electra"`  |
+    |                                          |                      | (Google ELECTRA                       |
     |                                          |                      | configs name no `model_type`)         |
     | `"albert"` (HF `model_type` albert, a    | `"albert"`           | `"albert"`, `"albert_unshared"` and   |
     | Google `albert_config.json`)             |                      | variants whose `checkpoint_family` is |

@@ -68,6 +68,8 @@ CHECKPOINT_FAMILIES = {
     "Google-format RoFormer and RoFormer-v2): BERT's names, no position table",
     "nezha": "NEZHA's (Google `bert_config.json` with `use_relative_position`, "
     "`model_type: nezha`): BERT's names, no position table",
+    "gau_alpha": "GAU-alpha's (ZhuiyiTechnology's Google-format checkpoints): BERT's "
+    "embedding names, Gated Attention Units under `GAU_alpha/encoder/`",
     "gpt": "bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
     "gpt2": "GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
     "with `input/LayerNorm`)",
