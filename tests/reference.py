@@ -159,3 +159,53 @@ def sandwich_bias(dim, scale, query_length, key_length):
     length = max(query_length, key_length)
     table = sinusoidal_positions(length, dim)
     return (scale * table[:query_length] @ table[:key_length].T)[None, None]
+
+
+def functional_relative_embeddings(query_length, key_length, max_relative_position, width,
+                                   query_positions=None, key_positions=None):
+    """NEZHA's `a_ij`, `(query_length, key_length, width)`, by loops: the
+    sinusoid of the table row `r = clip(j - i, -K, K) + K` (the released
+    code's convention; the paper writes the sinusoid of `j - i`), interleaved
+    `(sin, cos)` pairs at frequencies `10000^(-2m/width)`."""
+    query_positions = range(query_length) if query_positions is None else query_positions
+    key_positions = range(key_length) if key_positions is None else key_positions
+    out = np.zeros((query_length, key_length, width))
+    for a, i in enumerate(query_positions):
+        for b, j in enumerate(key_positions):
+            row = min(max(j - i, -max_relative_position), max_relative_position)
+            row += max_relative_position
+            for m in range(width // 2):
+                angle = row / 10000.0 ** (2.0 * m / width)
+                out[a, b, 2 * m], out[a, b, 2 * m + 1] = np.sin(angle), np.cos(angle)
+    return out
+
+
+def nezha_attention(q, k, v, keep, max_relative_position):
+    """NEZHA's attention on projected heads `(batch, length, heads, size)`,
+    float64: `e_ij = q_i . (k_j + a_ij) / sqrt(d)`, `p = softmax_j(e)` over
+    the keys `keep` `(batch, query_length, key_length)` keeps (a row with
+    none gets zeros), `o_i = sum_j p_ij (v_j + a_ij)`. Returns
+    `(batch, query_length, heads, size_v)`."""
+    batch, query_length, heads, key_size = q.shape
+    key_length, head_size = k.shape[1], v.shape[-1]
+    key_table = functional_relative_embeddings(
+        query_length, key_length, max_relative_position, key_size
+    )
+    value_table = functional_relative_embeddings(
+        query_length, key_length, max_relative_position, head_size
+    )
+    out = np.zeros((batch, query_length, heads, head_size))
+    for b in range(batch):
+        for n in range(heads):
+            for i in range(query_length):
+                visible = np.flatnonzero(keep[b, i])
+                if len(visible) == 0:
+                    continue
+                scores = np.array(
+                    [q[b, i, n] @ (k[b, j, n] + key_table[i, j]) for j in visible]
+                ) / np.sqrt(key_size)
+                p = softmax(scores)
+                out[b, i, n] = sum(
+                    p_j * (v[b, j, n] + value_table[i, j]) for p_j, j in zip(p, visible)
+                )
+    return out

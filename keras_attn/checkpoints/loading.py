@@ -6,6 +6,7 @@ import os
 from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints import google_electra
+from keras_attn.checkpoints import google_gau_alpha
 from keras_attn.checkpoints import huggingface_bert
 from keras_attn.checkpoints import huggingface_gpt2
 from keras_attn.checkpoints import huggingface_roformer
@@ -41,6 +42,9 @@ NAME_TABLES = {
         "safetensors": huggingface_roformer,
         "torch": huggingface_roformer,
     },
+    # NEZHA's Google checkpoints: BERT's names, no position table.
+    "nezha": {"tensorflow": google_bert},
+    "gau_alpha": {"tensorflow": google_gau_alpha},
     "gpt": {"tensorflow": bert4keras_gpt.GPT},
     "gpt2": {
         "tensorflow": bert4keras_gpt.GPT2,

@@ -203,9 +203,9 @@ class CachedForward:
                 KeyValueCache.empty(
                     batch,
                     capacity,
-                    attention.query_dense.units // attention.key_size,
+                    attention.key_heads,
                     attention.key_size,
-                    attention.value_dense.units // attention.head_size,
+                    attention.value_heads,
                     attention.head_size,
                     attention.compute_dtype,
                 )

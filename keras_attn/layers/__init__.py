@@ -9,6 +9,8 @@ from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNo
 from keras_attn.layers.conditional_random_field import ConditionalRandomField
 from keras_attn.layers.efficient_global_pointer import EfficientGlobalPointer
 from keras_attn.layers.feed_forward import FeedForward
+from keras_attn.layers.functional_relative_position import FunctionalRelativePosition
+from keras_attn.layers.gated_attention_unit import GatedAttentionUnit
 from keras_attn.layers.global_pointer import GlobalPointer
 from keras_attn.layers.kerple_bias import KerpleBias
 from keras_attn.layers.key_value_cache import CacheStep

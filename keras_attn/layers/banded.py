@@ -87,7 +87,9 @@ def attend(
     (`attention_mask` per key). `distance_bias`, a `(1, heads, 2 length - 1)`
     bias by distance (see `MultiHeadAttention`), is added as the
     `(1, heads, block_size, len(offsets) * block_size)` bias of a
-    neighbourhood, the same for every block since `i - j` is. Returns
+    neighbourhood, the same for every block since `i - j` is; the kernel gets
+    that neighbourhood's `i - j` as its `distance` (NEZHA's functional
+    relative positions). Returns
     `(batch, length, heads, head_size)`.
     """
     shape = ops.shape(query)
@@ -106,10 +108,11 @@ def attend(
     query = fold_blocks(to_blocks(query, query_layout, length))
     key = fold_blocks(to_blocks(key, layout, length))
     value = fold_blocks(to_blocks(value, layout, length))
+    distance = neighbourhood_distances(layout)
     bias = None
     if distance_bias is not None:
-        bias = gather_distance_bias(distance_bias, neighbourhood_distances(layout), length)
-    attended, _ = kernel(query, key, value, mask, bias, training)
+        bias = gather_distance_bias(distance_bias, distance, length)
+    attended, _ = kernel(query, key, value, mask, bias, training, distance=distance)
     return unfold_blocks(attended, batch, length)
 
 

@@ -5,7 +5,8 @@ probabilities, for the fused, einsum and banded paths alike.
 `(batch, length, heads, size)` layout, one merged boolean mask (see
 `masking.merge_attention_masks`) and one additive bias, and owns everything
 between them and the attention result: log-n scaling, the `1/sqrt(key_size)`
-scale, folding the mask into the scores, the float32 softmax, the rule that a
+scale, folding the mask into the scores, the float32 normalisation (softmax,
+or GAU's squared ReLU and softmax-plus), the rule that a
 query row with no visible key gets a zero result, dropout, optional mixing of
 scores across heads, and the choice between the backend's fused kernel
 (`keras.ops.dot_product_attention`) and an einsum.
@@ -22,6 +23,15 @@ from typing import Optional
 import keras
 import numpy as np
 from keras import ops
+
+from keras_attn.layers.masking import relative_positions
+# How scores become attention weights (`DotProductAttention.normalization`).
+NORMALIZATIONS = ("softmax", "squared_relu", "softmax_plus")
+
+# softmax_plus: the scale is log(n) / log(512) with n at least 16 (Su 2022,
+# https://kexue.fm/archives/8823; bert4keras's `attention_normalize`).
+SOFTMAX_PLUS_TRAIN_LENGTH = 512
+SOFTMAX_PLUS_MIN_KEYS = 16
 
 
 def large_negative(dtype):
@@ -52,6 +62,27 @@ def masked_softmax(logits, mask=None):
         return ops.softmax(logits, axis=-1)
     logits = ops.where(mask, logits, large_negative("float32"))
     return ops.softmax(logits, axis=-1) * ops.cast(mask, "float32")
+
+
+def visible_keys(mask, key_length):
+    """How many keys each query row sees, float32, broadcastable to the
+    `(batch, heads, query_length, 1)` scores: the count of True in `mask`'s
+    last axis, or `key_length` without a mask."""
+    if mask is None:
+        return ops.reshape(ops.cast(key_length, "float32"), (1, 1, 1, 1))
+    return ops.sum(ops.cast(mask, "float32"), axis=-1, keepdims=True)
+
+
+def masked_squared_relu(logits, mask=None):
+    """`relu(logits)^2 / n` over the last axis in float32, exactly zero where
+    masked, `n` the number of keys the row sees (`visible_keys`; at least 1,
+    so a fully masked row is zero). Hua et al. (2022)'s normalisation."""
+    logits = ops.cast(logits, "float32")
+    weights = ops.square(ops.relu(logits))
+    visible = ops.maximum(visible_keys(mask, ops.shape(logits)[-1]), 1.0)
+    if mask is not None:
+        weights = ops.where(mask, weights, ops.zeros_like(weights))
+    return weights / visible
 
 
 def jax_runs_on_cpu():
@@ -88,12 +119,27 @@ class DotProductAttention:
       gradients;
     - with `log_n_train_length`, the queries of a row that sees `n` keys are
       multiplied by `max(1, log(n) / log(log_n_train_length))`;
+    - `n`, wherever a normalisation uses it, counts the keys the row sees
+      under the merged `mask` (padding, causality, windows), so a decoding
+      step against a cache gives what the full pass gives;
     - queries/keys and values may have different per-head widths.
+
+    `normalization` replaces the softmax of the second line (both for a
+    row that sees `n` keys, zero where masked):
+
+    - `"softmax"`: as above;
+    - `"squared_relu"`: `W_ij = relu(L_ij)^2 / n` (Hua, Dai, Liu, Le 2022,
+      "Transformer Quality in Linear Time", https://arxiv.org/abs/2202.10447);
+    - `"softmax_plus"`: `W_ij = softmax_j(L_ij * log(max(n, 16)) / log(512))`
+      (Su 2022, https://kexue.fm/archives/8823): log-n scaling with a floor
+      of 16 keys and no `max(1, .)` clamp, applied, like `log_n_train_length`,
+      to the queries, so it stays on the fused path.
 
     The fused path (`keras.ops.dot_product_attention`) is taken when `fused`
     is on and nothing needs the einsum: no scores are returned, dropout is
     inactive for this call (`training` falsy or a rate of 0), no mixing hook
-    is set (fused kernels cannot mix heads), and the computation is not
+    is set (fused kernels cannot mix heads), the normalisation is a softmax
+    (`"softmax"` or `"softmax_plus"`), and the computation is not
     float16 on JAX's CPU backend (XLA's CPU backend lacks the float16 x
     float16 -> float32 product that kernel asks for under jit). When the
     query/key width differs from the value width, the narrower side is
@@ -117,6 +163,15 @@ class DotProductAttention:
             float32 probabilities, applied after the softmax and before
             dropout (talking heads' `P_w`). Its output's heads must match the
             values' heads.
+        relative_position: optional `FunctionalRelativePosition` (NEZHA):
+            adds `q_i . a_ij` (of the scaled queries, so before the
+            `1/sqrt(key_size)` scaling as in NEZHA's code) to the logits and
+            `sum_j p_ij a_ij` (with the probabilities the values get) to the
+            result, `a_ij` its embedding at the call's `distance` `i - j`.
+            Einsum path only.
+        normalization: one of `NORMALIZATIONS` (see above); another value
+            is a ValueError naming them, as is `"softmax_plus"` with
+            `log_n_train_length` (two log-n scalings).
     """
 
     scale: float = 1.0
@@ -125,8 +180,26 @@ class DotProductAttention:
     log_n_train_length: Optional[int] = None
     mix_logits: Optional[Callable] = None
     mix_probabilities: Optional[Callable] = None
+    relative_position: Optional[keras.layers.Layer] = None
+    normalization: str = "softmax"
 
-    def __call__(self, query, key, value, mask=None, bias=None, training=None, return_scores=False):
+    def __post_init__(self):
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(
+                f"`normalization` must be one of {NORMALIZATIONS}; received "
+                f"{self.normalization!r}."
+            )
+        if self.normalization == "softmax_plus" and self.log_n_train_length is not None:
+            raise ValueError(
+                "normalization='softmax_plus' is itself a log-n scaling (train length "
+                f"{SOFTMAX_PLUS_TRAIN_LENGTH}); it cannot be combined with "
+                f"log_n_train_length={self.log_n_train_length!r}."
+            )
+
+    def __call__(
+        self, query, key, value, mask=None, bias=None, training=None, return_scores=False,
+        distance=None,
+    ):
         """Returns `(attended, probabilities)`: the attention result
         `(batch, query_length, heads, head_size)` and, when `return_scores`,
         the probabilities `(batch, heads, query_length, key_length)` before
@@ -134,13 +207,21 @@ class DotProductAttention:
 
         `mask`: boolean, broadcastable to
         `(batch, heads, query_length, key_length)`; `bias`: additive, finite,
-        broadcastable to the same shape.
+        broadcastable to the same shape; `distance`: the int
+        `(query_length, key_length)` matrix of `i - j` for `relative_position`
+        (default: both at `0, 1, ...`).
         """
         if self.log_n_train_length is not None:
             query = ops.multiply(query, self.log_n_factor(mask, ops.shape(key)[1], query.dtype))
+        if self.normalization == "softmax_plus":
+            factor = self.log_n_factor(
+                mask, ops.shape(key)[1], query.dtype, train_length=SOFTMAX_PLUS_TRAIN_LENGTH,
+                min_keys=SOFTMAX_PLUS_MIN_KEYS, at_least_one=False,
+            )
+            query = ops.multiply(query, factor)
         if self.uses_fused_path(query.dtype, training, return_scores):
             return self._fused(query, key, value, mask, bias), None
-        attended, probabilities = self._einsum(query, key, value, mask, bias, training)
+        attended, probabilities = self._einsum(query, key, value, mask, bias, training, distance)
         return attended, probabilities if return_scores else None
 
     def dropout_is_active(self, training):
@@ -152,32 +233,45 @@ class DotProductAttention:
             return False
         if self.mix_logits is not None or self.mix_probabilities is not None:
             return False
+        if self.relative_position is not None or self.normalization == "squared_relu":
+            return False
         if keras.backend.standardize_dtype(dtype) == "float16" and jax_runs_on_cpu():
             return False
         return True
 
-    def log_n_factor(self, mask, key_length, dtype):
-        """`max(1, log(n_i) / log(train_length))` per query row, laid out as
-        `(batch, query_length, heads, 1)`; `n_i` counts the keys row i sees."""
-        if mask is None:
-            visible = ops.reshape(ops.cast(key_length, "float32"), (1, 1, 1))
-        else:
-            visible = ops.sum(ops.cast(mask, "float32"), axis=-1)  # (batch, heads, query)
-        factor = ops.log(ops.maximum(visible, 1.0)) / math.log(self.log_n_train_length)
-        factor = ops.maximum(factor, 1.0)
+    def log_n_factor(self, mask, key_length, dtype, train_length=None, min_keys=1,
+                     at_least_one=True):
+        """`log(max(n_i, min_keys)) / log(train_length)` per query row, at
+        least 1 when `at_least_one`, laid out as `(batch, query_length,
+        heads, 1)`; `n_i` counts the keys row i sees. The defaults are
+        log-n scaling's (`train_length` `log_n_train_length`);
+        softmax_plus passes 512, 16 and no clamp."""
+        train_length = train_length or self.log_n_train_length
+        visible = visible_keys(mask, key_length)[..., 0]  # (batch, heads, query)
+        factor = ops.log(ops.maximum(visible, float(min_keys))) / math.log(train_length)
+        if at_least_one:
+            factor = ops.maximum(factor, 1.0)
         return ops.cast(ops.transpose(factor, (0, 2, 1))[..., None], dtype)
 
     def _fused(self, query, key, value, mask, bias):
         return zero_rows_without_keys(fused_attention(query, key, value, mask, bias, self.scale), mask)
 
-    def _einsum(self, query, key, value, mask, bias, training):
+    def _einsum(self, query, key, value, mask, bias, training, distance=None):
         query = ops.multiply(query, ops.cast(self.scale, query.dtype))
         logits = ops.cast(ops.einsum("btnh,bsnh->bnts", query, key), "float32")
+        relative = self.relative_position
+        if relative is not None:
+            if distance is None:
+                distance = relative_positions(ops.shape(query)[1], ops.shape(key)[1])
+            logits = logits + relative.key_logits(query, distance)
         if self.mix_logits is not None:
             logits = self.mix_logits(logits)
         if bias is not None:
             logits = logits + ops.cast(bias, "float32")
-        probabilities = masked_softmax(logits, mask)
+        if self.normalization == "squared_relu":
+            probabilities = masked_squared_relu(logits, mask)
+        else:
+            probabilities = masked_softmax(logits, mask)
         if self.mix_probabilities is not None:
             probabilities = self.mix_probabilities(probabilities)
         probabilities = ops.cast(probabilities, value.dtype)
@@ -185,6 +279,10 @@ class DotProductAttention:
         if self.dropout is not None:
             dropped = self.dropout(probabilities, training=training)
         attended = ops.einsum("bnts,bsnh->btnh", dropped, value)
+        if relative is not None:
+            attended = attended + relative.value_term(
+                dropped, distance, value.shape[-1], attended.dtype
+            )
         return attended, probabilities
 
 

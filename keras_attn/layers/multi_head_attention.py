@@ -9,6 +9,9 @@ from keras import ops
 from keras_attn.layers import banded
 from keras_attn.layers import masking
 from keras_attn.layers.direct_call import direct_call
+from keras_attn.layers.functional_relative_position import FunctionalRelativePosition
+from keras_attn.layers.functional_relative_position import check_max_relative_position
+from keras_attn.layers.direct_call import keras_call
 from keras_attn.layers.relative_position_bias import add_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.key_value_cache import KeyValueCache
@@ -16,7 +19,8 @@ from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
-POSITION_ENCODINGS = (None, "rotary", "xpos")
+POSITION_ENCODINGS = (None, "rotary", "xpos", "functional_relative")
+ROTARY_ENCODINGS = ("rotary", "xpos")
 
 
 def check_positive_integer(argument, value, optional=False):
@@ -76,8 +80,9 @@ class MultiHeadAttention(keras.layers.Layer):
     Where possible the kernel calls `keras.ops.dot_product_attention`, so
     the backends use their fused kernels: whenever `fused_attention` is on,
     attention dropout is inactive for the call (`training` falsy, or
-    `attention_dropout=0`), no scores are requested, and the computation is
-    not float16 on JAX's CPU backend (XLA's CPU backend lacks the
+    `attention_dropout=0`), no scores are requested, the position encoding
+    is not `"functional_relative"` (which adds terms a fused kernel cannot),
+    and the computation is not float16 on JAX's CPU backend (XLA's CPU backend lacks the
     mixed-precision product that kernel asks for under jit). Decoupled widths
     (`key_size != head_size`) are fused too: the narrower of the query/key
     and value heads is zero-padded, which changes no dot product. Otherwise
@@ -108,7 +113,13 @@ class MultiHeadAttention(keras.layers.Layer):
         position_encoding: `None`, `"rotary"` (RoPE on queries and keys) or
             `"xpos"` (RoPE with XPOS's decay; causal only: a call without
             `use_causal_mask=True` raises a ValueError); see
-            `keras_attn.layers.RotaryEmbedding`.
+            `keras_attn.layers.RotaryEmbedding`; or `"functional_relative"`
+            (NEZHA: fixed sinusoid embeddings of the clipped distance added
+            to the keys and the values, see
+            `keras_attn.layers.FunctionalRelativePosition`; einsum path only,
+            in the full pass, banded windows and cached decoding).
+        max_relative_position: the distance where `"functional_relative"`
+            clips (NEZHA's `max_relative_position`, 64); a positive integer.
         rotary_max_wavelength: RoPE's base.
         rotary_value: also rotate the values by their positions (Hugging
             Face RoFormer's `rotary_value`), so the output of head `n` at
@@ -120,6 +131,12 @@ class MultiHeadAttention(keras.layers.Layer):
             sees `n` keys are multiplied by `max(1, log(n) / log(train_length))`,
             which keeps attention entropy from growing on sequences longer
             than the training length. `None` turns it off.
+        normalization: how scores become attention weights: `"softmax"`
+            (default), `"squared_relu"` (`relu(a)^2 / n`) or `"softmax_plus"`
+            (`softmax(a * log(max(n, 16)) / log(512))`), `n` the number of
+            keys the query sees; see `keras_attn.layers.GatedAttentionUnit`,
+            where they come from. Any other value is a ValueError naming
+            these.
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
         projection_policies: dtype policies of single projections by
@@ -194,6 +211,9 @@ class MultiHeadAttention(keras.layers.Layer):
     (2, 10, 64)
     """
 
+    # The `Dense` sublayers (LoRA adapts them, `keras_attn.lora`).
+    dense_projections = ("query_dense", "key_dense", "value_dense", "output_dense")
+
     def __init__(
         self,
         heads,
@@ -211,9 +231,11 @@ class MultiHeadAttention(keras.layers.Layer):
         rotary_value=False,
         xpos_scale_base=512,
         log_n_train_length=None,
+        max_relative_position=64,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         projection_policies=None,
+        normalization="softmax",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -236,6 +258,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"`head_size`; received head_size={head_size}."
             )
         check_positive_integer("key_size", key_size, optional=True)
+        check_max_relative_position(max_relative_position)
         check_positive_integer("attention_window", attention_window, optional=True)
         if blockwise_attention and attention_window is None:
             raise ValueError(
@@ -258,6 +281,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention_dropout, self.attention_scale = attention_dropout, attention_scale
         self.fused_attention = fused_attention
         self.log_n_train_length = log_n_train_length
+        self.normalization = normalization
         # Which keys each query sees, and where it sits.
         self.attention_window = attention_window
         self.blockwise_attention = blockwise_attention
@@ -265,8 +289,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self.rotary_max_wavelength = rotary_max_wavelength
         self.rotary_value = rotary_value
         self.xpos_scale_base = xpos_scale_base
+        self.max_relative_position = max_relative_position
         self._rotary = None
-        if position_encoding is not None:
+        if position_encoding in ROTARY_ENCODINGS:
             self._rotary = RotaryEmbedding(
                 rotary_max_wavelength,
                 scale_base=xpos_scale_base if position_encoding == "xpos" else None,
@@ -285,6 +310,16 @@ class MultiHeadAttention(keras.layers.Layer):
             dropout=self._dropout,
             fused=fused_attention,
             log_n_train_length=log_n_train_length,
+            relative_position=self._make_relative_position(),
+            normalization=normalization,
+        )
+
+    def _make_relative_position(self):
+        """The `FunctionalRelativePosition` of `"functional_relative"`, or None."""
+        if self.position_encoding != "functional_relative":
+            return None
+        return FunctionalRelativePosition(
+            self.max_relative_position, dtype=self.dtype_policy, name="relative_position"
         )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
@@ -337,10 +372,7 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"received {name} shape {shapes[name]} and query shape {shapes['query']}."
                 )
         if self.built:
-            for name, dense in (
-                ("query", self.query_dense), ("value", self.value_dense), ("key", self.key_dense)
-            ):
-                width = dense.kernel.shape[0]
+            for name, width in self._built_input_widths().items():
                 if differ(shapes[name][-1], width):
                     raise ValueError(
                         f"{self.name} was built for `{name}` with {width} features; "
@@ -362,6 +394,41 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"broadcast to {target} (query length {shapes['query'][1]}, key "
                     f"length {shapes['key'][1]}, {self.heads} heads)."
                 )
+
+    @property
+    def key_heads(self):
+        """The number of query/key heads (`heads`)."""
+        return self.heads
+
+    @property
+    def value_heads(self):
+        """The number of value heads (`heads`)."""
+        return self.heads
+
+    def _built_input_widths(self):
+        """The feature width of `query`, `value` and `key` the built layer takes."""
+        return {
+            "query": self.query_dense.kernel.shape[0],
+            "value": self.value_dense.kernel.shape[0],
+            "key": self.key_dense.kernel.shape[0],
+        }
+
+    def _project_heads(self, query, key, value, run=keras_call):
+        """`(query_heads, key_heads, value_heads, gate)`: the projections in
+        the `(batch, length, heads, size)` layout, before any rotation, and
+        what `_project_output` multiplies the attention result by (None
+        here; a `GatedAttentionUnit`'s `u`). `run` calls the sublayers."""
+        return (
+            split_heads(run(self.query_dense, query), self.key_size),
+            split_heads(run(self.key_dense, key), self.key_size),
+            split_heads(run(self.value_dense, value), self.head_size),
+            None,
+        )
+
+    def _project_output(self, attended, gate, run=keras_call):
+        """The output projection of the attention result `(batch, length,
+        heads, head_size)`."""
+        return run(self.output_dense, merge_heads(attended, self.value_heads * self.head_size))
 
     def call(
         self,
@@ -396,9 +463,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if key_mask is None:
                 key_mask = value_mask
         self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
-        query_heads = split_heads(self.query_dense(query), self.key_size)
-        key_heads = split_heads(self.key_dense(key), self.key_size)
-        value_heads = split_heads(self.value_dense(value), self.head_size)
+        query_heads, key_heads, value_heads, gate = self._project_heads(query, key, value)
         if self._rotary is not None:
             query_heads, key_heads = self._rotary(query_heads, key_heads)
         if self.rotary_value:
@@ -437,7 +502,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 query_heads, key_heads, value_heads, mask, attention_bias,
                 training, return_attention_scores,
             )
-        output = self.output_dense(merge_heads(attended, self.value_dense.units))
+        output = self._project_output(attended, gate)
         if return_attention_scores:
             return output, scores
         return output
@@ -459,9 +524,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 "see `project_key_value`), use `attend_projected`."
             )
         self._check_call_arguments(query, query, query, None, use_causal_mask=True)
-        query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
-        key_heads = split_heads(direct_call(self.key_dense, query), self.key_size)
-        value_heads = split_heads(direct_call(self.value_dense, query), self.head_size)
+        query_heads, key_heads, value_heads, gate = self._project_heads(
+            query, query, query, direct_call
+        )
         if self._rotary is not None:
             query_heads = self._rotary.rotate(query_heads, step.positions)
             key_heads = self._rotary.rotate(key_heads, step.positions)
@@ -484,10 +549,17 @@ class MultiHeadAttention(keras.layers.Layer):
             )
             attention_bias = add_distance_bias(attention_bias, distance_bias, distance, length)
         mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
+        distance = None
+        if self.position_encoding == "functional_relative":
+            distance = masking.relative_positions(
+                ops.shape(query)[1], ops.shape(cache.keys)[1],
+                step.positions, step.key_positions,
+            )
         attended, _ = self._kernel(
-            query_heads, keys, cache.values, mask, attention_bias, training
+            query_heads, keys, cache.values, mask, attention_bias, training,
+            distance=distance,
         )
-        output = direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
+        output = self._project_output(attended, gate, direct_call)
         return output, cache
 
     def project_key_value(self, value, key=None):
@@ -561,7 +633,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         if not return_attention_scores:
             return output
-        score_heads = self.value_dense.units // self.head_size
+        score_heads = self.value_heads
         scores_shape = (query.shape[0], score_heads, query.shape[1], key.shape[1])
         return output, keras.KerasTensor(scores_shape, dtype=self.compute_dtype)
 
@@ -583,6 +655,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 "rotary_value": self.rotary_value,
                 "xpos_scale_base": self.xpos_scale_base,
                 "log_n_train_length": self.log_n_train_length,
+                "max_relative_position": self.max_relative_position,
+                "normalization": self.normalization,
                 **projection_config(self),
             }
         )

@@ -11,7 +11,8 @@ from keras_attn import keras_internals
 from keras_attn.layers.feed_forward import FeedForward
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 
-ATTENTION_PROJECTIONS = ("query_dense", "key_dense", "value_dense", "output_dense")
+# The attention layers' own `dense_projections` say which they have.
+ATTENTION_PROJECTIONS = MultiHeadAttention.dense_projections
 FEED_FORWARD_PROJECTIONS = ("intermediate_dense", "output_dense")
 # A gated feed-forward's (T5 v1.1's) third projection, `V` in `act(x W) * (x V)`.
 GATE_PROJECTION = "gate_dense"
@@ -34,7 +35,7 @@ def _projections(model, feed_forward=True):
     included."""
     for layer in keras_internals.all_layers(model):
         if isinstance(layer, MultiHeadAttention):
-            names = ATTENTION_PROJECTIONS
+            names = layer.dense_projections
         elif isinstance(layer, FeedForward) and feed_forward:
             names = FEED_FORWARD_PROJECTIONS + ((GATE_PROJECTION,) if layer.gated else ())
         else:
@@ -53,7 +54,8 @@ def enable_lora(model, rank, feed_forward=False, alpha=None):
 
     Every attention projection (query, key, value, output `Dense` of each
     `keras_attn.MultiHeadAttention`, talking-heads, T-TA and an
-    encoder-decoder's cross-attention included) and, with
+    encoder-decoder's cross-attention included; a `GatedAttentionUnit`'s
+    `input_dense` and `output_dense`) and, with
     `feed_forward=True`, every `FeedForward` projection (the gate of a
     gated one, T5 v1.1's, too) get Keras' own
     adapters (`Dense.enable_lora`): a kernel `W` then computes

@@ -26,6 +26,8 @@ from keras_attn.models.tta import Tta
 from keras_attn.models.sinusoidal import SinusoidalBert
 from keras_attn.models.roformer import Roformer
 from keras_attn.models.roformer_v2 import RoformerV2
+from keras_attn.models.nezha import Nezha
+from keras_attn.models.gau_alpha import GauAlpha
 from keras_attn.models.alibi import Alibi
 from keras_attn.models.kerple import KerpleLog
 from keras_attn.models.kerple import KerplePower

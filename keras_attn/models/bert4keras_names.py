@@ -24,6 +24,8 @@ MODELS = {
     "electra": "electra",
     "roformer": "roformer",
     "roformer_v2": "roformer_v2",
+    "nezha": "nezha",
+    "gau_alpha": "gau_alpha",
     "gpt": "gpt",
     "gpt2": "gpt2",
     "gpt2_ml": "gpt2_ml",
@@ -36,12 +38,10 @@ MODELS = {
 
 # bert4keras `model=` values with no counterpart here.
 UNSUPPORTED_MODELS = {
-    "nezha": "",
     "t5_decoder": (
         " Build the whole T5 (model='t5', 't5.1.1' or 'mt5.1.1'): model.generate "
         "encodes each source once and decodes with a cache."
     ),
-    "gau_alpha": "",
 }
 
 # Names users try that bert4keras never had, and what to write instead.
@@ -74,7 +74,6 @@ REFUSED = {
     "attention_caches": "model.generate(...), which keeps its own key/value cache",
     "custom_position_ids": "nothing: positions are counted by the model",
     "residual_attention_scores": "not supported",
-    "max_relative_position": "not supported (NEZHA's relative positions)",
 }
 
 

@@ -11,9 +11,11 @@ from keras_attn.models.transformer_config import load_config
 
 # The families whose variants may read a config of each family: a
 # Google-style config names no `model_type` (it is read as `"bert"`), and
-# bert4keras's RoFormer, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
+# bert4keras's RoFormer, GAU-alpha, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
 # such configs.
-READABLE_FAMILIES = {"bert": ("bert", "roformer", "gpt", "gpt2", "gpt2_ml", "t5", "electra")}
+READABLE_FAMILIES = {
+    "bert": ("bert", "roformer", "nezha", "gau_alpha", "gpt", "gpt2", "gpt2_ml", "t5", "electra"),
+}
 
 
 def variant_family(variant):
@@ -35,13 +37,16 @@ def select_variant(config, variant=None):
     | Google `bert_config.json`)               | `attention_key_size` | `"roberta+"`, `"talking_heads"`,      |
     |                                          | or `embedding_size`, | `"tta"`, `"sinusoidal"`, `"roformer"`,|
     |                                          | else `"bert"`        | `"alibi"`, `"kerple_*"`, `"sandwich"`,|
-    |                                          |                      | `"xpos"`, `"electra"` (Google ELECTRA |
+    |                                          |                      | `"xpos"`, `"gau_alpha"`, `"electra"`  |
+    |                                          |                      | (Google ELECTRA                       |
     |                                          |                      | configs name no `model_type`)         |
     | `"albert"` (HF `model_type` albert, a    | `"albert"`           | `"albert"`, `"albert_unshared"` and   |
     | Google `albert_config.json`)             |                      | variants whose `checkpoint_family` is |
     |                                          |                      | `"albert"`                            |
     | `"electra"` (HF `model_type` electra)    | `"electra"`          | `"electra"`                           |
     | `"roformer"` (HF `model_type` roformer)  | `"roformer"`         | `"roformer"`, `"roformer_v2"`         |
+    | `"nezha"` (`model_type` nezha, a Google  | `"nezha"`            | `"nezha"`                             |
+    | config with `use_relative_position`)     |                      |                                       |
     | `None` (a dict without `model_type`)     | as for `"bert"`      | all                                   |
 
     The BERT-shaped variants start from BERT's weights (those without learned
@@ -55,7 +60,7 @@ def select_variant(config, variant=None):
             (the message says which variant to use).
     """
     if variant is None:
-        if config.checkpoint_family in ("roberta", "albert", "roformer", "gpt2", "electra"):
+        if config.checkpoint_family in ("roberta", "albert", "roformer", "nezha", "gpt2", "electra"):
             return config.checkpoint_family
         if config.checkpoint_family == "t5":
             return "t5" if config.tie_word_embeddings else "t5.1.1"
@@ -142,7 +147,8 @@ def build_transformer_model(
             `attention_key_size`/`embedding_size`, else `"bert"`), `"bert"`,
             `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
             `"sinusoidal"`, `"roformer"` (the default for Hugging Face
-            RoFormer configs), `"roformer_v2"`, `"alibi"`, `"kerple_log"`,
+            RoFormer configs), `"roformer_v2"`, `"nezha"` (the default for
+            NEZHA configs), `"alibi"`, `"kerple_log"`,
             `"kerple_power"`, `"sandwich"`, `"xpos"`, `"albert"` (the
             default for ALBERT configs), or a name given to
             `keras_attn.register_variant` (see `keras_attn.Transformer` for
@@ -213,7 +219,7 @@ def build_transformer_model(
     the config decide; `"albert"`), `with_mlm=True` (`application="mlm"`,
     returning logits). Giving one with its counterpart here is an error, and
     so are the bert4keras models and keywords this builder does not have
-    (`nezha`, `t5`, `layer_norm_cond`, `sequence_length`, ...): each message
+    (`t5_decoder`, `gau_alpha`, `layer_norm_cond`, `sequence_length`, ...): each message
     says what to write instead.
 
     Returns:

@@ -66,6 +66,10 @@ CHECKPOINT_FAMILIES = {
     "BERT's layout, embeddings projected by `embeddings_project`",
     "roformer": "RoFormer's (Hugging Face `model_type: roformer`, bert4keras's "
     "Google-format RoFormer and RoFormer-v2): BERT's names, no position table",
+    "nezha": "NEZHA's (Google `bert_config.json` with `use_relative_position`, "
+    "`model_type: nezha`): BERT's names, no position table",
+    "gau_alpha": "GAU-alpha's (ZhuiyiTechnology's Google-format checkpoints): BERT's "
+    "embedding names, Gated Attention Units under `GAU_alpha/encoder/`",
     "gpt": "bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
     "gpt2": "GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
     "with `input/LayerNorm`)",
@@ -99,8 +103,9 @@ class Transformer:
     that says what differs, and nothing else:
 
     - the attention: `attention_layer` (a `keras_attn.MultiHeadAttention`
-      subclass) and `position_encoding` (`None`, `"rotary"` or `"xpos"`,
-      applied inside it), or `make_attention(index)`;
+      subclass) and `position_encoding` (`None`, `"rotary"`, `"xpos"` or
+      NEZHA's `"functional_relative"`, applied inside it), or
+      `make_attention(index)`;
     - the position encoding: `make_position_embedding()` (an absolute
       position layer named `Embedding-Position`, or `None`) and
       `make_position_bias()` (a `keras_attn.layers.RelativePositionBias`
@@ -116,7 +121,7 @@ class Transformer:
       keys of `APPLICATIONS`; any other is a `ValueError` naming them) and
       `checkpoint_family` (one of `CHECKPOINT_FAMILIES`: `"bert"`,
       `"roberta"` for RoBERTa's offset position table, `"albert"`,
-      `"roformer"`), which
+      `"roformer"`, `"nezha"`, ...), which
       decides the checkpoints `build_transformer_model` lets it read.
 
     Everything above is what cached decoding runs too, so a variant that
@@ -203,7 +208,8 @@ class Transformer:
     """
 
     attention_layer = layers.MultiHeadAttention
-    # Rotary encodings inside the attention layer: None, "rotary" or "xpos".
+    # Positions inside the attention layer: None, "rotary", "xpos" or
+    # "functional_relative" (NEZHA).
     position_encoding = None
     # Whether a query may not see its own key (T-TA).
     mask_diagonal = False
@@ -362,6 +368,7 @@ class Transformer:
             position_encoding=self.position_encoding,
             rotary_value=config.rotary_value,
             log_n_train_length=config.log_n_train_length,
+            max_relative_position=config.max_relative_position,
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )

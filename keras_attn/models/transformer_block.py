@@ -28,6 +28,12 @@ class TransformerBlock:
     With a cross-attention sub-layer, `CrossAttention(x, encoder_output)`
     takes the same form between the two (Vaswani et al. 2017's decoder).
 
+    A block may have no feed-forward sub-layer (`feed_forward` and its
+    norm, dropout and add all None): a Gated Attention Unit's block
+    (`keras_attn.layers.GatedAttentionUnit`, GAU-alpha) is
+
+        x = Norm(x + Drop(GAU(x)))
+
     A norm may be None, for a sub-layer without one, and
     `feed_forward_output_norm` adds a norm after the feed-forward's residual
     in the pre-LN order: GPT2-ML's block (Zellers et al. 2019's Grover, as
@@ -52,7 +58,9 @@ class TransformerBlock:
 
     Args:
         attention: a `keras_attn.MultiHeadAttention` (or subclass).
-        feed_forward: a `keras_attn.layers.FeedForward`.
+        feed_forward: a `keras_attn.layers.FeedForward`, or None for a block
+            without one (then `feed_forward_norm`, `feed_forward_dropout`
+            and `feed_forward_add` are None too).
         attention_norm, feed_forward_norm: the two norms.
         attention_dropout, feed_forward_dropout: the two dropout layers.
         attention_add, feed_forward_add: the two residual `Add` layers.
@@ -117,6 +125,14 @@ class TransformerBlock:
                 "TransformerBlock: a cross-attention sub-layer needs all of "
                 "cross_attention, cross_attention_norm, cross_attention_dropout and "
                 "cross_attention_add."
+            )
+        if feed_forward is None and any(
+            layer is not None for layer in (feed_forward_norm, feed_forward_dropout, feed_forward_add)
+        ):
+            raise ValueError(
+                "TransformerBlock: a block without a feed-forward sub-layer "
+                "(feed_forward=None) takes no feed_forward_norm, feed_forward_dropout "
+                "or feed_forward_add."
             )
         self.attention = attention
         self.feed_forward = feed_forward
@@ -221,10 +237,11 @@ class TransformerBlock:
                 self.cross_attention_add, hidden,
                 cross_attention,
             )
-        hidden = residual(
-            self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward_add, hidden,
-            lambda x: run(self.feed_forward, x),
-        )
+        if self.feed_forward is not None:
+            hidden = residual(
+                self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward_add,
+                hidden, lambda x: run(self.feed_forward, x),
+            )
         hidden = norm(self.feed_forward_output_norm, hidden)
         return (hidden, cache) if decoding else hidden
 

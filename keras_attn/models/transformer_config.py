@@ -29,6 +29,7 @@ MODEL_TYPES = {
     "albert": "albert",
     "electra": "electra",
     "roformer": "roformer",
+    "nezha": "nezha",
     "gpt2": "gpt2",
     "t5": "t5",
     "mt5": "t5",
@@ -134,6 +135,8 @@ IGNORED_KEYS = {
     "summary_use_proj",
     "summary_activation",
     "summary_last_dropout",
+    # NEZHA's flag, read by `load_config` as the checkpoint family.
+    "use_relative_position",
 }
 
 # Keys whose non-default value means an architecture this library does not build.
@@ -240,6 +243,8 @@ class TransformerConfig:
     # previous layer instead of the embeddings (the leaking ablation).
     tta_diagonal_mask: bool = True
     tta_naive_key_value: bool = False
+    # NEZHA: the distance where its functional relative positions clip.
+    max_relative_position: int = 64
     # Rotary variants (RoFormer): rotate the values too, as the keys
     # (Hugging Face RoFormer's `rotary_value`).
     rotary_value: bool = False
@@ -364,6 +369,7 @@ FIELD_RULES = {
     "blockwise_attention": _boolean,
     "tta_diagonal_mask": _boolean,
     "tta_naive_key_value": _boolean,
+    "max_relative_position": _integer(1),
     "rotary_value": _boolean,
     "tie_word_embeddings": _boolean,
     "is_decoder": _boolean,
@@ -544,6 +550,9 @@ def load_config(source, **overrides):
     model_type = values.get("model_type")
     if "checkpoint_family" not in fields and any(key in values for key in ALBERT_FIELDS):
         fields["checkpoint_family"] = "albert"
+    if "checkpoint_family" not in fields and values.get("use_relative_position") is True:
+        # NEZHA's bert_config.json names no model type but says this.
+        fields["checkpoint_family"] = "nezha"
     if origin.startswith("configuration file") and "checkpoint_family" not in fields:
         # Google's bert_config.json names no model type: BERT's layout.
         fields["checkpoint_family"] = "bert"

@@ -40,6 +40,10 @@ WINDOWED_CASES = [
     ("xpos", "lm", {"attention_window": 4, "blockwise_attention": True}),
     ("bert", "lm", {"attention_window": 4, "log_n_train_length": 3}),
     ("albert", "unilm", {"attention_window": 5}),
+    # NEZHA's relative terms from the ring's slot positions, clipped inside
+    # the window and past it.
+    ("nezha", "lm", {"attention_window": 4, "max_relative_position": 2}),
+    ("nezha", "unilm", {"attention_window": 6, "max_relative_position": 8}),
 ]
 
 

@@ -22,6 +22,9 @@ def layers():
             2, 4, key_heads=3, value_heads=1, talking_heads_initializer="glorot_uniform"
         ),
         "log-n": keras_attn.MultiHeadAttention(2, 4, log_n_train_length=2),
+        "functional relative (NEZHA), clipped at 2": keras_attn.MultiHeadAttention(
+            2, 4, position_encoding="functional_relative", max_relative_position=2
+        ),
     }
 
 
