@@ -135,17 +135,18 @@ class DotProductAttention:
       of 16 keys and no `max(1, .)` clamp, applied, like `log_n_train_length`,
       to the queries, so it stays on the fused path.
 
-    The fused path (`keras.ops.dot_product_attention`) is taken when `fused`
-    is on and nothing needs the einsum: no scores are returned, dropout is
+    The fused path (`fused_attention`) is taken when `fused` allows it and
+    nothing needs the einsum: no scores are returned, dropout is
     inactive for this call (`training` falsy or a rate of 0), no mixing hook
     is set (fused kernels cannot mix heads), the normalisation is a softmax
     (`"softmax"` or `"softmax_plus"`), and the computation is not
     float16 on JAX's CPU backend (XLA's CPU backend lacks the float16 x
     float16 -> float32 product that kernel asks for under jit). When the
-    query/key width differs from the value width, the narrower side is
-    zero-padded on its last axis (which leaves every dot product unchanged;
-    the scale is passed explicitly) and the result is sliced back, so every
-    width is fused on every backend. On torch the fused path calls
+    query/key width differs from the value width, the fused path is the
+    default only where `fuses_decoupled_widths()` (measured faster there);
+    `fused=True` takes it everywhere, the narrower side zero-padded on JAX
+    and TensorFlow (which leaves every dot product unchanged; the scale is
+    passed explicitly) and the result sliced back. On torch the fused path calls
     `torch.nn.functional.scaled_dot_product_attention` itself
     (`torch_scaled_dot_product`): no copies of the heads, no padding (torch
     takes a value width of its own), and traceable by `torch.compile`.
@@ -154,7 +155,9 @@ class DotProductAttention:
         scale: multiplies the scores, usually `1 / sqrt(key_size)`.
         dropout: a `keras.layers.Dropout` applied to the probabilities (after
             `mix_probabilities`), or None.
-        fused: allow the fused path.
+        fused: None: the fused path where it applies, and for decoupled
+            widths where `fuses_decoupled_widths()`; True: also for
+            decoupled widths; False: never.
         log_n_train_length: log-n scaling's training length, or None.
         mix_logits: optional `f(logits) -> logits` on float32
             `(batch, heads, query_length, key_length)` scores, applied before
@@ -176,7 +179,7 @@ class DotProductAttention:
 
     scale: float = 1.0
     dropout: Optional[keras.layers.Layer] = None
-    fused: bool = True
+    fused: Optional[bool] = None
     log_n_train_length: Optional[int] = None
     mix_logits: Optional[Callable] = None
     mix_probabilities: Optional[Callable] = None
@@ -219,7 +222,8 @@ class DotProductAttention:
                 min_keys=SOFTMAX_PLUS_MIN_KEYS, at_least_one=False,
             )
             query = ops.multiply(query, factor)
-        if self.uses_fused_path(query.dtype, training, return_scores):
+        decoupled = query.shape[-1] != value.shape[-1]
+        if self.uses_fused_path(query.dtype, training, return_scores, decoupled):
             return self._fused(query, key, value, mask, bias), None
         attended, probabilities = self._einsum(query, key, value, mask, bias, training, distance)
         return attended, probabilities if return_scores else None
@@ -227,9 +231,12 @@ class DotProductAttention:
     def dropout_is_active(self, training):
         return bool(training) and self.dropout is not None and self.dropout.rate > 0
 
-    def uses_fused_path(self, dtype, training, return_scores):
-        """Whether a call with these arguments takes the fused kernel."""
-        if not self.fused or return_scores or self.dropout_is_active(training):
+    def uses_fused_path(self, dtype, training, return_scores, decoupled=False):
+        """Whether a call with these arguments takes the fused kernel
+        (`decoupled`: the query/key and value widths differ)."""
+        if self.fused is False or return_scores or self.dropout_is_active(training):
+            return False
+        if decoupled and self.fused is None and not fuses_decoupled_widths():
             return False
         if self.mix_logits is not None or self.mix_probabilities is not None:
             return False
@@ -284,6 +291,17 @@ class DotProductAttention:
                 dropped, distance, value.shape[-1], attended.dtype
             )
         return attended, probabilities
+
+
+def fuses_decoupled_widths():
+    """Whether the fused kernel is the default for heads whose query/key
+    width differs from their value width, on this backend: the rule
+    `benchmarks/fused_widths.py` measured (docs/speed.md, "Fused attention
+    for decoupled widths"). On JAX and TensorFlow the fused kernel needs the
+    narrower heads zero-padded (a RoBERTa+ value product four times wider)
+    and was 3-6% slower than the einsum path, on the CPU and on an H100; on
+    torch `scaled_dot_product_attention` takes the value width as it is."""
+    return keras.config.backend() == "torch"
 
 
 def fused_attention(query, key, value, mask, bias, scale):

@@ -77,17 +77,22 @@ class MultiHeadAttention(keras.layers.Layer):
     DotProductAttention`, called on the whole score matrix or, with
     `attention_window`, on blocks of it (`keras_attn.layers.banded`).
 
-    Where possible the kernel calls `keras.ops.dot_product_attention`, so
-    the backends use their fused kernels: whenever `fused_attention` is on,
+    Where possible the kernel calls the backend's fused attention
+    (`keras.ops.dot_product_attention`; on torch
+    `scaled_dot_product_attention` itself): whenever `fused_attention` allows
+    it,
     attention dropout is inactive for the call (`training` falsy, or
     `attention_dropout=0`), no scores are requested, the position encoding
     is not `"functional_relative"` (which adds terms a fused kernel cannot),
     and the computation is not float16 on JAX's CPU backend (XLA's CPU backend lacks the
     mixed-precision product that kernel asks for under jit). Decoupled widths
-    (`key_size != head_size`) are fused too: the narrower of the query/key
-    and value heads is zero-padded, which changes no dot product. Otherwise
-    the kernel takes an einsum path with the softmax in float32. Both paths
-    give the same numbers, including zero rows for fully masked queries.
+    (`key_size != head_size`) are fused by default only where that was
+    measured faster than the einsum path
+    (`dot_product_attention.fuses_decoupled_widths`: torch, whose kernel takes
+    a value width of its own; on JAX and TensorFlow the fused kernel needs
+    the narrower heads zero-padded, which made it 3-6% slower). Otherwise the
+    kernel takes an einsum path with the softmax in float32. Both paths give
+    the same numbers, including zero rows for fully masked queries.
 
     Args:
         heads: number of attention heads.
@@ -100,8 +105,10 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_dropout: dropout rate applied to the attention
             probabilities during training.
         attention_scale: whether to scale scores by `1 / sqrt(key_size)`.
-        fused_attention: allow the `keras.ops.dot_product_attention` path.
-            Turn it off to force the einsum path (numerically the same).
+        fused_attention: None (the default) takes the fused path where it
+            applies and, for decoupled widths, where it is the faster one;
+            True takes it for decoupled widths too (zero-padded on JAX and
+            TensorFlow); False forces the einsum path (numerically the same).
         attention_window: attend only within a local window of this size
             (the `LocalMaskBaseline` band: `i - window < j <= i` under a
             causal mask, `|i - j| <= window // 2` otherwise).
@@ -223,7 +230,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias=True,
         attention_dropout=0.0,
         attention_scale=True,
-        fused_attention=True,
+        fused_attention=None,
         attention_window=None,
         blockwise_attention=False,
         position_encoding=None,

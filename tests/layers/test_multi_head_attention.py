@@ -90,13 +90,16 @@ def fused_calls(monkeypatch):
 
 @pytest.mark.parametrize("key_size", [4, 16, 2], ids=["square", "wide-keys", "narrow-keys"])
 def test_fused_and_einsum_paths_agree(key_size, fused_calls):
-    """Decoupled widths take the fused kernel too (the narrower side
-    zero-padded) and give the einsum path's numbers, with masks, biases and
-    a fully masked row (exact zeros on both paths)."""
+    """Forced (`fused_attention=True`), decoupled widths take the fused
+    kernel too (the narrower side zero-padded on JAX and TensorFlow) and
+    give the einsum path's numbers, with masks, biases and a fully masked
+    row (exact zeros on both paths)."""
     query = random(3, 6, 8)
     mask = padding_mask(3, 6, 6)
     bias = random(1, 2, 6, 6)
-    fused = keras_attn.MultiHeadAttention(2, 4, key_size=key_size, use_bias=False)
+    fused = keras_attn.MultiHeadAttention(
+        2, 4, key_size=key_size, use_bias=False, fused_attention=True
+    )
     einsum = keras_attn.MultiHeadAttention(
         2, 4, key_size=key_size, use_bias=False, fused_attention=False
     )
@@ -125,6 +128,29 @@ def test_fused_and_einsum_paths_agree(key_size, fused_calls):
         )
     # Only the fused layer called the fused kernel, once per call.
     assert len(fused_calls) == 2 + 5
+
+
+@pytest.mark.parametrize("key_size", [4, 16], ids=["square", "decoupled"])
+def test_the_default_path_for_decoupled_widths_follows_the_measured_rule(key_size, fused_calls):
+    """By default (`fused_attention=None`) equal widths are fused on every
+    backend, decoupled widths only where `fuses_decoupled_widths()` says
+    the fused kernel was the faster (torch); the numbers are the einsum
+    path's either way."""
+    query = random(2, 5, 8)
+    default = keras_attn.MultiHeadAttention(2, 4, key_size=key_size, use_bias=False)
+    einsum = keras_attn.MultiHeadAttention(
+        2, 4, key_size=key_size, use_bias=False, fused_attention=False
+    )
+    default(query)
+    einsum(query)
+    einsum.set_weights(default.get_weights())
+    fused_calls.clear()
+    np.testing.assert_allclose(
+        to_numpy(default(query)), to_numpy(einsum(query)), atol=1e-5
+    )
+    fuses = key_size == 4 or BACKEND == "torch"
+    assert dot_product_attention.fuses_decoupled_widths() == (BACKEND == "torch")
+    assert len(fused_calls) == (1 if fuses else 0)
 
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "einsum"])
@@ -162,9 +188,7 @@ def test_fused_path_is_decided_by_training(attention_dropout, training, fused_ca
     """A configured dropout rate keeps the fused kernel at inference; only a
     training call with a rate above 0 takes the einsum path."""
     query = random(2, 6, 8)
-    layer = keras_attn.MultiHeadAttention(
-        2, 4, key_size=16, attention_dropout=attention_dropout
-    )
+    layer = keras_attn.MultiHeadAttention(2, 4, attention_dropout=attention_dropout)
     layer(query, training=training)
     dropout_active = bool(training) and attention_dropout > 0
     assert len(fused_calls) == (0 if dropout_active else 1)
