@@ -7,11 +7,15 @@ of:
 
 - BERT-base: hidden 768, 12 heads of 64, 12 layers, FFN 3072;
 - RoBERTa+-shaped base: the same with `attention_key_size=256` (query/key
-  heads four times as wide as the value heads), on the fused path (the
-  default: `keras.ops.dot_product_attention`, the value heads zero-padded to
-  the key width);
+  heads four times as wide as the value heads), on the fused path
+  (`fused_attention=True`: `keras.ops.dot_product_attention` with the value
+  heads zero-padded to the key width on JAX and TensorFlow,
+  `scaled_dot_product_attention` with value heads of their own width on
+  torch);
 - the same RoBERTa+ model and weights with `fused_attention=False` (einsum
-  path), the comparison the fused-widths change is about.
+  path). The faster of the two is the default where
+  `keras_attn.layers.dot_product_attention.fuses_decoupled_widths()` says
+  so; the result records which path the default takes.
 
 Each number is the median of `--repeats` timed runs after a warm-up, the
 three models taking turns within each repetition (see
@@ -35,18 +39,19 @@ from bert_base import CONFIG
 from bert_base import device_forward
 from bert_base import timed_side_by_side
 from bert_base import write_result
+from keras_attn.layers.dot_product_attention import fuses_decoupled_widths
 
 BATCH, LENGTH = 8, 128
 KEY_SIZE = 256
 
 
-def with_einsum_attention(model):
+def with_attention_path(model, fused):
     """A copy of `model`, same weights, whose attention layers take the
-    einsum path (`fused_attention=False`)."""
+    fused path (`fused=True`) or the einsum path (`fused=False`)."""
     config = model.get_config()
     for layer in config["layers"]:
         if "fused_attention" in layer["config"]:
-            layer["config"]["fused_attention"] = False
+            layer["config"]["fused_attention"] = fused
     copy = type(model).from_config(config)
     copy.set_weights(model.get_weights())
     return copy
@@ -74,8 +79,8 @@ def main():
     )
     functions = {
         "BERT-base (fused)": inference(bert),
-        f"RoBERTa+ key_size {KEY_SIZE} (fused)": inference(roberta_plus),
-        f"RoBERTa+ key_size {KEY_SIZE} (einsum)": inference(with_einsum_attention(roberta_plus)),
+        f"RoBERTa+ key_size {KEY_SIZE} (fused)": inference(with_attention_path(roberta_plus, True)),
+        f"RoBERTa+ key_size {KEY_SIZE} (einsum)": inference(with_attention_path(roberta_plus, False)),
     }
     timings = timed_side_by_side(functions, arguments.repeats)
     bert_seconds = timings["BERT-base (fused)"][1]
@@ -95,6 +100,7 @@ def main():
     result = {
         "layers": config["num_hidden_layers"], "hidden": 768, "heads": 12, "head_size": 64,
         "key_size": KEY_SIZE, "dtype": arguments.dtype, "repeats": arguments.repeats,
+        "default_path_for_decoupled_widths": "fused" if fuses_decoupled_widths() else "einsum",
         "rows": rows,
     }
     suffix = "" if arguments.dtype == "float32" else f"_{arguments.dtype}"

@@ -148,8 +148,8 @@ class DotProductAttention:
     and TensorFlow (which leaves every dot product unchanged; the scale is
     passed explicitly) and the result sliced back. On torch the fused path calls
     `torch.nn.functional.scaled_dot_product_attention` itself
-    (`torch_scaled_dot_product`): no copies of the heads, no padding (torch
-    takes a value width of its own), and traceable by `torch.compile`.
+    (`torch_scaled_dot_product`): no copies of the heads, and traceable by
+    `torch.compile`.
 
     Attributes:
         scale: multiplies the scores, usually `1 / sqrt(key_size)`.
@@ -297,10 +297,10 @@ def fuses_decoupled_widths():
     """Whether the fused kernel is the default for heads whose query/key
     width differs from their value width, on this backend: the rule
     `benchmarks/fused_widths.py` measured (docs/speed.md, "Fused attention
-    for decoupled widths"). On JAX and TensorFlow the fused kernel needs the
-    narrower heads zero-padded (a RoBERTa+ value product four times wider)
-    and was 3-6% slower than the einsum path, on the CPU and on an H100; on
-    torch `scaled_dot_product_attention` takes the value width as it is."""
+    for decoupled widths"). The fused kernel needs the narrower heads
+    zero-padded (a RoBERTa+ value product four times wider): on JAX and
+    TensorFlow that was 3-6% slower than the einsum path, on the CPU and on
+    an H100; on torch's CPU its flash kernel was still faster."""
     return keras.config.backend() == "torch"
 
 
@@ -310,17 +310,21 @@ def fused_attention(query, key, value, mask, bias, scale):
     takes them; rows without a visible key are the kernel's business (see
     `zero_rows_without_keys`).
 
-    On torch: `torch_scaled_dot_product`. Elsewhere
-    `keras.ops.dot_product_attention`, the narrower of the query/key and
-    value heads zero-padded on its last axis (no dot product changes; the
-    scale is passed explicitly) and the result sliced back.
+    The narrower of the query/key and value heads is zero-padded on its last
+    axis (no dot product changes; the scale is passed explicitly) and the
+    result sliced back: the fused kernels want one width (torch's
+    `scaled_dot_product_attention` takes a value width of its own, but only
+    in its math kernel, which measured 1.5x slower than the padded flash
+    kernel on the CPU for RoBERTa+'s 256/64 heads, and slower than the
+    einsum path). Then `torch_scaled_dot_product` on torch,
+    `keras.ops.dot_product_attention` elsewhere.
     """
-    if keras.config.backend() == "torch":
-        return torch_scaled_dot_product(query, key, value, mask, bias, scale)
-    dtype = keras.backend.standardize_dtype(query.dtype)
     head_size = value.shape[-1]
     width = max(query.shape[-1], head_size)
     query, key, value = (zero_pad_last_axis(t, width) for t in (query, key, value))
+    if keras.config.backend() == "torch":
+        return torch_scaled_dot_product(query, key, value, mask, bias, scale)[..., :head_size]
+    dtype = keras.backend.standardize_dtype(query.dtype)
     if bias is None:
         attended = ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
     else:
@@ -352,8 +356,6 @@ def torch_scaled_dot_product(query, key, value, mask, bias, scale):
     - the heads go in as transposed views: Keras' op makes them contiguous,
       which copies a decoding step's whole key/value cache twice per layer
       and step;
-    - the value width may differ from the query/key width (torch's kernels
-      take that; no zero-padding);
     - nothing in it breaks a `torch.compile` graph (Keras' op builds a
       `SDPAParams` object to choose a kernel, which dynamo cannot trace).
 

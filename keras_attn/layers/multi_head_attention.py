@@ -80,17 +80,16 @@ class MultiHeadAttention(keras.layers.Layer):
     Where possible the kernel calls the backend's fused attention
     (`keras.ops.dot_product_attention`; on torch
     `scaled_dot_product_attention` itself): whenever `fused_attention` allows
-    it,
-    attention dropout is inactive for the call (`training` falsy, or
+    it, attention dropout is inactive for the call (`training` falsy, or
     `attention_dropout=0`), no scores are requested, the position encoding
     is not `"functional_relative"` (which adds terms a fused kernel cannot),
-    and the computation is not float16 on JAX's CPU backend (XLA's CPU backend lacks the
-    mixed-precision product that kernel asks for under jit). Decoupled widths
-    (`key_size != head_size`) are fused by default only where that was
-    measured faster than the einsum path
-    (`dot_product_attention.fuses_decoupled_widths`: torch, whose kernel takes
-    a value width of its own; on JAX and TensorFlow the fused kernel needs
-    the narrower heads zero-padded, which made it 3-6% slower). Otherwise the
+    and the computation is not float16 on JAX's CPU backend (XLA's CPU
+    backend lacks the mixed-precision product that kernel asks for under
+    jit). Decoupled widths (`key_size != head_size`) need the narrower heads
+    zero-padded (which changes no dot product) and are fused by default only
+    where that was measured faster than the einsum path
+    (`dot_product_attention.fuses_decoupled_widths`: torch; on JAX and
+    TensorFlow it was 3-6% slower). Otherwise the
     kernel takes an einsum path with the softmax in float32. Both paths give
     the same numbers, including zero rows for fully masked queries.
 
@@ -107,8 +106,8 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_scale: whether to scale scores by `1 / sqrt(key_size)`.
         fused_attention: None (the default) takes the fused path where it
             applies and, for decoupled widths, where it is the faster one;
-            True takes it for decoupled widths too (zero-padded on JAX and
-            TensorFlow); False forces the einsum path (numerically the same).
+            True takes it for decoupled widths too (zero-padded); False
+            forces the einsum path (numerically the same).
         attention_window: attend only within a local window of this size
             (the `LocalMaskBaseline` band: `i - window < j <= i` under a
             causal mask, `|i - j| <= window // 2` otherwise).

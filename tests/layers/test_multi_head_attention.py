@@ -91,7 +91,7 @@ def fused_calls(monkeypatch):
 @pytest.mark.parametrize("key_size", [4, 16, 2], ids=["square", "wide-keys", "narrow-keys"])
 def test_fused_and_einsum_paths_agree(key_size, fused_calls):
     """Forced (`fused_attention=True`), decoupled widths take the fused
-    kernel too (the narrower side zero-padded on JAX and TensorFlow) and
+    kernel too (the narrower side zero-padded) and
     give the einsum path's numbers, with masks, biases and a fully masked
     row (exact zeros on both paths)."""
     query = random(3, 6, 8)
