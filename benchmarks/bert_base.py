@@ -6,7 +6,8 @@ In one process, on the backend KERAS_BACKEND selects, this measures:
   matmul; torch: `torch.matmul`), the ceiling every result is compared with;
 - keras_attn's BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, float32,
   random weights) and keras-hub's `BertBackbone` of the same size; on torch
-  also `transformers.BertModel` in eager mode;
+  also keras_attn with `jit_compile=True` (Keras' steps through
+  `torch.compile`) and `transformers.BertModel` in eager mode;
 - inference at batch 8 x 128 and 2 x 512, and one training step (forward,
   backward, AdamW) at 8 x 128.
 

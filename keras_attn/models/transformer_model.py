@@ -52,6 +52,12 @@ class TransformerModel(keras.Model):
     JAX and torch Keras cannot concatenate such outputs, and the error says
     to pad every batch to one length or to call `predict_on_batch` per batch.
 
+    On torch, `compile(..., jit_compile=True)` runs Keras' predict and
+    train steps through `torch.compile`: the forward pass is one graph,
+    traced once per input shape (the train step breaks only at Keras'
+    `loss.backward()`). It is off by default, as Keras has it: compiling
+    takes long (see the Speed page, issue 22).
+
     Targets given as arrays to a model compiled with
     `keras_attn.TokenCrossEntropy` are checked against its label contract
     before the first step too (in a compiled step a bad label could only make
