@@ -6,7 +6,8 @@ In one process, on the backend KERAS_BACKEND selects, this measures:
   matmul; torch: `torch.matmul`), the ceiling every result is compared with;
 - keras_attn's BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, float32,
   random weights) and keras-hub's `BertBackbone` of the same size; on torch
-  also `transformers.BertModel` in eager mode;
+  also keras_attn with `jit_compile=True` (Keras' steps through
+  `torch.compile`) and `transformers.BertModel` in eager mode;
 - inference at batch 8 x 128 and 2 x 512, and one training step (forward,
   backward, AdamW) at 8 x 128.
 
@@ -122,12 +123,13 @@ def inputs_for(batch, length, names):
     }
 
 
-def keras_runner(model, names):
+def keras_runner(model, names, jit_compile=None):
     """Inference and training-step closures for a Keras model with one
-    sequence output, jit-compiled on TensorFlow and JAX."""
-    model.compile(
-        optimizer=keras.optimizers.AdamW(1e-5), loss="mse", jit_compile=BACKEND != "torch"
-    )
+    sequence output, jit-compiled on TensorFlow and JAX (and on torch with
+    `jit_compile=True`: `torch.compile` of Keras' predict and train steps)."""
+    if jit_compile is None:
+        jit_compile = BACKEND != "torch"
+    model.compile(optimizer=keras.optimizers.AdamW(1e-5), loss="mse", jit_compile=jit_compile)
 
     def make(batch, length, training):
         data = inputs_for(batch, length, names)
@@ -196,9 +198,15 @@ def device_forward(model, data):
     return run
 
 
-def ours():
+def ours(jit_compile=None):
     model = keras_attn.build_transformer_model(CONFIG, dropout_rate=0.1)
-    return keras_runner(model, {"tokens": "token_ids", "segments": "segment_ids"})
+    return keras_runner(model, {"tokens": "token_ids", "segments": "segment_ids"}, jit_compile)
+
+
+def ours_torch_compiled():
+    """keras_attn on torch with `compile(jit_compile=True)`: Keras runs its
+    predict and train steps through `torch.compile` (inductor)."""
+    return ours(jit_compile=True)
 
 
 def keras_hub():
@@ -283,15 +291,31 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="one repeat, inference 8x128 only")
     parser.add_argument("--output", default=None)
+    parser.add_argument(
+        "--models", nargs="*", default=None,
+        help="only these contenders (e.g. 'keras_attn' 'transformers (eager)'); all by default",
+    )
+    parser.add_argument(
+        "--measurements", nargs="*", default=None, choices=list(SHAPES),
+        help="only these measurements; all by default",
+    )
     arguments = parser.parse_args()
     repeats = 1 if arguments.quick else arguments.repeats
     shapes = {"inference 8x128": SHAPES["inference 8x128"]} if arguments.quick else SHAPES
+    if arguments.measurements:
+        shapes = {label: SHAPES[label] for label in arguments.measurements}
 
+    load_before = os.getloadavg()[0]
     peak = matmul_flops_per_second(repeats)
     print(f"backend={BACKEND}: float32 matmul {peak / 1e9:.1f} GFLOP/s")
     contenders = {"keras_attn": ours, "keras-hub": keras_hub}
     if BACKEND == "torch":
+        contenders["keras_attn (torch.compile)"] = ours_torch_compiled
         contenders["transformers (eager)"] = transformers_eager
+    contenders = {
+        name: factory for name, factory in contenders.items()
+        if not arguments.models or name in arguments.models
+    }
     functions = {}
     for name, factory in contenders.items():
         make = factory()
@@ -310,16 +334,28 @@ def main():
             }
         )
         print(
-            f"{name:<22} {label:<17} {seconds * 1000:>8.0f} ms  "
+            f"{name:<26} {label:<17} {seconds * 1000:>8.0f} ms  "
             f"{batch * length / seconds:>8.0f} tokens/s  {flops / seconds / peak:>5.1%} of peak  "
             f"(warm-up {warm_up:.1f} s)"
         )
     for row in rows:
-        peer = next(
-            r for r in rows if r["model"] == "keras-hub" and r["measurement"] == row["measurement"]
-        )
-        row["speed_vs_keras_hub"] = peer["seconds"] / row["seconds"]
-    result = {"matmul_gflops": peak / 1e9, "repeats": repeats, "rows": rows}
+        for peer_name, key in (("keras-hub", "speed_vs_keras_hub"),
+                               ("transformers (eager)", "speed_vs_transformers")):
+            peer = next(
+                (r for r in rows
+                 if r["model"] == peer_name and r["measurement"] == row["measurement"]),
+                None,
+            )
+            if peer is not None:
+                row[key] = peer["seconds"] / row["seconds"]
+        if "speed_vs_transformers" in row:
+            print(f"{row['model']:<26} {row['measurement']:<17} "
+                  f"{row['speed_vs_transformers']:.2f}x transformers (eager)")
+    result = {
+        "matmul_gflops": peak / 1e9, "repeats": repeats,
+        "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
+        "rows": rows,
+    }
     write_result(result, arguments.output, f"{BACKEND}.json")
 
 

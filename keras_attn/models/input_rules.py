@@ -121,7 +121,12 @@ class _NumpyOps:
     @staticmethod
     def values(x):
         """`x` as the rules read it: booleans and integers as int64, floats
-        numpy cannot compute with (ml_dtypes' bfloat16) as float32."""
+        numpy cannot compute with (ml_dtypes' bfloat16) as float32; a Python
+        int (the length) as it is, so that the length rule is plain Python,
+        which `torch.compile` traces (it cannot trace a numpy array's
+        `dtype`)."""
+        if isinstance(x, int):
+            return x
         x = np.asarray(x)
         if x.dtype.kind in "biu":
             return x.astype(np.int64, copy=False)
@@ -138,6 +143,8 @@ class _NumpyOps:
 
     @staticmethod
     def any(mask):
+        if isinstance(mask, bool):
+            return mask
         return bool(np.any(mask))
 
     @staticmethod

@@ -7,6 +7,7 @@ import json
 import os
 
 import keras
+import numpy as np
 
 from keras_attn import keras_internals
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
@@ -50,6 +51,12 @@ class TransformerModel(keras.Model):
     without `padded_shapes`) returns a `tf.RaggedTensor` on TensorFlow; on
     JAX and torch Keras cannot concatenate such outputs, and the error says
     to pad every batch to one length or to call `predict_on_batch` per batch.
+
+    On torch, `compile(..., jit_compile=True)` runs Keras' predict and
+    train steps through `torch.compile`: the forward pass is one graph,
+    traced once per input shape (the train step breaks only at Keras'
+    `loss.backward()`). It is off by default, as Keras has it: compiling
+    takes long (see the Speed page, issue 22).
 
     Targets given as arrays to a model compiled with
     `keras_attn.TokenCrossEntropy` are checked against its label contract
@@ -260,18 +267,20 @@ class TransformerModel(keras.Model):
     def train_on_batch(self, x, y=None, *args, **kwargs):
         with self._keeping_weights():
             return super().train_on_batch(
-                self._checked(x), self._checked_targets(y), *args, **kwargs
+                self._batch(self._checked(x)), self._batch(self._checked_targets(y)),
+                *args, **kwargs,
             )
 
     def test_on_batch(self, x, y=None, *args, **kwargs):
         with self._keeping_weights():
             return super().test_on_batch(
-                self._checked(x), self._checked_targets(y), *args, **kwargs
+                self._batch(self._checked(x)), self._batch(self._checked_targets(y)),
+                *args, **kwargs,
             )
 
     def predict_on_batch(self, x, *args, **kwargs):
         with self._keeping_weights():
-            return super().predict_on_batch(self._checked(x), *args, **kwargs)
+            return super().predict_on_batch(self._batch(self._checked(x)), *args, **kwargs)
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         """Keras' `load_weights`, all or nothing for a `.weights.h5` file:
@@ -294,6 +303,24 @@ class TransformerModel(keras.Model):
     def _checked(self, inputs):
         """The model's own inputs from `inputs` (see `InputContract.check`)."""
         return self.input_contract.check(inputs)
+
+    def _batch(self, data):
+        """`data` (checked inputs, targets) for a `*_on_batch` step: on torch
+        with `jit_compile=True`, numpy arrays become torch tensors first.
+
+        Keras' torch `fit` and `predict` hand their compiled step tensors,
+        but its `*_on_batch` methods hand it the arrays as given, and dynamo
+        cannot trace numpy's `dtype` (in Keras' `convert_to_tensor` and in
+        the input checks): each array broke the graph, and the pieces
+        between the breaks, compiled once per layer, ran into dynamo's
+        recompile limit. Elsewhere `data` is returned as it is.
+        """
+        if keras.config.backend() != "torch" or not getattr(self, "jit_compile", False):
+            return data
+        return keras.tree.map_structure(
+            lambda value: keras.ops.convert_to_tensor(value) if isinstance(value, np.ndarray) else value,
+            data,
+        )
 
     def _checked_targets(self, y):
         """`y`, its labels checked against a `TokenCrossEntropy` loss before a
