@@ -61,18 +61,18 @@ class KeyValueCache(NamedTuple):
         )
 
 
-def write_slots(table, new, slot, write_rows=None):
+def write_slots(table, new, slot, write_rows=None, in_place=False):
     """`table` `(batch, capacity, ...)` with `new` `(batch, n, ...)` in the
     slots `slot .. slot + n - 1`, for the rows `write_rows` (boolean
     `(batch,)`; every row when None), the other rows keeping what they
-    held. Returns a new tensor (see `KeyValueCache.write` for torch's
-    in-place keys and values)."""
+    held. Returns a new tensor, or on torch with `in_place` `table` itself,
+    written (see `KeyValueCache.write`)."""
     new = ops.cast(new, table.dtype)
     if write_rows is not None:
         old = read_slots(table, slot, new.shape[1])
         rows = ops.reshape(write_rows, (-1,) + (1,) * (len(table.shape) - 1))
         new = ops.where(rows, new, old)
-    return update_slots(table, slot, new, axis=1)
+    return update_slots(table, slot, new, axis=1, in_place=in_place)
 
 
 def slot_indices(slot, n):
@@ -107,12 +107,8 @@ def update_slots(table, slot, new, axis=1, in_place=False):
 
 
 def _write(cache, new, step):
-    if keras.config.backend() != "torch":
-        return write_slots(cache, new, step.slot, step.write_rows)
-    # In place: `slice_update` copies the whole cache on torch, an O(capacity)
-    # copy per layer and step that an eager loop cannot fuse away.
-    new = ops.cast(new, cache.dtype)
-    if step.write_rows is not None:
-        old = read_slots(cache, step.slot, new.shape[1])
-        new = ops.where(step.write_rows[:, None, None, None], new, old)
-    return update_slots(cache, step.slot, new, in_place=True)
+    # In place on torch: `slice_update` copies the whole cache there, an
+    # O(capacity) copy per layer and step.
+    return write_slots(
+        cache, new, step.slot, step.write_rows, in_place=keras.config.backend() == "torch"
+    )
