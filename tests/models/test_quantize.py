@@ -64,12 +64,12 @@ def test_int8_quantization(variant, application, tmp_path):
     assert keras.backend.standardize_dtype(token._embeddings.dtype) == "int8"
     # The first block's (ALBERT's one shared block has unindexed names,
     # T5's are `Encoder-Transformer-0-...`).
-    attention = next(l for l in model.layers if l.name.endswith("-MultiHeadSelfAttention"))
-    feed_forward = next(l for l in model.layers if l.name.endswith("-FeedForward"))
-    for dense in (
-        attention.query_dense, attention.key_dense, attention.value_dense,
-        attention.output_dense, feed_forward.intermediate_dense, feed_forward.output_dense,
-    ):
+    attention = next(l for l in model.layers if isinstance(l, keras_attn.MultiHeadAttention))
+    denses = [getattr(attention, name) for name in attention.dense_projections]
+    feed_forward = next((l for l in model.layers if l.name.endswith("-FeedForward")), None)
+    if feed_forward is not None:  # GAU-alpha's blocks have no feed-forward
+        denses += [feed_forward.intermediate_dense, feed_forward.output_dense]
+    for dense in denses:
         assert dense.quantization_mode == "int8", dense.path
     if isinstance(attention, keras_attn.TalkingHeadsAttention):
         for kernel in (attention.pre_softmax_kernel, attention.post_softmax_kernel):
