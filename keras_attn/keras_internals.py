@@ -10,6 +10,7 @@ run `tests/test_keras_internals.py` on every backend, then raise the version.
 """
 
 import keras
+from keras import ops
 
 CHECKED_KERAS_VERSION = "3.15.1"
 
@@ -45,6 +46,25 @@ def drop_variable(layer, attribute):
     """
     layer._untrack_variable(getattr(layer, attribute))
     object.__delattr__(layer, attribute)
+
+
+def zero_pad(x, pad_width):
+    """`keras.ops.pad(x, pad_width)` with zeros, without the `Operation`
+    object Keras makes per call for a concrete tensor.
+
+    Uses `keras.src.backend.any_symbolic_tensors` and the backend's own
+    `numpy.pad`. `keras.ops.pad` builds a `Pad` operation on every call,
+    symbolic or not, and each one takes a new name from Keras' global
+    counter (`pad_26`, `pad_27`, ...). Under `torch.compile` dynamo guards
+    on that counter, so a compiled function that pads recompiles on every
+    call until its recompile limit and then runs eagerly. Symbolic tensors
+    (functional models being built) still go through `keras.ops.pad`.
+    """
+    from keras.src import backend
+
+    if backend.any_symbolic_tensors((x,)):
+        return ops.pad(x, pad_width)
+    return backend.numpy.pad(x, pad_width)
 
 
 def sync_torch_parameters(model):

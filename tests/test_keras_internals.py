@@ -229,3 +229,16 @@ def test_assign_shares_the_array_and_unshare_jax_values_copies_it():
     if shared:
         second.value.delete()  # as a compiled loop donating it would
         np.testing.assert_array_equal(np.asarray(first.value), np.arange(4).reshape(2, 2))
+
+
+def test_zero_pad_pads_concrete_tensors_with_the_backend_and_symbolic_ones_with_ops():
+    from keras.src import backend
+
+    for attribute in ("any_symbolic_tensors", "numpy"):
+        require_attribute(backend, attribute, "zero_pad")
+    require_method(backend.numpy, "pad", "zero_pad")
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    padded = keras_internals.zero_pad(keras.ops.convert_to_tensor(x), [(0, 0), (1, 2)])
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(padded), np.pad(x, [(0, 0), (1, 2)]))
+    symbolic = keras_internals.zero_pad(keras.KerasTensor((None, 3)), [(0, 0), (1, 2)])
+    assert isinstance(symbolic, keras.KerasTensor) and symbolic.shape == (None, 6)

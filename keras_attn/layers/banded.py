@@ -29,6 +29,7 @@ import collections
 
 from keras import ops
 
+from keras_attn import keras_internals
 from keras_attn.concrete import static_dimension
 from keras_attn.layers import masking
 from keras_attn.layers.relative_position_bias import gather_distance_bias
@@ -132,7 +133,7 @@ def to_blocks(x, layout, length):
     blocks = -(-length // block_size)
     before = -min(offsets) * block_size
     after = blocks * block_size - length + max(offsets) * block_size
-    padded = ops.pad(x, [(0, 0), (before, after)] + [(0, 0)] * (len(x.shape) - 2))
+    padded = keras_internals.zero_pad(x, [(0, 0), (before, after)] + [(0, 0)] * (len(x.shape) - 2))
     shape = ops.shape(x)
     padded = ops.reshape(padded, (shape[0], -1, block_size) + tuple(shape[2:]))
     span = -min(offsets)

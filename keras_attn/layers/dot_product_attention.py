@@ -24,6 +24,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn import keras_internals
 from keras_attn.layers.masking import relative_positions
 # How scores become attention weights (`DotProductAttention.normalization`).
 NORMALIZATIONS = ("softmax", "squared_relu", "softmax_plus")
@@ -34,6 +35,19 @@ SOFTMAX_PLUS_TRAIN_LENGTH = 512
 SOFTMAX_PLUS_MIN_KEYS = 16
 
 
+def _large_negatives():
+    import ml_dtypes
+
+    dtypes = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16,
+              "float32": np.float32, "float64": np.float64}
+    return {name: float(-0.7 * float(ml_dtypes.finfo(dtype).max)) for name, dtype in dtypes.items()}
+
+
+# Computed once: `ml_dtypes.finfo` inside a torch.compile'd step is a graph
+# break (dynamo cannot compare its dtype objects).
+LARGE_NEGATIVES = _large_negatives()
+
+
 def large_negative(dtype):
     """A finite large negative number representable in `dtype`.
 
@@ -41,12 +55,7 @@ def large_negative(dtype):
     dtype's lowest value so that adding a bounded logit to it cannot overflow
     to `-inf` (which would turn a fully masked row into NaN).
     """
-    dtype = str(dtype).split(".")[-1]
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return float(-0.7 * float(ml_dtypes.finfo(ml_dtypes.bfloat16).max))
-    return float(-0.7 * np.finfo(np.dtype(dtype)).max)
+    return LARGE_NEGATIVES[str(dtype).split(".")[-1]]
 
 
 def masked_softmax(logits, mask=None):
@@ -99,7 +108,7 @@ def zero_pad_last_axis(x, width):
     missing = width - x.shape[-1]
     if missing == 0:
         return x
-    return ops.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, missing)])
+    return keras_internals.zero_pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, missing)])
 
 
 @dataclasses.dataclass(frozen=True)

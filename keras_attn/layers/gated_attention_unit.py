@@ -157,7 +157,12 @@ class GatedAttentionUnit(MultiHeadAttention):
 
     def _project_heads(self, query, key, value, run=keras_call):
         projected = run(self.input_dense, query)
-        gate, values, shared = ops.split(projected, [self.units, 2 * self.units], axis=-1)
+        # Slices, not `ops.split`: Keras' torch split turns a list of indices
+        # into a tensor and reads it back, a graph break under torch.compile.
+        units = self.units
+        gate, values, shared = (
+            projected[..., :units], projected[..., units:2 * units], projected[..., 2 * units:]
+        )
         return (
             split_heads(self._scale_offset(shared, "query"), self.key_size),
             split_heads(self._scale_offset(shared, "key"), self.key_size),

@@ -7,7 +7,9 @@ import pytest
 import keras_attn
 from keras_attn.generation import CachedForward
 from keras_attn.generation.cached_forward import GENERATIVE_APPLICATIONS
+from keras_attn.generation.generator import torch_compiles_steps
 from keras_attn.models import VARIANTS
+from tests.generation.test_compiled_step import dynamo_counts
 from tests.harness import to_numpy
 
 CONFIG = dict(
@@ -194,6 +196,11 @@ def test_mixed_precision_generation_stays_finite(policy, restore_policy):
             logits, cache = forward(ids[:, position : position + 1], position, cache)
             steps.append(to_numpy(keras.ops.cast(logits, "float32")))
         assert all(np.isfinite(step).all() for step in steps), variant
-    # The compiled loop too (XPOS's ring, the last model built).
+    # The compiled loop too (XPOS's ring, the last model built); on torch its
+    # step is one graph in half precision as well (`Layer.__call__` and the
+    # fill value of masks both trace).
+    before = dynamo_counts()
     generated = model.generate([[2, 5, 7], [3, 4]], max_new_tokens=12, sampler="top_p", seed=1)
     assert ((generated >= 0) & (generated < CONFIG["vocab_size"])).all()
+    if torch_compiles_steps():
+        assert tuple(np.subtract(dynamo_counts(), before))[:2] == (1, 0)

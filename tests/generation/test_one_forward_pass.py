@@ -12,7 +12,9 @@ import pytest
 import keras_attn
 from keras_attn import lora
 from keras_attn.generation.cached_forward import GENERATIVE_APPLICATIONS
+from keras_attn.generation.generator import torch_compiles_steps
 from keras_attn.models import VARIANTS
+from tests.generation.test_compiled_step import dynamo_counts
 from tests.generation.test_generate import uncached_greedy
 from tests.harness import to_numpy
 
@@ -45,10 +47,13 @@ def cases():
 def test_generate_equals_greedy_decoding_by_the_full_pass(variant, application):
     """Prompts of several lengths in one batch, then a dict prompt with a
     padding mask (one unpadded row, one padded); both calls share one
-    compiled loop."""
+    compiled loop. On torch that loop's step is one graph, compiled once
+    (a step that recompiles per call, e.g. on a Keras name counter, shows
+    up here as more graphs)."""
     model = keras_attn.build_transformer_model(
         CONFIG, variant=variant, application=application, **OPTIONS.get(variant, {})
     )
+    before = dynamo_counts()
     prompts = [[2, 7, 9, 11, 13], [3, 5, 8]]
     np.testing.assert_array_equal(
         model.generate(prompts, STEPS), uncached_greedy(model, prompts, STEPS),
@@ -62,6 +67,9 @@ def test_generate_equals_greedy_decoding_by_the_full_pass(variant, application):
         uncached_greedy(model, prompts, STEPS),
         err_msg=f"{variant} {application}, a padded dict prompt",
     )
+    if torch_compiles_steps():
+        graphs, breaks, _ = np.subtract(dynamo_counts(), before)
+        assert (graphs, breaks) == (1, 0), f"{variant}: {graphs} graphs, {breaks} breaks"
 
 
 def test_the_cases_cover_every_generative_variant():
