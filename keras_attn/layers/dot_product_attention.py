@@ -349,11 +349,14 @@ def fused_attention(query, key, value, mask, bias, scale):
 def zero_rows_without_keys(attended, mask):
     """`attended` `(batch, query_length, heads, size)` with zeros in the
     rows whose keys `mask` hides all (fused kernels give them a uniform
-    average)."""
+    average). A product with the 0/1 row indicator, one pass over
+    `attended`, where `ops.where` with a zero tensor takes two (the zeros are
+    written first); those rows are finite (the mask is folded in as a finite
+    `large_negative`), so the product is exactly 0 there."""
     if mask is None:
         return attended
     rows_with_any_key = ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]
-    return ops.where(rows_with_any_key, attended, ops.zeros_like(attended))
+    return attended * ops.cast(rows_with_any_key, attended.dtype)
 
 
 def torch_scaled_dot_product(query, key, value, mask, bias, scale):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn.layers.direct_call import keras_call
+from keras_attn.layers.direct_call import direct_call
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.multi_head_attention import check_positive_integer
@@ -155,8 +155,8 @@ class GatedAttentionUnit(MultiHeadAttention):
             scaled = scaled + ops.cast(getattr(self, f"{role}_offset"), shared.dtype)
         return scaled
 
-    def _project_heads(self, query, key, value, run=keras_call):
-        projected = run(self.input_dense, query)
+    def _project_heads(self, query, key, value):
+        projected = direct_call(self.input_dense, query)
         # Slices, not `ops.split`: Keras' torch split turns a list of indices
         # into a tensor and reads it back, a graph break under torch.compile.
         units = self.units
@@ -170,8 +170,8 @@ class GatedAttentionUnit(MultiHeadAttention):
             gate,
         )
 
-    def _project_output(self, attended, gate, run=keras_call):
-        return run(self.output_dense, gate * merge_heads(attended, self.units))
+    def _project_output(self, attended, gate):
+        return direct_call(self.output_dense, gate * merge_heads(attended, self.units))
 
     def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
         if value is not query or key is not query:

@@ -11,7 +11,6 @@ from keras_attn.layers import masking
 from keras_attn.layers.direct_call import direct_call
 from keras_attn.layers.functional_relative_position import FunctionalRelativePosition
 from keras_attn.layers.functional_relative_position import check_max_relative_position
-from keras_attn.layers.direct_call import keras_call
 from keras_attn.layers.relative_position_bias import add_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.key_value_cache import KeyValueCache
@@ -419,22 +418,23 @@ class MultiHeadAttention(keras.layers.Layer):
             "key": self.key_dense.kernel.shape[0],
         }
 
-    def _project_heads(self, query, key, value, run=keras_call):
+    def _project_heads(self, query, key, value):
         """`(query_heads, key_heads, value_heads, gate)`: the projections in
         the `(batch, length, heads, size)` layout, before any rotation, and
         what `_project_output` multiplies the attention result by (None
-        here; a `GatedAttentionUnit`'s `u`). `run` calls the sublayers."""
+        here; a `GatedAttentionUnit`'s `u`). Sublayers are called by
+        `direct_call` (their `call` on torch, without `__call__`'s overhead)."""
         return (
-            split_heads(run(self.query_dense, query), self.key_size),
-            split_heads(run(self.key_dense, key), self.key_size),
-            split_heads(run(self.value_dense, value), self.head_size),
+            split_heads(direct_call(self.query_dense, query), self.key_size),
+            split_heads(direct_call(self.key_dense, key), self.key_size),
+            split_heads(direct_call(self.value_dense, value), self.head_size),
             None,
         )
 
-    def _project_output(self, attended, gate, run=keras_call):
+    def _project_output(self, attended, gate):
         """The output projection of the attention result `(batch, length,
         heads, head_size)`."""
-        return run(self.output_dense, merge_heads(attended, self.value_heads * self.head_size))
+        return direct_call(self.output_dense, merge_heads(attended, self.value_heads * self.head_size))
 
     def call(
         self,
@@ -530,9 +530,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "see `project_key_value`), use `attend_projected`."
             )
         self._check_call_arguments(query, query, query, None, use_causal_mask=True)
-        query_heads, key_heads, value_heads, gate = self._project_heads(
-            query, query, query, direct_call
-        )
+        query_heads, key_heads, value_heads, gate = self._project_heads(query, query, query)
         if self._rotary is not None:
             query_heads = self._rotary.rotate(query_heads, step.positions)
             key_heads = self._rotary.rotate(key_heads, step.positions)
@@ -565,7 +563,7 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads, keys, cache.values, mask, attention_bias, training,
             distance=distance,
         )
-        output = self._project_output(attended, gate, direct_call)
+        output = self._project_output(attended, gate)
         return output, cache
 
     def project_key_value(self, value, key=None):
