@@ -128,13 +128,15 @@ def inputs_for(batch, length, names):
     }
 
 
-def keras_runner(model, names, jit_compile=None):
+def keras_runner(model, names, jit_compile=None, optimizer=None):
     """Inference and training-step closures for a Keras model with one
     sequence output, jit-compiled on TensorFlow and JAX (and on torch with
-    `jit_compile=True`: `torch.compile` of Keras' predict and train steps)."""
+    `jit_compile=True`: `torch.compile` of Keras' predict and train steps).
+    The optimizer is `keras.optimizers.AdamW(1e-5)` unless given."""
     if jit_compile is None:
         jit_compile = BACKEND != "torch"
-    model.compile(optimizer=keras.optimizers.AdamW(1e-5), loss="mse", jit_compile=jit_compile)
+    optimizer = optimizer or keras.optimizers.AdamW(1e-5)
+    model.compile(optimizer=optimizer, loss="mse", jit_compile=jit_compile)
 
     def make(batch, length, training):
         data = inputs_for(batch, length, names)
@@ -204,8 +206,13 @@ def device_forward(model, data):
 
 
 def ours(jit_compile=None):
+    """keras_attn's BERT-base with keras_attn's `AdamW` (Keras' AdamW with a
+    one-pass torch update; Keras' own on TensorFlow and JAX)."""
     model = keras_attn.build_transformer_model(CONFIG, dropout_rate=0.1)
-    return keras_runner(model, {"tokens": "token_ids", "segments": "segment_ids"}, jit_compile)
+    return keras_runner(
+        model, {"tokens": "token_ids", "segments": "segment_ids"}, jit_compile,
+        keras_attn.optimizers.AdamW(1e-5),
+    )
 
 
 def ours_torch_compiled():

@@ -67,6 +67,60 @@ def zero_pad(x, pad_width):
     return backend.numpy.pad(x, pad_width)
 
 
+def torch_adam_update(optimizer, grads, variables, learning_rate):
+    """Keras' own torch Adam/AdamW update of `variables` (its chain of
+    `torch._foreach_*` calls), for an `optimizer` subclassing
+    `keras.optimizers.Adam` on torch.
+
+    Uses `keras.src.backend.torch.optimizers.torch_adam.Adam
+    ._parallel_update_step`: Keras swaps its torch class in only for
+    `keras.optimizers.Adam`/`AdamW` themselves, so a subclass would otherwise
+    fall back to Keras' per-variable Python loop.
+    """
+    import torch
+    from keras.src.backend.torch.optimizers import torch_adam
+
+    with torch.no_grad():
+        torch_adam.Adam._parallel_update_step(optimizer, grads, variables, learning_rate)
+
+
+def fused_adam_update(optimizer, grads, variables, learning_rate):
+    """Keras' Adam update of `variables` (moments and step, without weight
+    decay) by `torch._fused_adamw_`, one pass per weight.
+
+    Uses `Optimizer._get_variable_index` and Adam's `_momentums`,
+    `_velocities` and `_velocity_hats` (its slot variables; Keras has no
+    public accessor for an optimizer's slots). Keras' `epsilon` is added to
+    `sqrt(v)` before the bias correction, torch's after it, so the kernel
+    gets `epsilon / sqrt(1 - beta_2^t)`.
+    """
+    import torch
+
+    step = int(optimizer.iterations.numpy()) + 1
+    learning_rate = float(keras.ops.convert_to_numpy(learning_rate))
+    beta_1, beta_2 = float(optimizer.beta_1), float(optimizer.beta_2)
+    epsilon = float(optimizer.epsilon) / (1.0 - beta_2**step) ** 0.5
+    indices = [optimizer._get_variable_index(variable) for variable in variables]
+    groups = {}
+    for grad, variable, index in zip(grads, variables, indices):
+        value = variable.value
+        groups.setdefault((value.device, value.dtype), []).append((grad, value, index))
+    with torch.no_grad():
+        for (device, dtype), members in groups.items():
+            steps = [torch.tensor(float(step), device=device)] * len(members)
+            torch._fused_adamw_(
+                [value for _, value, _ in members],
+                [grad.to(dtype) for grad, _, _ in members],
+                [optimizer._momentums[index].value for _, _, index in members],
+                [optimizer._velocities[index].value for _, _, index in members],
+                [optimizer._velocity_hats[index].value for _, _, index in members]
+                if optimizer.amsgrad else [],
+                steps,
+                lr=learning_rate, beta1=beta_1, beta2=beta_2, weight_decay=0.0,
+                eps=epsilon, amsgrad=bool(optimizer.amsgrad), maximize=False,
+            )
+
+
 def sync_torch_parameters(model):
     """On torch, makes the `torch.nn.Module` parameters of `model` and of
     every layer in it match their Keras variables again, after variables

@@ -242,3 +242,23 @@ def test_zero_pad_pads_concrete_tensors_with_the_backend_and_symbolic_ones_with_
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(padded), np.pad(x, [(0, 0), (1, 2)]))
     symbolic = keras_internals.zero_pad(keras.KerasTensor((None, 3)), [(0, 0), (1, 2)])
     assert isinstance(symbolic, keras.KerasTensor) and symbolic.shape == (None, 6)
+
+
+def test_adam_private_update_hooks_and_slots_exist():
+    """`keras_attn.optimizers.AdamW` overrides `_backend_update_step` (which
+    `apply` calls with the gradients, variables and learning rate) and
+    reads Adam's slots by `_get_variable_index`."""
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+
+    require_method(BaseOptimizer, "_backend_update_step", "AdamW (keras_attn.optimizers)")
+    optimizer = keras.optimizers.AdamW(amsgrad=True)
+    optimizer.build([keras.Variable(np.zeros(2, "float32"))])
+    for attribute in ("_momentums", "_velocities", "_velocity_hats", "_get_variable_index"):
+        require_attribute(optimizer, attribute, "fused_adam_update")
+
+
+@torch_only
+def test_torch_adam_parallel_update_step_exists():
+    from keras.src.backend.torch.optimizers import torch_adam
+
+    require_method(torch_adam.Adam, "_parallel_update_step", "torch_adam_update")
