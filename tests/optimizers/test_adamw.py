@@ -149,3 +149,16 @@ def test_inside_torch_compile_it_is_keras_update(fused_calls):
     for a, e in zip([to_numpy(v) for v in variables], expected):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
     assert fused_calls == []
+
+
+def test_gradient_accumulation_and_clipping_are_keras_own():
+    """Keras accumulates and clips before the update this class replaces:
+    the weights equal `keras.optimizers.AdamW`'s with the same options."""
+    weights, gradients = problem(steps=6, seed=4)
+    options = dict(learning_rate=0.01, weight_decay=0.01, gradient_accumulation_steps=2,
+                   global_clipnorm=1.0)
+    ours = run(AdamW(**options), weights, gradients)
+    theirs = run(keras.optimizers.AdamW(**options), weights, gradients)
+    for a, b, w in zip(ours, theirs, weights):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert max(np.abs(a - w).max() for a, w in zip(ours, weights)) > 1e-3
