@@ -380,7 +380,8 @@ class CompiledStep:
             except Exception as error:  # noqa: BLE001 - any compiler failure
                 if not _is_compile_failure(error):
                     raise
-                self.failure = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+                first_line = (str(error).splitlines() or ["(no message)"])[0]
+                self.failure = f"{type(error).__name__}: {first_line}"
                 logging.getLogger("keras_attn").warning(
                     "keras_attn: torch.compile failed for the decoding step (%s); "
                     "decoding eagerly instead (same results, slower).",
