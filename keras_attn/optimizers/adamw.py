@@ -18,7 +18,7 @@ class AdamW(keras.optimizers.AdamW):
         w <- w (1 - weight_decay lr)              (Keras' own step, unchanged)
         w <- w - lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)
 
-    On torch the last three lines (the moments and the Adam step) run as
+    On torch the moments and the Adam step (every line but the decay) run as
     `torch._fused_adamw_`, one pass over each weight, its gradient and its
     two moments, where Keras' torch AdamW makes about ten `torch._foreach_*`
     passes over all weights, half of them into new temporaries: on
