@@ -16,10 +16,8 @@ import json
 import logging
 import os
 import random
-import re
 import sys
 import sysconfig
-import tempfile
 import time
 from collections import Counter
 
@@ -55,7 +53,8 @@ def example_arguments(doc):
 def parse_example_arguments(parser, argv=None):
     """`parser`'s arguments with `output` resolved: `--output DIR`, else
     `examples/results/` with `--update-results` (refused with `--quick`:
-    committed results come from full runs), else `./keras_attn_results/`."""
+    committed results come from full runs), else `./keras_attn_results/`.
+    Then Keras is imported quietly (`quiet_tensorflow`)."""
     arguments = parser.parse_args(argv)
     if arguments.update_results:
         if getattr(arguments, "quick", False):
@@ -66,64 +65,33 @@ def parse_example_arguments(parser, argv=None):
         arguments.output = RESULTS_DIRECTORY
     elif arguments.output is None:
         arguments.output = SCRATCH_DIRECTORY
+    quiet_tensorflow()
     return arguments
 
 
-# TensorFlow's start-up lines: absl's INFO and WARNING prefix, its notice that
-# logging is not initialised yet, and a line that continues an INFO line.
-_TENSORFLOW_START_UP = re.compile(
-    r"^(?:[IW]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] "
-    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
-    r"|To enable the following instructions: )"
-)
-
-
 def quiet_tensorflow():
-    """Imports Keras with TensorFlow's logs kept out of the output, unless
-    `TF_CPP_MIN_LOG_LEVEL=0` asks for every log line.
+    """Imports Keras and keras_attn with TensorFlow's start-up lines kept out
+    of the output (`keras_attn.startup.quiet_tensorflow`), unless
+    `TF_CPP_MIN_LOG_LEVEL` is set (`0` shows every line). TensorFlow, where
+    installed, is loaded here on every backend, quietly:
+    `keras.utils.set_random_seed` loads it to seed it. TensorFlow's Python
+    logger and absl's go to ERROR (tf.function's retracing warnings among
+    them). `parse_example_arguments` calls it: after `--help`, before Keras
+    is used."""
+    from keras_attn.startup import USER_TF_LOG_LEVEL, quiet_tensorflow as quietly
 
-    Sets `TF_CPP_MIN_LOG_LEVEL=3` before TensorFlow is imported; drops the
-    INFO/WARNING lines TensorFlow's libraries write while they load, before
-    they read that setting (oneDNN, CUDA drivers, CPU instructions),
-    keeping every other line; puts TensorFlow's Python logger and absl's
-    at ERROR (tf.function's retracing warnings among them). Call it before
-    Keras is imported. TensorFlow, where installed, is loaded here on every
-    backend: `keras.utils.set_random_seed` loads it to seed it."""
-    if os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
-        return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    with _stderr_without(_TENSORFLOW_START_UP):
-        import keras  # noqa: F401
+    with quietly():
+        import keras_attn  # noqa: F401  (imports Keras)
 
         if importlib.util.find_spec("tensorflow") is not None:
             import tensorflow  # noqa: F401
+    if USER_TF_LOG_LEVEL == "0":
+        return
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     with contextlib.suppress(ImportError):
         from absl import logging as absl_logging
 
         absl_logging.set_verbosity(absl_logging.ERROR)
-
-
-@contextlib.contextmanager
-def _stderr_without(pattern):
-    """Captures the process's stderr (file descriptor 2, where C++ libraries
-    write) and writes it back afterwards without the lines `pattern`
-    matches."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            text = captured.read().decode("utf-8", errors="replace")
-            kept = [line for line in text.splitlines(keepends=True) if not pattern.match(line)]
-            sys.stderr.write("".join(kept))
-            sys.stderr.flush()
 
 
 # The standard library as data ----------------------------------------------------

@@ -55,10 +55,6 @@ def parse_arguments(argv=None):
 if __name__ == "__main__":
     ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
 
-from common import quiet_tensorflow  # noqa: E402
-
-quiet_tensorflow()
-
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 

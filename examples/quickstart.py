@@ -38,7 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # No Keras yet: these parse the command line and quiet TensorFlow's start-up.
-from common import example_arguments, parse_example_arguments, quiet_tensorflow  # noqa: E402
+from common import example_arguments, parse_example_arguments  # noqa: E402
 
 SENTENCES = [
     "A man is eating a piece of bread.",
@@ -68,7 +68,6 @@ def parse_arguments(argv=None):
 
 if __name__ == "__main__":
     ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
-    quiet_tensorflow()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

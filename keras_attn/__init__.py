@@ -3,40 +3,46 @@
 The public API is what this module exports; everything else is private.
 """
 
-from keras_attn import generation
-from keras_attn import layers
-from keras_attn import lora
-from keras_attn import losses
-from keras_attn import optimizers
-from keras_attn import preprocessing
-from keras_attn import samplers
-from keras_attn import training
-from keras_attn.generation import AutoRegressiveDecoder
-from keras_attn.generation import Generator
-from keras_attn.layers import LocalMaskBaseline
-from keras_attn.layers import MultiHeadAttention
-from keras_attn.layers import TalkingHeadsAttention
-from keras_attn.checkpoints import CheckpointError
-from keras_attn.checkpoints import SkippedWeightsWarning
-from keras_attn.checkpoints import UnusedWeightsWarning
-from keras_attn.losses import TokenCrossEntropy
-from keras_attn.models import InputError
-from keras_attn.models import TTAEncoder
-from keras_attn.models import Transformer
-from keras_attn.models import TransformerBlock
-from keras_attn.models import TransformerConfig
-from keras_attn.models import TransformerModel
-from keras_attn.models import build_transformer_model
-from keras_attn.models import get_layout_map
-from keras_attn.models import load_checkpoint
-from keras_attn.models import register_variant
-from keras_attn.preprocessing import sequence_padding
-from keras_attn.tokenizers import BpeTokenizer
-from keras_attn.tokenizers import SpTokenizer
-from keras_attn.tokenizers import T5Tokenizer
-from keras_attn.tokenizers import Tokenizer
-from keras_attn.tokenizers import load_vocab
-from keras_attn.version import __version__
+# Keras first, with a clear error where its backend is not installed and
+# without TensorFlow's start-up lines (see `keras_attn.startup`).
+from keras_attn.startup import import_keras
+
+import_keras()
+
+from keras_attn import generation  # noqa: E402
+from keras_attn import layers  # noqa: E402
+from keras_attn import lora  # noqa: E402
+from keras_attn import losses  # noqa: E402
+from keras_attn import optimizers  # noqa: E402
+from keras_attn import preprocessing  # noqa: E402
+from keras_attn import samplers  # noqa: E402
+from keras_attn import training  # noqa: E402
+from keras_attn.generation import AutoRegressiveDecoder  # noqa: E402
+from keras_attn.generation import Generator  # noqa: E402
+from keras_attn.layers import LocalMaskBaseline  # noqa: E402
+from keras_attn.layers import MultiHeadAttention  # noqa: E402
+from keras_attn.layers import TalkingHeadsAttention  # noqa: E402
+from keras_attn.checkpoints import CheckpointError  # noqa: E402
+from keras_attn.checkpoints import SkippedWeightsWarning  # noqa: E402
+from keras_attn.checkpoints import UnusedWeightsWarning  # noqa: E402
+from keras_attn.losses import TokenCrossEntropy  # noqa: E402
+from keras_attn.models import InputError  # noqa: E402
+from keras_attn.models import TTAEncoder  # noqa: E402
+from keras_attn.models import Transformer  # noqa: E402
+from keras_attn.models import TransformerBlock  # noqa: E402
+from keras_attn.models import TransformerConfig  # noqa: E402
+from keras_attn.models import TransformerModel  # noqa: E402
+from keras_attn.models import build_transformer_model  # noqa: E402
+from keras_attn.models import get_layout_map  # noqa: E402
+from keras_attn.models import load_checkpoint  # noqa: E402
+from keras_attn.models import register_variant  # noqa: E402
+from keras_attn.preprocessing import sequence_padding  # noqa: E402
+from keras_attn.tokenizers import BpeTokenizer  # noqa: E402
+from keras_attn.tokenizers import SpTokenizer  # noqa: E402
+from keras_attn.tokenizers import T5Tokenizer  # noqa: E402
+from keras_attn.tokenizers import Tokenizer  # noqa: E402
+from keras_attn.tokenizers import load_vocab  # noqa: E402
+from keras_attn.version import __version__  # noqa: E402
 
 __all__ = [
     "AutoRegressiveDecoder",

@@ -39,7 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import example_arguments, parse_example_arguments, quiet_tensorflow  # noqa: E402  (no Keras)
+from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
 
 
 def parse_arguments(argv=None):
@@ -50,7 +50,6 @@ def parse_arguments(argv=None):
 
 if __name__ == "__main__":
     ARGUMENTS = parse_arguments()  # before Keras is imported: --help is instant
-    quiet_tensorflow()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -8,7 +8,9 @@ from keras_attn import keras_internals
 def make_dense(layer, units, name, activation=None):
     """A `Dense` sublayer of `layer` with its `use_bias`, initializers and
     dtype policy. Each sublayer gets its own copy of the initializers, so
-    seeded initializers do not give every projection the same weights.
+    seeded initializers do not give every projection the same weights
+    (copied by `clone`: Keras' `serialize` imports TensorFlow on every
+    backend where it is installed).
 
     A sublayer named in `layer.projection_policies` (the quantized
     projections of a saved model, see `projection_config`) gets that policy
@@ -18,12 +20,8 @@ def make_dense(layer, units, name, activation=None):
         units,
         activation=activation,
         use_bias=layer.use_bias,
-        kernel_initializer=keras.initializers.get(
-            keras.initializers.serialize(layer.kernel_initializer)
-        ),
-        bias_initializer=keras.initializers.get(
-            keras.initializers.serialize(layer.bias_initializer)
-        ),
+        kernel_initializer=layer.kernel_initializer.clone(),
+        bias_initializer=layer.bias_initializer.clone(),
         dtype=policies.get(name, layer.dtype_policy),
         name=name,
     )
