@@ -10,6 +10,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn import progress
 from keras_attn.generation.cached_forward import CachedForward
 from keras_attn.generation.prompts import new_tokens
 from keras_attn.generation.prompts import prepare_prompts
@@ -286,7 +287,7 @@ class Generator:
             self._compiled, self._compiled_state = {}, state
             self._step = CompiledStep() if torch_compiles_steps() else None
         if key not in self._compiled:
-            self._compiled[key] = compile_loop(make_loop(), self.model)
+            self._compiled[key] = announce_first_call(compile_loop(make_loop(), self.model))
         return self._compiled[key]
 
 
@@ -464,6 +465,31 @@ def compile_loop(loop, model):
 
         return run
     return loop
+
+
+def announce_first_call(program):
+    """`program` whose first call, the one that compiles it (XLA, or
+    `torch.compile` of its step), says so when it is slow (see
+    `keras_attn.progress.announced_if_slow`): a new user's first `generate`
+    on torch compiles for tens of seconds."""
+    if keras.config.backend() == "torch" and not torch_compiles_steps():
+        return program
+    compiler = "torch.compile" if keras.config.backend() == "torch" else "XLA"
+    first = [True]
+
+    def run(tokens, *args):
+        if not first[0]:
+            return program(tokens, *args)
+        first[0] = False
+        rows, positions = tokens.shape
+        what = (
+            f"compiling the decoding program for batch {rows}, {positions} positions "
+            f"({compiler}; once per shape, later calls reuse it)"
+        )
+        with progress.announced_if_slow(what, done="compiled and ran the first call"):
+            return program(tokens, *args)
+
+    return run
 
 
 def model_state(model):

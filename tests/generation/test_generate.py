@@ -381,3 +381,38 @@ def test_conditional_layer_norm_model_generates_with_its_condition():
         model.generate(PROMPTS, 4)
     with pytest.raises(ValueError, match="condition"):
         model.generate(dict(prompts, condition=condition[:, :2]), 4)
+
+
+def test_a_slow_first_call_says_it_is_compiling(monkeypatch, capfd, caplog):
+    """A new user's first `generate` on torch compiled for 57 s without a
+    word. The first call of each new shape that is slow says what it is
+    doing on stderr, once; Keras' `disable_interactive_logging` sends it
+    to the `keras_attn` logger instead."""
+    import logging
+
+    from keras_attn import progress
+
+    monkeypatch.setattr(progress, "ANNOUNCE_AFTER_SECONDS", 0.0)  # every compile is "slow"
+    compiler = "torch.compile" if keras.config.backend() == "torch" else "XLA"
+    model = keras_attn.build_transformer_model(
+        dict(CONFIG, num_hidden_layers=1), variant="gpt2", application="lm"
+    )
+    capfd.readouterr()
+    model.generate([[2, 7, 9]], max_new_tokens=2)
+    said = capfd.readouterr().err
+    assert (
+        f"keras_attn: compiling the decoding program for batch 1, 10 positions ({compiler}; "
+        "once per shape, later calls reuse it) ..."
+    ) in said, said
+    assert "keras_attn: compiled and ran the first call in " in said, said
+    model.generate([[2, 5, 11]], max_new_tokens=2)  # the same shape: nothing to say
+    assert "keras_attn" not in capfd.readouterr().err
+
+    keras.config.disable_interactive_logging()
+    try:
+        with caplog.at_level(logging.INFO, logger="keras_attn"):
+            model.generate([[2, 7, 9]] * 2, max_new_tokens=2)
+    finally:
+        keras.config.enable_interactive_logging()
+    assert "compiling the decoding program for batch 2, 10 positions" in caplog.text
+    assert "keras_attn" not in capfd.readouterr().err
