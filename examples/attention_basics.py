@@ -27,7 +27,10 @@ from common import example_arguments, parse_example_arguments  # noqa: E402  (im
 
 def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="smaller shapes (64 tokens, width 64) for a fast check",
+    )
     return parse_example_arguments(parser, argv)
 
 

@@ -21,6 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
 
 
+# --quick: lines per package and epochs, enough for the held-out accuracy to
+# clear the majority class clearly on every backend (0.79 to 0.88 against 0.50).
+# (One epoch left it at the majority class: 0.500 against 0.500.)
+QUICK_LINES = 200
+QUICK_EPOCHS = 5
+
+
 def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
     parser.add_argument("--checkpoint", help="pretrained checkpoint directory (with vocab.txt)")
@@ -28,11 +35,20 @@ def parse_arguments(argv=None):
         "--variant", default=None, help="default: from the checkpoint's config, else bert"
     )
     parser.add_argument("--cased", action="store_true", help="do not lowercase")
-    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--maxlen", type=int, default=48)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch")
+    parser.add_argument(
+        "--packages", nargs="+", default=["email", "asyncio"],
+        help="standard-library packages whose docstring lines are the classes",
+    )
+    parser.add_argument("--epochs", type=int, default=4, help="training epochs")
+    parser.add_argument(
+        "--maxlen", type=int, default=48,
+        help="tokens per line, padded or truncated",
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="examples per training step")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help=f"{QUICK_LINES} lines per package, {QUICK_EPOCHS} epochs (20 to 60 s on 2 cores)",
+    )
     return parse_example_arguments(parser, argv)
 
 
@@ -67,7 +83,7 @@ def build_classifier(encoder, classes):
 def main(arguments):
     keras.utils.set_random_seed(0)
 
-    texts, labels = labelled_lines(arguments.packages, per_class=200 if arguments.quick else None)
+    texts, labels = labelled_lines(arguments.packages, per_class=QUICK_LINES if arguments.quick else None)
     labels = np.asarray(labels)
     split = int(0.8 * len(texts))
     print(
@@ -90,7 +106,7 @@ def main(arguments):
     test = {key: value[split:] for key, value in inputs.items()}
 
     model = build_classifier(encoder, len(arguments.packages))
-    epochs = 1 if arguments.quick else arguments.epochs
+    epochs = QUICK_EPOCHS if arguments.quick else arguments.epochs
     steps = epochs * -(-split // arguments.batch_size)
     learning_rate = 5e-5 if arguments.checkpoint else 1e-3
     model.compile(
@@ -109,7 +125,12 @@ def main(arguments):
     )
     _, accuracy = model.evaluate(test, labels[split:], verbose=0)
     majority = max(np.mean(labels[split:] == c) for c in range(len(arguments.packages)))
-    print(f"held-out accuracy {accuracy:.3f} (majority class {majority:.3f})")
+    verdict = (
+        "the classifier learned the task"
+        if accuracy > majority + 0.05
+        else "no better than always answering the majority class: train longer"
+    )
+    print(f"held-out accuracy {accuracy:.3f} (majority class {majority:.3f}): {verdict}")
     epochs_axis = list(range(1, epochs + 1))
     write_results(
         "finetune_classifier",

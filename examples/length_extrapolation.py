@@ -32,7 +32,7 @@ from common import example_arguments, parse_example_arguments  # noqa: E402  (im
 def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
     parser.add_argument("--quick", action="store_true", help="one epoch, lengths up to 256")
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=4, help="training epochs")
     return parse_example_arguments(parser, argv)
 
 

@@ -47,7 +47,10 @@ def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
     parser.add_argument("--quick", action="store_true", help="6 modules, 640 tokens")
     parser.add_argument("--model", help="a BERT-family checkpoint directory (default: the [demo] MiniLM)")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=[1024, 2048, 4096],
+        help="document lengths in tokens to compare the methods at",
+    )
     parser.add_argument("--modules", type=int, default=24, help="how many modules (documents per half)")
     return parse_example_arguments(parser, argv)
 

@@ -57,11 +57,20 @@ def parse_arguments(argv=None):
     parser.add_argument("--variant", default=None, help="builder variant (default: from the config)")
     parser.add_argument("--cased", action="store_true",
                         help="do not lowercase (for a cased checkpoint without tokenizer_config.json)")
-    parser.add_argument("--packages", nargs="+", default=PACKAGES)
-    parser.add_argument("--lines-per-package", type=int, default=200)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--maxlen", type=int, default=32)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--packages", nargs="+", default=PACKAGES,
+        help="standard-library packages whose docstring lines are the classes",
+    )
+    parser.add_argument(
+        "--lines-per-package", type=int, default=200,
+        help="docstring lines per package for fine-tuning",
+    )
+    parser.add_argument("--epochs", type=int, default=2, help="training epochs")
+    parser.add_argument(
+        "--maxlen", type=int, default=32,
+        help="tokens per line, padded or truncated",
+    )
+    parser.add_argument("--batch-size", type=int, default=16, help="examples per training step")
     parser.add_argument("--quick", action="store_true", help="60 lines per package, one epoch")
     return parse_example_arguments(parser, argv)
 

@@ -59,7 +59,10 @@ from common import example_arguments, parse_example_arguments  # noqa: E402  (im
 def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
     parser.add_argument("--quick", action="store_true", help="640 pairs, 2 epochs, smaller models")
-    parser.add_argument("--variant", choices=["t5.1.1", "t5"], default="t5.1.1")
+    parser.add_argument(
+        "--variant", choices=["t5.1.1", "t5"], default="t5.1.1",
+        help="T5 v1.1 (gated GELU, untied head) or the original T5",
+    )
     return parse_example_arguments(parser, argv)
 
 

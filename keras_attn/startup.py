@@ -98,14 +98,15 @@ def quiet_tensorflow():
     """Runs its body with TensorFlow's start-up lines kept out of stderr.
 
     Once TensorFlow is imported there is nothing left to hide, and with
-    `TF_CPP_MIN_LOG_LEVEL` set by the user (`0` shows every line) nothing is
-    hidden. Otherwise it sets `TF_CPP_MIN_LOG_LEVEL=3`, so TensorFlow's
+    `TF_CPP_MIN_LOG_LEVEL=0` (every line, as TensorFlow means it) nothing
+    is hidden. Otherwise, where it is not set, it sets
+    `TF_CPP_MIN_LOG_LEVEL=3`, so TensorFlow's
     later C++ log lines are left out too (XLA's "compiled cluster", its
     "failed call to cuInit" on a machine without a GPU; TensorFlow's errors
     still reach the user as Python exceptions), and captures the process's stderr while its body runs
     (file descriptor 2, where C++ libraries write) to write it back without
     the lines `TENSORFLOW_START_UP_LINE` matches."""
-    if "tensorflow" in sys.modules or USER_TF_LOG_LEVEL is not None:
+    if "tensorflow" in sys.modules or USER_TF_LOG_LEVEL == "0":
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

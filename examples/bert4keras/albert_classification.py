@@ -27,13 +27,22 @@ from common import example_arguments, parse_example_arguments  # noqa: E402  (im
 
 def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
-    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
-    parser.add_argument("--hidden-size", type=int, default=128)
-    parser.add_argument("--embedding-size", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--maxlen", type=int, default=48)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--packages", nargs="+", default=["email", "asyncio"],
+        help="standard-library packages whose docstring lines are the classes",
+    )
+    parser.add_argument("--hidden-size", type=int, default=128, help="hidden width of the models")
+    parser.add_argument(
+        "--embedding-size", type=int, default=32,
+        help="ALBERT's factorized embedding width",
+    )
+    parser.add_argument("--layers", type=int, default=4, help="transformer layers")
+    parser.add_argument("--epochs", type=int, default=4, help="training epochs")
+    parser.add_argument(
+        "--maxlen", type=int, default=48,
+        help="tokens per line, padded or truncated",
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="examples per training step")
     parser.add_argument("--quick", action="store_true", help="a few hundred lines, one epoch, smaller models")
     return parse_example_arguments(parser, argv)
 

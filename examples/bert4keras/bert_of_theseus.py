@@ -39,15 +39,33 @@ from common import example_arguments, parse_example_arguments  # noqa: E402  (im
 
 def parse_arguments(argv=None):
     parser = example_arguments(__doc__)
-    parser.add_argument("--packages", nargs="+", default=["email", "asyncio"])
-    parser.add_argument("--hidden-size", type=int, default=128)
-    parser.add_argument("--predecessor-layers", type=int, default=6)
-    parser.add_argument("--successor-layers", type=int, default=3)
-    parser.add_argument("--replacement-rate", type=float, default=0.5)
-    parser.add_argument("--predecessor-epochs", type=int, default=8)
+    parser.add_argument(
+        "--packages", nargs="+", default=["email", "asyncio"],
+        help="standard-library packages whose docstring lines are the classes",
+    )
+    parser.add_argument("--hidden-size", type=int, default=128, help="hidden width of both models")
+    parser.add_argument(
+        "--predecessor-layers", type=int, default=6,
+        help="layers of the model to compress",
+    )
+    parser.add_argument(
+        "--successor-layers", type=int, default=3,
+        help="layers of the compressed model",
+    )
+    parser.add_argument(
+        "--replacement-rate", type=float, default=0.5,
+        help="probability of running a successor module in place of its predecessor modules",
+    )
+    parser.add_argument(
+        "--predecessor-epochs", type=int, default=8,
+        help="epochs training the predecessor",
+    )
     parser.add_argument("--epochs", type=int, default=4, help="of Theseus and of the direct successor")
-    parser.add_argument("--maxlen", type=int, default=48)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--maxlen", type=int, default=48,
+        help="tokens per line, padded or truncated",
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="examples per training step")
     parser.add_argument("--quick", action="store_true", help="a few hundred lines, smaller models")
     return parse_example_arguments(parser, argv)
 
