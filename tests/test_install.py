@@ -1,0 +1,109 @@
+"""keras_attn installed from its wheel into a fresh virtual environment with
+one backend extra only (`[tensorflow]`, `[jax]`, `[torch]`), as a user
+installs it: it imports, `keras-attn-convert --help` works, a tiny model
+builds and runs, and without `KERAS_BACKEND` a JAX or torch install says in
+one line what to set.
+
+Each environment costs a pip install (15 to 90 s, from pip's cache), so
+these tests are marked `install` and left out of a plain `pytest` run;
+`.ci/run` runs them once (`pytest -m install tests/test_install.py`)."""
+
+import glob
+import os
+import pathlib
+import subprocess
+import sys
+import venv
+
+import pytest
+
+pytestmark = pytest.mark.install
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+BACKENDS = ("tensorflow", "jax", "torch")
+
+# Run inside the fresh environment: one tiny BERT encoder, its output
+# checked against itself on a padded batch (the padding must not change the
+# real tokens' states), and which backends the environment holds.
+USE_A_MODEL = """
+import importlib.util, sys
+import keras_attn  # first: it imports Keras without TensorFlow's start-up lines
+import keras
+import numpy as np
+model = keras_attn.build_transformer_model(dict(
+    vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    intermediate_size=32))
+short = model({"token_ids": np.array([[2, 7, 9]]), "segment_ids": np.zeros((1, 3), "int32")})
+padded = model({"token_ids": np.array([[2, 7, 9, 0, 0]]), "segment_ids": np.zeros((1, 5), "int32")})
+difference = np.abs(keras.ops.convert_to_numpy(padded)[:, :3] - keras.ops.convert_to_numpy(short)).max()
+assert difference < 1e-5, difference
+installed = [name for name in ("tensorflow", "jax", "torch") if importlib.util.find_spec(name)]
+print("backend", keras.config.backend(), "installed", installed,
+      "tensorflow imported", "tensorflow" in sys.modules)
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """keras_attn's wheel, built once from this checkout."""
+    directory = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(REPO_ROOT),
+         "--wheel-dir", str(directory)],
+        check=True, capture_output=True, text=True,
+    )
+    (path,) = glob.glob(str(directory / "keras_attn-*.whl"))
+    return path
+
+
+def environment_with(backend, wheel, root):
+    """A fresh virtual environment with `keras_attn[backend]` installed from
+    `wheel` (under the project's constraints); its `bin` directory."""
+    venv.EnvBuilder(with_pip=True).create(root)
+    bin_directory = root / "bin"
+    result = subprocess.run(
+        [str(bin_directory / "pip"), "install", "--quiet", f"{wheel}[{backend}]",
+         "-c", str(REPO_ROOT / "constraints.txt")],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return bin_directory
+
+
+def run(command, **environment):
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("KERAS_BACKEND", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
+    env.update(environment)
+    return subprocess.run(command, env=env, capture_output=True, text=True, cwd="/")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_extra_alone_installs_imports_and_runs(backend, wheel, tmp_path):
+    bin_directory = environment_with(backend, wheel, tmp_path / "venv")
+    python = str(bin_directory / "python")
+    keras_home = str(tmp_path / "keras-home")  # no keras.json choosing a backend
+
+    result = run([python, "-c", USE_A_MODEL], KERAS_BACKEND=backend, KERAS_HOME=keras_home)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[-2] == (
+        f"backend {backend} installed {[backend]} tensorflow imported {backend == 'tensorflow'}"
+    ), result.stdout
+    assert result.stderr == "", result.stderr[-3000:]  # no start-up lines, no warnings
+
+    result = run([str(bin_directory / "keras-attn-convert"), "--help"],
+                 KERAS_BACKEND=backend, KERAS_HOME=keras_home)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("usage: keras-attn-convert")
+    assert result.stderr == "", result.stderr[-3000:]
+
+    if backend != "tensorflow":
+        # Keras' default backend is TensorFlow, which this environment lacks.
+        result = run([python, "-c", "import keras_attn"], KERAS_HOME=keras_home)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == (
+            "ImportError: keras_attn needs Keras' backend 'tensorflow' (Keras' default when "
+            "KERAS_BACKEND is not set), but its package 'tensorflow' is not installed: choose "
+            f"an installed one with KERAS_BACKEND={backend}, or install it with "
+            'pip install "keras_attn[tensorflow]". Backends keras_attn runs on: tensorflow, '
+            "jax, torch."
+        )
