@@ -136,6 +136,19 @@ def test_site_builds_with_strict_mkdocs(tmp_path):
         assert f'id="{identifier}"' in html, f"{identifier} is not rendered on api/{page}"
     # The examples' plots are published with the pages that show them.
     assert (site / "results" / "length_extrapolation.png").exists()
+    # Signatures are formatted on lines of their own (ruff, from the [docs]
+    # extra), not one clipped line.
+    models = (site / "api" / "models" / "index.html").read_text(encoding="utf-8")
+    signature = models[models.index('doc-signature highlight"'):]
+    signature = signature[: signature.index("</code>")]
+    assert signature.count("\n") > 5, signature[:500]
+    # The API reference's index page is its section's own page, not a second
+    # "API reference" entry under it.
+    home = (site / "index.html").read_text(encoding="utf-8")
+    entries = re.findall(r'<span class="md-ellipsis">\s*API reference\s*</span>', home)
+    assert len(entries) == 1, entries
+    # Long code lines wrap.
+    assert "stylesheets/code.css" in home
 
 
 def test_doctest_examples_become_code_blocks():
