@@ -19,21 +19,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import example_arguments, parse_example_arguments  # noqa: E402  (imports no Keras)
+from common import parse_example_arguments  # noqa: E402  (imports no Keras)
+from python_spans import span_task_arguments  # noqa: E402  (imports no Keras)
 
 
 def parse_arguments(argv=None):
-    parser = example_arguments(__doc__)
-    parser.add_argument(
-        "--lines", type=int, default=6000,
-        help="distinct Python source lines to label (80%% train, 20%% held out)",
-    )
-    parser.add_argument("--epochs", type=int, default=6, help="training epochs")
-    parser.add_argument(
-        "--max-chars", type=int, default=46,
-        help="longest line kept, in characters",
-    )
-    parser.add_argument("--batch-size", type=int, default=16, help="examples per training step")
+    parser = span_task_arguments(__doc__, batch_size=16)
     parser.add_argument("--learning-rate", type=float, default=2e-3, help="peak learning rate")
     parser.add_argument("--efficient", action="store_true", help="EfficientGlobalPointer")
     parser.add_argument("--quick", action="store_true", help="800 short lines, 30 short epochs")

@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from common import example_arguments  # noqa: E402
 from common import standard_library_files  # noqa: E402
 from common import write_results  # noqa: E402
 
@@ -31,6 +32,22 @@ SMALL_BERT = dict(
     intermediate_size=128,
     type_vocab_size=2,
 )
+
+
+def span_task_arguments(doc, batch_size):
+    """The command line the span-labelling examples share: `--lines`,
+    `--epochs`, `--max-chars` and `--batch-size` (this default)."""
+    parser = example_arguments(doc)
+    parser.add_argument(
+        "--lines", type=int, default=6000,
+        help="distinct Python source lines to label (80%% train, 20%% held out)",
+    )
+    parser.add_argument("--epochs", type=int, default=6, help="training epochs")
+    parser.add_argument("--max-chars", type=int, default=46, help="longest line kept, in characters")
+    parser.add_argument(
+        "--batch-size", type=int, default=batch_size, help="examples per training step"
+    )
+    return parser
 
 
 def line_spans(line):
