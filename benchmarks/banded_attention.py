@@ -30,6 +30,7 @@ import numpy as np
 
 import keras_attn
 from bert_base import device_forward, timed_side_by_side, write_result
+from placement import device_name
 
 BACKEND = keras.config.backend()
 HIDDEN, HEADS, HEAD_SIZE = 768, 12, 64
@@ -62,23 +63,6 @@ def forward(layer, length, causal, explicit_mask, bias=None):
     model = keras.Model(inputs, outputs)
     data = {"query": np.random.default_rng(0).normal(size=(1, length, HIDDEN)).astype("float32")}
     return device_forward(model, data)
-
-
-def device_name():
-    """The accelerator the backend computes on, or "cpu"."""
-    if BACKEND == "jax":
-        import jax
-
-        device = jax.devices()[0]
-        return getattr(device, "device_kind", device.platform)
-    if BACKEND == "torch":
-        import torch
-
-        return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    return gpus[0].name if gpus else "cpu"
 
 
 def dense_gib(length):

@@ -3,7 +3,8 @@
 In one process, on the backend KERAS_BACKEND selects, this measures:
 
 - the machine's float32 matmul rate on that backend (a jitted 4096 x 4096
-  matmul; torch: `torch.matmul`), the ceiling every result is compared with;
+  matmul; torch: `torch.matmul`) on the backend's device, the ceiling every
+  result is compared with;
 - keras_attn's BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, float32,
   random weights) and keras-hub's `BertBackbone` of the same size; on torch
   also keras_attn with `jit_compile=True` (Keras' steps through
@@ -11,7 +12,10 @@ In one process, on the backend KERAS_BACKEND selects, this measures:
 - inference at batch 8 x 128 and 2 x 512, and one training step (forward,
   backward, AdamW) at 8 x 128.
 
-Each number is the median of `--repeats` timed runs after a warm-up run,
+Every contender computes on the backend's device (transformers' model and
+inputs are moved to the GPU Keras uses; a run that would mix devices is
+refused, `placement.check_placements`), and the result records each
+contender's device. Each number is the median of `--repeats` timed runs after a warm-up run,
 the contenders taking turns within each repetition; the warm-up (compile)
 time is reported separately. Results are written as
 JSON to `benchmarks/results/<backend>.json` and printed as a table with
@@ -35,6 +39,7 @@ import keras
 import numpy as np
 
 import keras_attn
+import placement
 
 BACKEND = keras.config.backend()
 CONFIG = dict(
@@ -80,7 +85,8 @@ def timed(function, repeats, warm_up=None):
 
 def matmul_flops_per_second(repeats):
     """The best float32 matmul rate over a square 4096 matmul and BERT-base's
-    feed-forward shape, `(1024, 768) @ (768, 3072)`."""
+    feed-forward shape, `(1024, 768) @ (768, 3072)`, on the device the
+    backend computes on."""
     rates = []
     for m, k, n in ((4096, 4096, 4096), (1024, 768, 3072)):
         a = np.random.default_rng(0).normal(size=(m, k)).astype("float32")
@@ -100,8 +106,13 @@ def matmul_flops_per_second(repeats):
         else:
             import torch
 
-            x, y = torch.from_numpy(a), torch.from_numpy(b)
-            run = lambda: torch.matmul(x, y)  # noqa: E731
+            device = placement.torch_device()  # where Keras computes
+            x, y = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
+
+            def run():
+                torch.matmul(x, y)
+                placement.synchronize(device)
+
         _, seconds = timed(run, max(repeats, 5))
         rates.append(2 * m * k * n / seconds)
     return max(rates)
@@ -235,14 +246,18 @@ def keras_hub():
 
 
 def transformers_eager():
+    """transformers' `BertModel` (eager, its default attention), its weights
+    and inputs on the device Keras computes on (`placement.torch_device`)."""
     import torch
     import transformers
 
-    model = transformers.BertModel(transformers.BertConfig(**CONFIG))
+    device = placement.torch_device()
+    model = transformers.BertModel(transformers.BertConfig(**CONFIG)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     def make(batch, length, training):
-        tokens = torch.from_numpy(inputs_for(batch, length, {"tokens": "t", "segments": "s"})["t"]).long()
+        tokens = inputs_for(batch, length, {"tokens": "t", "segments": "s"})["t"]
+        tokens = torch.from_numpy(tokens).long().to(device)
         if training:
             def step():
                 model.train()
@@ -250,6 +265,7 @@ def transformers_eager():
                 loss = model(input_ids=tokens).last_hidden_state.square().mean()
                 loss.backward()
                 optimizer.step()
+                placement.synchronize(device)
 
             return step
 
@@ -257,6 +273,7 @@ def transformers_eager():
             model.eval()
             with torch.no_grad():
                 model(input_ids=tokens)
+            placement.synchronize(device)
 
         return infer
 
@@ -328,6 +345,12 @@ def main():
         name: factory for name, factory in contenders.items()
         if not arguments.models or name in arguments.models
     }
+    devices = placement.check_placements({
+        name: placement.torch_device_name(placement.torch_device())
+        if name.startswith("transformers") else placement.device_name()
+        for name in contenders
+    })
+    print(f"devices: {devices}")
     functions = {}
     for name, factory in contenders.items():
         make = factory()
@@ -364,6 +387,7 @@ def main():
             print(f"{row['model']:<26} {row['measurement']:<17} "
                   f"{row['speed_vs_transformers']:.2f}x transformers (eager)")
     result = {
+        "devices": devices, "matmul_device": placement.device_name(),
         "matmul_gflops": peak / 1e9, "repeats": repeats,
         "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
         "rows": rows,

@@ -93,13 +93,14 @@ import keras
 import numpy as np
 
 import keras_attn
-from banded_attention import device_name
+import placement
 from bert_base import BACKEND
 from bert_base import CONFIG
 from bert_base import compiled_call
 from bert_base import timed
 from bert_base import timed_side_by_side
 from bert_base import write_result
+from placement import device_name
 from keras_attn.generation import CachedForward
 from keras_attn.generation.prompts import prompt_bucket
 
@@ -426,11 +427,14 @@ def random_transformers_model(family, directory):
 
 def transformers_generator(model, prompt_ids, encoder_decoder):
     """`generate(new_tokens)`: transformers' greedy `generate` with its
-    cache, never stopping early; the new tokens, numpy `(batch, new_tokens)`."""
+    cache, never stopping early, on the device Keras computes on; the new
+    tokens, numpy `(batch, new_tokens)`."""
     import torch
     import transformers
 
-    input_ids = torch.from_numpy(prompt_ids).long()
+    device = placement.torch_device()  # the device Keras computes on
+    model.to(device)
+    input_ids = torch.from_numpy(prompt_ids).long().to(device)
     attention_mask = torch.ones_like(input_ids)
 
     def generate(new_tokens):
@@ -442,7 +446,7 @@ def transformers_generator(model, prompt_ids, encoder_decoder):
         with torch.no_grad():
             output = model.generate(input_ids, attention_mask=attention_mask, generation_config=settings)
         # A decoder-only output starts with the prompt, an encoder-decoder's with the start token.
-        return output[:, 1 if encoder_decoder else prompt_ids.shape[1]:].numpy()
+        return output[:, 1 if encoder_decoder else prompt_ids.shape[1]:].cpu().numpy()
 
     return generate
 
@@ -561,11 +565,14 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
             except Exception as error:  # recorded, not hidden: the reason keras-hub has no row
                 keras_hub_error = f"{type(error).__name__}: {error}"
                 print(f"keras-hub not measured: {keras_hub_error}")
+    devices = {name: device_name() for name in generators}
     if BACKEND == "torch":
         generators[shape["transformers"]] = transformers_generator(
             transformers_model, prompt_ids, encoder_decoder=family == "t5"
         )
         same_weights.add(shape["transformers"])
+        devices[shape["transformers"]] = placement.torch_device_name(placement.torch_device())
+    placement.check_placements(devices)
     outputs = {}
 
     def recorded(name, generate, tokens):
@@ -604,7 +611,7 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
         )
     result = {
         "model": shape["description"], "batch": BATCH, "prompt_length": PROMPT,
-        "new_tokens": new_tokens, "sampler": "greedy", "rows": rows,
+        "new_tokens": new_tokens, "sampler": "greedy", "devices": devices, "rows": rows,
         "greedy_rows_equal_to_keras_attn": {},
         # Other work on the machine slows every contender; the ratios are side by side.
         "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
