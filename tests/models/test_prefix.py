@@ -70,6 +70,30 @@ def test_prefixed_models_load_the_checkpoint_as_the_plain_one(models):
     )
 
 
+def test_the_template_takes_bert4keras_list_inputs(models):
+    """Issue 34, item 16: the Theseus recipe as bert4keras writes it,
+    `apply_embeddings(model.inputs)`, was "list indices must be integers".
+    The list is read in the model's input order: the same graph as
+    `model.named_inputs` gives."""
+    _, predecessor, _ = models
+    template = predecessor.template
+
+    def blocks(inputs):
+        hidden = template.apply_embeddings(inputs)
+        arguments = template.block_arguments(inputs, hidden)
+        for index in range(template.config.num_layers):
+            hidden = template.apply_main_layer(hidden, index, *arguments)
+        return keras.Model(predecessor.inputs, hidden)
+
+    by_list, by_name = blocks(predecessor.inputs), blocks(predecessor.named_inputs)
+    np.testing.assert_allclose(
+        to_numpy(by_list(INPUTS)), to_numpy(by_name(INPUTS)), atol=1e-6
+    )
+    np.testing.assert_allclose(to_numpy(by_list(INPUTS)), to_numpy(predecessor(INPUTS)), atol=1e-5)
+    with pytest.raises(TypeError, match=r"keys \['token_ids', 'segment_ids'\] \(`model.named_inputs`\).*list of 1"):
+        template.apply_embeddings(predecessor.inputs[:1])
+
+
 def test_two_prefixed_models_share_one_graph(models):
     _, predecessor, successor = models
     model = theseus(predecessor, successor, replacement_rate=0.5)
