@@ -76,8 +76,13 @@ def virtual_adversarial_training(
     bert4keras trains a second model on unlabeled batches next to the
     supervised one (the same layers, compiled with `"kld"`, `Adam(1e-5)`),
     which reads here as `model_vat = keras.Model(model.inputs,
-    model.outputs)`, compiled, then this function on it, and
-    `model_vat.train_on_batch(unlabeled_x)` after each supervised batch. Any
+    model.outputs)`, compiled, then this function on it, and one step of
+    `model_vat` after each supervised batch: pass
+    `keras_attn.training.InterleavedTraining(model_vat, unlabeled)` to the
+    supervised model's `fit` (a callback calling `model_vat.train_on_batch`
+    itself, as the script does, fails on JAX, whose `fit` keeps the shared
+    weights outside the variables; see `InterleavedTraining`), or alternate
+    `model.train_on_batch` and `model_vat.train_on_batch` in a loop. Any
     labels given are ignored (`fit(x)` needs none); sample weights weight
     the loss. The weight of this term against the supervised loss is the
     second model's own optimizer (its learning rate), as in the script.
@@ -118,7 +123,9 @@ def virtual_adversarial_training(
     model_vat = keras.Model(model.inputs, model.outputs)
     model_vat.compile(optimizer=keras.optimizers.Adam(1e-5), loss="kl_divergence")
     keras_attn.training.virtual_adversarial_training(model_vat, epsilon=1.0, xi=10.0)
-    model_vat.train_on_batch(unlabeled_token_ids)
+    model.fit(train, epochs=3, callbacks=[
+        keras_attn.training.InterleavedTraining(model_vat, unlabeled_batches)
+    ])
     ```
     """
     _check_arguments(epsilon, xi, iterations)
