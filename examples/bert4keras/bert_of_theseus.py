@@ -118,7 +118,11 @@ def bert_of_theseus(predecessor, successor, head, replacement_rate):
     """The Theseus model: the predecessor's inputs, each successor module
     standing in for its group of predecessor modules while training (see
     `BinaryRandomChoice`), the frozen head on the first token. The
-    predecessor and the head are frozen."""
+    predecessor and the head are frozen here, after the predecessor's
+    training and before this model's `compile`: Keras 3 reads `trainable`
+    when a model's first `fit` builds its step, so a freeze before the
+    predecessor's `fit` would have frozen it there too, and one after the
+    next model's first `fit` is ignored on TensorFlow and an error on JAX."""
     for layer in predecessor.layers:
         layer.trainable = False
     head.trainable = False

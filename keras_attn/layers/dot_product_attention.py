@@ -15,8 +15,10 @@ Both paths give the same numbers (up to float reordering), including zero
 rows for fully masked queries.
 """
 
+import contextlib
 import dataclasses
 import math
+import threading
 from typing import Callable
 from typing import Optional
 
@@ -94,6 +96,33 @@ def masked_squared_relu(logits, mask=None):
     return weights / visible
 
 
+_HIGHER_ORDER = threading.local()
+
+
+@contextlib.contextmanager
+def higher_order_gradients():
+    """Within the block, attention is computed on a path whose gradient can
+    itself be differentiated (the einsum path): a gradient penalty
+    differentiates the gradient of a loss, and the fused kernels have no
+    second derivative (torch's flash kernel: "derivative for
+    aten::_scaled_dot_product_flash_attention_for_cpu_backward is not
+    implemented"; cuDNN's on JAX). The einsum path gives the same numbers
+    up to float reordering. Read when the attention is traced or run, so
+    the block must hold the forward pass whose gradient is differentiated.
+    """
+    depth = getattr(_HIGHER_ORDER, "depth", 0)
+    _HIGHER_ORDER.depth = depth + 1
+    try:
+        yield
+    finally:
+        _HIGHER_ORDER.depth = depth
+
+
+def needs_higher_order_gradients():
+    """Whether the call is inside `higher_order_gradients()`."""
+    return getattr(_HIGHER_ORDER, "depth", 0) > 0
+
+
 def jax_runs_on_cpu():
     """Whether the backend is JAX and its default device is a CPU."""
     if keras.config.backend() != "jax":
@@ -150,7 +179,9 @@ class DotProductAttention:
     is set (fused kernels cannot mix heads), the normalisation is a softmax
     (`"softmax"` or `"softmax_plus"`), and the computation is not
     float16 on JAX's CPU backend (XLA's CPU backend lacks the float16 x
-    float16 -> float32 product that kernel asks for under jit). When the
+    float16 -> float32 product that kernel asks for under jit), and the
+    call is not inside `higher_order_gradients()` (a gradient penalty: the
+    fused kernels have no second derivative). When the
     query/key width differs from the value width, the fused path is the
     default only where `fuses_decoupled_widths()` (measured faster there);
     `fused=True` takes it everywhere, the narrower side zero-padded on JAX
@@ -244,6 +275,8 @@ class DotProductAttention:
         """Whether a call with these arguments takes the fused kernel
         (`decoupled`: the query/key and value widths differ)."""
         if self.fused is False or return_scores or self.dropout_is_active(training):
+            return False
+        if needs_higher_order_gradients():
             return False
         if decoupled and self.fused is None and not fuses_decoupled_widths():
             return False

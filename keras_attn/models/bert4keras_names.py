@@ -53,6 +53,13 @@ NOT_BERT4KERAS_MODELS = {
     ),
 }
 
+# bert4keras's head keywords -> (application, the activation bert4keras
+# applies and keras_attn's logits leave out).
+HEAD_KEYWORDS = (
+    ("with_mlm", "mlm", "softmax"),
+    ("with_discriminator", "discriminator", "sigmoid"),
+)
+
 # bert4keras keywords this builder refuses -> what to write instead.
 REFUSED = {
     "layer_norm_cond": "conditional_layer_norm=<condition width> (the model then takes the condition as an input)",
@@ -81,6 +88,7 @@ def translation_table():
     """The bert4keras keywords and what to write instead, one per line."""
     lines = [f"    {old}= -> {new}=" for old, new in RENAMED.items()]
     lines.append("    with_mlm=True -> application='mlm' (logits)")
+    lines.append("    with_discriminator=True -> application='discriminator' (logits)")
     lines.append("    segment_vocab_size= -> type_vocab_size= (a config override; both work)")
     lines += [f"    {old}= -> {new}" for old, new in REFUSED.items()]
     return "\n".join(lines)
@@ -108,16 +116,18 @@ def from_bert4keras(arguments, overrides):
         if old == "model":
             value = _variant_of_model(value)
         arguments[new] = value
-    if "with_mlm" in overrides:
-        with_mlm = overrides.pop("with_mlm")
-        if with_mlm not in (False, True, "linear"):
+    for keyword, application, activation in HEAD_KEYWORDS:
+        if keyword not in overrides:
+            continue
+        value = overrides.pop(keyword)
+        if value not in (False, True, "linear"):
             raise ValueError(
-                f"with_mlm={with_mlm!r}: keras_attn's masked-LM head returns logits; "
-                "pass application='mlm' (bert4keras's with_mlm=True) and apply "
-                "keras.ops.softmax, or use a loss with from_logits=True."
+                f"{keyword}={value!r}: keras_attn's {application} head returns logits; "
+                f"pass application={application!r} (bert4keras's {keyword}=True) and apply "
+                f"keras.ops.{activation}, or use a loss with from_logits=True."
             )
-        if with_mlm and arguments["application"] in (None, "encoder"):
-            arguments["application"] = "mlm"
+        if value and arguments["application"] in (None, "encoder"):
+            arguments["application"] = application
     refused = [key for key in overrides if key in REFUSED]
     if refused:
         raise ValueError(

@@ -217,7 +217,9 @@ def build_transformer_model(
     bert4keras's keywords are accepted too: `config_path=`, `checkpoint_path=`,
     `model=` (`"bert"`; `"roberta"`, which is BERT-format in bert4keras, lets
     the config decide; `"albert"`), `with_mlm=True` (`application="mlm"`,
-    returning logits). Giving one with its counterpart here is an error, and
+    returning logits), `with_discriminator=True` (ELECTRA's
+    `application="discriminator"`, logits: bert4keras applied a sigmoid).
+    Giving one with its counterpart here is an error, and
     so are the bert4keras models and keywords this builder does not have
     (`t5_decoder`, `gau_alpha`, `layer_norm_cond`, `sequence_length`, ...): each message
     says what to write instead.

@@ -27,8 +27,10 @@ class Electra(Transformer):
       token was replaced (`ElectraForPreTraining`):
       `w2 . act(W1 h + b1) + b2`, `act` the config's `hidden_act`
       (layers `Discriminator-Dense`, `Discriminator-Prediction`). Logits,
-      not probabilities: apply `keras.ops.sigmoid` for bert4keras's
-      `with_discriminator=True`, or train with a `from_logits=True` loss;
+      not probabilities: bert4keras's `with_discriminator=True` builds
+      this head (`build_transformer_model(..., model="electra",
+      with_discriminator=True)`); apply `keras.ops.sigmoid` for its
+      probabilities, or train with a `from_logits=True` loss;
       padding positions carry logits too (weight them out).
     - `"mlm"`: the generator's masked-LM logits (`ElectraForMaskedLM`):
       BERT's head, `Bias(E^T LN(act(W h + b)))` with `W` to

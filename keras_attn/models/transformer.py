@@ -571,7 +571,11 @@ class Transformer:
         for index in range(template.config.num_layers):
             hidden = template.apply_main_layer(hidden, index, mask, bias)
         ```
+
+        `inputs` may also be bert4keras's list, `model.inputs` (see
+        `inputs_by_name`).
         """
+        inputs = self.inputs_by_name(inputs)
         attention_mask = self.attention_mask_layer(
             inputs["token_ids"],
             segment_ids=inputs.get("segment_ids"),
@@ -626,7 +630,29 @@ class Transformer:
             )
         return inputs
 
+    def inputs_by_name(self, inputs):
+        """`inputs` as the dict `apply_embeddings` and `block_arguments`
+        read: a dict (`model.named_inputs`) as it is; a list or tuple in the
+        model's input order (bert4keras's `model.inputs`, `[token_ids,
+        segment_ids]`, the order of `get_inputs`) by position. Anything else,
+        or a list of another length, is an error naming both forms."""
+        if isinstance(inputs, dict):
+            return inputs
+        names = list(self.get_inputs())
+        if isinstance(inputs, (list, tuple)) and len(inputs) == len(names):
+            return dict(zip(names, inputs))
+        found = (
+            f"a {type(inputs).__name__} of {len(inputs)}"
+            if isinstance(inputs, (list, tuple)) else type(inputs).__name__
+        )
+        raise TypeError(
+            f"{type(self).__name__} takes its inputs as a dict with the keys {names} "
+            f"(`model.named_inputs`) or a list in that order (`model.inputs`); "
+            f"received {found}."
+        )
+
     def apply_embeddings(self, inputs):
+        inputs = self.inputs_by_name(inputs)
         return self.embed(
             inputs["token_ids"],
             inputs.get("segment_ids"),

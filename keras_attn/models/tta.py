@@ -47,6 +47,7 @@ class Tta(Bert):
         self.mask_diagonal = config.tta_diagonal_mask
 
     def apply_embeddings(self, inputs):
+        inputs = self.inputs_by_name(inputs)
         token_ids = inputs["token_ids"]
         padding_mask = inputs.get("padding_mask")
         self.key_value = self.embed(token_ids, padding_mask=padding_mask)

@@ -1,6 +1,8 @@
 """`DataGenerator`: a `keras.utils.PyDataset` that batches, shuffles and
 pads examples, in the spirit of bert4keras's `DataGenerator`."""
 
+import numbers
+
 import keras
 import numpy as np
 
@@ -36,12 +38,20 @@ class DataGenerator(keras.utils.PyDataset):
     Compared to bert4keras: `len(generator)` is its `steps`; pass the
     generator itself to `fit` (no `forfit()`: Keras loops over epochs and
     calls `on_epoch_end`, which reshuffles); `shuffle` is `__iter__`'s
-    `random`.
+    `random`. bert4keras's positional call, `DataGenerator(data, 64)`
+    (its arguments are `data, batch_size, buffer_size`), puts the number
+    where `encode` is: an integer `encode` is read as that `batch_size`
+    (with `encode=None`: a bert4keras subclass overrides `collate`), as no
+    function can be an integer; a `batch_size` other than the default
+    beside it (bert4keras's third argument, `buffer_size`, which has no
+    counterpart here: the whole sequence is reshuffled every epoch) is a
+    ValueError naming the keyword call.
 
     Args:
         data: the examples: a sequence (`len` and indexing), e.g. a list.
         encode: a function from one example to its fields, or None for
-            examples that are their fields already.
+            examples that are their fields already (an int: bert4keras's
+            positional `batch_size`, see above).
         batch_size: examples per batch.
         shuffle: whether each epoch reads the examples in a new random order.
         seed: the seed of the shuffling (None: numpy's fresh entropy).
@@ -72,6 +82,12 @@ class DataGenerator(keras.utils.PyDataset):
             raise TypeError(
                 "DataGenerator: `data` must be a sequence (with len() and indexing), "
                 f"e.g. a list; received {type(data).__name__}. Use list(data) for an iterator."
+            )
+        encode, batch_size = _bert4keras_positional_batch_size(encode, batch_size)
+        if encode is not None and not callable(encode):
+            raise TypeError(
+                "DataGenerator: `encode` must be a function from one example to its fields, "
+                f"or None; received {type(encode).__name__}: {encode!r}."
             )
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataGenerator: `batch_size` must be an int >= 1; received {batch_size!r}.")
@@ -135,6 +151,22 @@ class DataGenerator(keras.utils.PyDataset):
         if all(array.ndim == 0 for array in arrays):
             return np.stack(arrays)
         return sequence_padding(arrays, length=self.length, value=self.pad_value)
+
+
+def _bert4keras_positional_batch_size(encode, batch_size):
+    """`(encode, batch_size)`, with bert4keras's `DataGenerator(data,
+    batch_size)` read as such: its integer lands in `encode`."""
+    if not isinstance(encode, numbers.Integral) or isinstance(encode, bool):
+        return encode, batch_size
+    if batch_size != 32:
+        raise ValueError(
+            f"DataGenerator: received the number {encode!r} as `encode` and "
+            f"batch_size={batch_size!r}; bert4keras's DataGenerator(data, batch_size, "
+            "buffer_size) has no buffer_size here (the whole sequence is reshuffled every "
+            f"epoch). Write DataGenerator(data, batch_size={encode!r}) (and `encode=` for "
+            "a function encoding one example)."
+        )
+    return None, int(encode)
 
 
 def _describe(field):

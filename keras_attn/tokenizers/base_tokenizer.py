@@ -7,6 +7,37 @@ import os
 import unicodedata
 
 
+class _ModelDefault:
+    """The default of a tokenizer's `cls_token`/`sep_token`: the model's
+    own token (None and "" mean no token)."""
+
+    def __repr__(self):
+        return "MODEL_DEFAULT"
+
+
+MODEL_DEFAULT = _ModelDefault()
+
+
+def start_and_end_tokens(cls_token, sep_token, token_start, token_end):
+    """`(cls_token, sep_token)` of a tokenizer given its own keywords and
+    bert4keras's `token_start`/`token_end`, which mean the same (None:
+    add no such token, as in bert4keras). Each is `MODEL_DEFAULT` when not
+    given; "" is None. Giving one role under both names is a TypeError."""
+    chosen = []
+    for own, own_name, alias, alias_name in (
+        (cls_token, "cls_token", token_start, "token_start"),
+        (sep_token, "sep_token", token_end, "token_end"),
+    ):
+        if own is not MODEL_DEFAULT and alias is not MODEL_DEFAULT:
+            raise TypeError(
+                f"Give the token once: `{own_name}` or bert4keras's `{alias_name}` "
+                f"(received {own_name}={own!r} and {alias_name}={alias!r})."
+            )
+        token = alias if own is MODEL_DEFAULT else own
+        chosen.append(None if token == "" else token)
+    return tuple(chosen)
+
+
 def check_file(path, description):
     """Returns `path` as a str after checking that it names a non-empty
     file; errors name `description` (e.g. "Vocabulary file") and the path."""

@@ -1,8 +1,10 @@
 """SentencePiece tokenizer with the same interface as the WordPiece one."""
 
+from keras_attn.tokenizers.base_tokenizer import MODEL_DEFAULT
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
 from keras_attn.tokenizers.base_tokenizer import check_integer
+from keras_attn.tokenizers.base_tokenizer import start_and_end_tokens
 
 
 def _first_present(vocabulary, *tokens):
@@ -15,7 +17,9 @@ class SpTokenizer(BaseTokenizer):
 
     Special tokens are looked up by name: `[CLS]`/`[SEP]`/`[MASK]` where the
     model defines them (ALBERT-style), else the model's `<s>`/`</s>`/`<mask>`.
-    Pass `cls_token=""` (or `sep_token=""`) to encode without one. Note that
+    Pass `cls_token=None` (or `sep_token=None`, `mask_token=None`; `""`
+    too) to encode without one; bert4keras's `token_start=None` and
+    `token_end=None` mean the same. Note that
     SentencePiece matches user-defined symbols inside text, so a model that
     defines `[MASK]` as a symbol turns a typed `[MASK]` into the mask id.
 
@@ -40,7 +44,11 @@ class SpTokenizer(BaseTokenizer):
     Args:
         model_path: path to a SentencePiece `.model` file; a missing, empty
             or unparsable file raises an error naming it.
-        cls_token, sep_token, mask_token: override the special tokens.
+        cls_token, sep_token, mask_token: the special tokens: left out,
+            the model's own (see above); a piece of the model; or None (or
+            `""`) for none.
+        token_start, token_end: bert4keras's names of `cls_token` and
+            `sep_token`, the same values (give each role once).
         pre_tokenize: None, or a callable from a str to a list of strs
             (see above).
         token_translate: None, or a dict from token to piece (see above).
@@ -54,7 +62,7 @@ class SpTokenizer(BaseTokenizer):
     newline encoded as `<cls>`):
 
     >>> tokenizer = keras_attn.SpTokenizer(
-    ...     "chinese_vocab.model", cls_token="", sep_token="",
+    ...     "chinese_vocab.model", cls_token=None, sep_token=None,
     ...     pre_tokenize=lambda text: [
     ...         word.replace(" ", "\u2582").replace("\n", "\u2583")
     ...         for word in jieba.cut(text)
@@ -66,13 +74,17 @@ class SpTokenizer(BaseTokenizer):
     def __init__(
         self,
         model_path,
-        cls_token=None,
-        sep_token=None,
-        mask_token=None,
+        cls_token=MODEL_DEFAULT,
+        sep_token=MODEL_DEFAULT,
+        mask_token=MODEL_DEFAULT,
         pre_tokenize=None,
         token_translate=None,
+        token_start=MODEL_DEFAULT,
+        token_end=MODEL_DEFAULT,
     ):
         import sentencepiece
+
+        cls_token, sep_token = start_and_end_tokens(cls_token, sep_token, token_start, token_end)
 
         model_path = check_file(model_path, "SentencePiece model")
         self.model_path = model_path
@@ -98,16 +110,16 @@ class SpTokenizer(BaseTokenizer):
             ("sep_token", sep_token, ("[SEP]", piece(processor.eos_id()))),
             ("mask_token", mask_token, ("[MASK]", "<mask>")),
         ):
-            if given == "":
+            if given is None or given == "":
                 chosen[role] = None
-            elif given is not None:
+            elif given is MODEL_DEFAULT:
+                chosen[role] = _first_present(self._vocab, *defaults)
+            else:
                 if given not in self._vocab:
                     raise ValueError(
                         f"{role}={given!r} is not a piece of SentencePiece model {model_path!r}."
                     )
                 chosen[role] = given
-            else:
-                chosen[role] = _first_present(self._vocab, *defaults)
         self._cls = chosen["cls_token"]
         self._sep = chosen["sep_token"]
         self._mask = chosen["mask_token"]

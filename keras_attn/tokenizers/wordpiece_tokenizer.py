@@ -6,9 +6,11 @@ import re
 import unicodedata
 import warnings
 
+from keras_attn.tokenizers.base_tokenizer import MODEL_DEFAULT
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
 from keras_attn.tokenizers.base_tokenizer import read_json
+from keras_attn.tokenizers.base_tokenizer import start_and_end_tokens
 
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 
@@ -234,6 +236,12 @@ class Tokenizer(BaseTokenizer):
         do_lower_case: lowercase and strip accents, as uncased models expect.
         max_input_chars_per_word: longer words become `[UNK]`.
         vocab_path: the same as a path `vocabulary` (the earlier keyword).
+        cls_token, sep_token: the tokens `encode` puts before the text and
+            after each text: `"[CLS]"` and `"[SEP]"` unless given; None for
+            none (GPT2-ML's vocabulary is BERT's, its texts go without).
+        token_start, token_end: bert4keras's names of `cls_token` and
+            `sep_token`, the same values (`Tokenizer(path,
+            token_start=None, token_end=None)`; give each role once).
 
     Example:
 
@@ -244,7 +252,9 @@ class Tokenizer(BaseTokenizer):
     """
 
     def __init__(
-        self, vocabulary=None, do_lower_case=True, max_input_chars_per_word=100, vocab_path=None
+        self, vocabulary=None, do_lower_case=True, max_input_chars_per_word=100, vocab_path=None,
+        cls_token=MODEL_DEFAULT, sep_token=MODEL_DEFAULT, token_start=MODEL_DEFAULT,
+        token_end=MODEL_DEFAULT,
     ):
         from tokenizers import Tokenizer as FastTokenizer
         from tokenizers import models
@@ -269,11 +279,15 @@ class Tokenizer(BaseTokenizer):
             origin = f"Vocabulary {vocabulary!r}"
         self.do_lower_case = do_lower_case
         self._vocab = vocabulary_ids(tokens)
-        missing = [token for token in REQUIRED_TOKENS if token not in self._vocab]
+        cls_token, sep_token = start_and_end_tokens(cls_token, sep_token, token_start, token_end)
+        self._cls = "[CLS]" if cls_token is MODEL_DEFAULT else cls_token
+        self._sep = "[SEP]" if sep_token is MODEL_DEFAULT else sep_token
+        self._unk = "[UNK]"
+        required = [token for token in (self._unk, self._cls, self._sep) if token is not None]
+        missing = [token for token in required if token not in self._vocab]
         if missing:
             raise ValueError(f"{origin} lacks the tokens {missing}.")
         self._inverse = dict(enumerate(tokens))
-        self._cls, self._sep, self._unk = "[CLS]", "[SEP]", "[UNK]"
         self._pad = "[PAD]" if "[PAD]" in self._vocab else None
         self._mask = "[MASK]" if "[MASK]" in self._vocab else None
         self._fast = FastTokenizer(

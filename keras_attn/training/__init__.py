@@ -3,5 +3,6 @@
 from keras_attn.training.adversarial_training import adversarial_training
 from keras_attn.training.integrated_gradients import embedding_gradients
 from keras_attn.training.integrated_gradients import integrated_gradients
+from keras_attn.training.interleaved_training import InterleavedTraining
 from keras_attn.training.virtual_adversarial_training import virtual_adversarial_perturbation
 from keras_attn.training.virtual_adversarial_training import virtual_adversarial_training

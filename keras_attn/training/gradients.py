@@ -11,15 +11,22 @@ import contextlib
 
 import keras
 
+from keras_attn.layers.dot_product_attention import higher_order_gradients
+
 
 def gradient(function, value, differentiable=False):
     """The gradient of the scalar `function(value)` with respect to
     `value`, dense, as a backend tensor.
 
     `differentiable`: the result will itself be differentiated by an
-    enclosing gradient (the gradient penalty), so its graph is kept.
+    enclosing gradient (the gradient penalty), so its graph is kept, and
+    attention inside `function` takes a path with a second derivative
+    (`higher_order_gradients`).
     """
-    return _GRADIENTS[keras.config.backend()](function, value, differentiable)
+    if not differentiable:
+        return _GRADIENTS[keras.config.backend()](function, value, differentiable)
+    with higher_order_gradients():
+        return _GRADIENTS[keras.config.backend()](function, value, differentiable)
 
 
 def _tensorflow_gradient(function, value, differentiable):

@@ -4,6 +4,7 @@ al.'s VAT), as bert4keras's `task_sentiment_virtual_adversarial_training.py`
 has it, on the TensorFlow, JAX and torch backends, compiled or not.
 `virtual_adversarial_perturbation` is its perturbation alone."""
 
+import functools
 import numbers
 
 import keras
@@ -15,6 +16,42 @@ from keras_attn.training.gradients import state_mapping
 from keras_attn.training.gradients import table_gradient
 
 
+def _reads_bert4keras_positional_call(function):
+    """bert4keras's script defines `virtual_adversarial_training(model,
+    embedding_name, epsilon=1, xi=10, iters=1)` and calls it as
+    `virtual_adversarial_training(model_vat, "Embedding-Token")`: a second
+    positional argument that names a layer of `model` starts that order
+    (as `adversarial_training` reads its positional call). The signature
+    shown stays `function`'s."""
+    order = ("embedding_layer", "epsilon", "xi", "iterations")
+
+    @functools.wraps(function)
+    def call(model, *args, **kwargs):
+        if not (args and isinstance(args[0], str) and _names_a_layer(model, args[0])):
+            return function(model, *args, **kwargs)
+        if len(args) > len(order):
+            raise TypeError(
+                f"{function.__name__}: bert4keras's positional call takes (model, "
+                f"embedding_name, epsilon, xi, iters); received {len(args) + 1} positional "
+                "arguments."
+            )
+        positional = dict(zip(order, args))
+        twice = sorted(set(positional) & set(kwargs))
+        if twice:
+            raise TypeError(
+                f"{function.__name__}: {twice} given both positionally (bert4keras's order: "
+                "model, embedding_name, epsilon, xi, iters) and by keyword; give each once."
+            )
+        return function(model, **positional, **kwargs)
+
+    return call
+
+
+def _names_a_layer(model, name):
+    return name in {layer.name for layer in getattr(model, "layers", ())}
+
+
+@_reads_bert4keras_positional_call
 def virtual_adversarial_training(
     model, epsilon=1.0, xi=10.0, iterations=1, embedding_layer="Embedding-Token", seed=None
 ):
@@ -39,11 +76,20 @@ def virtual_adversarial_training(
     bert4keras trains a second model on unlabeled batches next to the
     supervised one (the same layers, compiled with `"kld"`, `Adam(1e-5)`),
     which reads here as `model_vat = keras.Model(model.inputs,
-    model.outputs)`, compiled, then this function on it, and
-    `model_vat.train_on_batch(unlabeled_x)` after each supervised batch. Any
+    model.outputs)`, compiled, then this function on it, and one step of
+    `model_vat` after each supervised batch: pass
+    `keras_attn.training.InterleavedTraining(model_vat, unlabeled)` to the
+    supervised model's `fit` (a callback calling `model_vat.train_on_batch`
+    itself, as the script does, fails on JAX, whose `fit` keeps the shared
+    weights outside the variables; see `InterleavedTraining`), or alternate
+    `model.train_on_batch` and `model_vat.train_on_batch` in a loop. Any
     labels given are ignored (`fit(x)` needs none); sample weights weight
     the loss. The weight of this term against the supervised loss is the
     second model's own optimizer (its learning rate), as in the script.
+    The script's positional call, `virtual_adversarial_training(model_vat,
+    "Embedding-Token")` (its arguments are `model, embedding_name, epsilon,
+    xi, iters`), is read in that order when the second argument names a
+    layer of `model`.
 
     Each step computes the model's predictions once and its loss
     `iterations + 1` times. The change lives on this model instance (its
@@ -77,7 +123,9 @@ def virtual_adversarial_training(
     model_vat = keras.Model(model.inputs, model.outputs)
     model_vat.compile(optimizer=keras.optimizers.Adam(1e-5), loss="kl_divergence")
     keras_attn.training.virtual_adversarial_training(model_vat, epsilon=1.0, xi=10.0)
-    model_vat.train_on_batch(unlabeled_token_ids)
+    model.fit(train, epochs=3, callbacks=[
+        keras_attn.training.InterleavedTraining(model_vat, unlabeled_batches)
+    ])
     ```
     """
     _check_arguments(epsilon, xi, iterations)

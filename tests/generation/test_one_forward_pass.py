@@ -1,5 +1,6 @@
 """Decoding runs the model's own forward pass: `generate()` of every built-in
-variant equals greedy decoding by the full pass (`uncached_greedy`); a model
+variant equals greedy decoding by the full pass (`uncached_greedy`), and for
+`"lm"` continuing from a prompt plus generated tokens equals one call; a model
 changed by LoRA or quantization decodes as it is now; variants that decoding
 cannot follow are refused; saved models keep decoding."""
 
@@ -55,21 +56,42 @@ def test_generate_equals_greedy_decoding_by_the_full_pass(variant, application):
     )
     before = dynamo_counts()
     prompts = [[2, 7, 9, 11, 13], [3, 5, 8]]
+    generated = model.generate(prompts, STEPS)
     np.testing.assert_array_equal(
-        model.generate(prompts, STEPS), uncached_greedy(model, prompts, STEPS),
+        generated, uncached_greedy(model, prompts, STEPS),
         err_msg=f"{variant} {application}, prompts of two lengths",
     )
     token_ids = np.array([[2, 7, 9, 11, 13, 6], [4, 12, 17, 10, 0, 0]], "int32")
     padding_mask = np.array([[1] * 6, [1, 1, 1, 1, 0, 0]], "int32")
-    prompts = [list(token_ids[0]), list(token_ids[1, :4])]
+    unpadded = [list(token_ids[0]), list(token_ids[1, :4])]
     np.testing.assert_array_equal(
         model.generate({"token_ids": token_ids, "padding_mask": padding_mask}, STEPS),
-        uncached_greedy(model, prompts, STEPS),
+        uncached_greedy(model, unpadded, STEPS),
         err_msg=f"{variant} {application}, a padded dict prompt",
     )
+    if application == "lm":
+        check_generation_continues_as_one_call(model, variant, prompts, generated)
     if torch_compiles_steps():
         graphs, breaks, _ = np.subtract(dynamo_counts(), before)
         assert (graphs, breaks) == (1, 0), f"{variant}: {graphs} graphs, {breaks} breaks"
+
+
+def check_generation_continues_as_one_call(model, variant, prompts, whole):
+    """Issue 34's model harness: generating STEPS tokens (`whole`) equals
+    generating half of them, then continuing from the prompt plus those (a prefill
+    of the longer prompt against step-by-step decoding through the cache;
+    transformers' "continue from past key values"). The prompts stay in the
+    bucket of the calls above: the same compiled loop. For `"lm"` only: a
+    `"unilm"` or `"seq2seq"` prompt is the source, which generated tokens
+    do not extend. `whole`: `model.generate(prompts, STEPS)`."""
+    half = STEPS // 2
+    continued = model.generate(
+        [prompt + [int(t) for t in tokens[:half]] for prompt, tokens in zip(prompts, whole)],
+        STEPS,
+    )
+    np.testing.assert_array_equal(
+        continued[:, : STEPS - half], whole[:, half:], err_msg=f"{variant}, continued"
+    )
 
 
 def test_the_cases_cover_every_generative_variant():

@@ -214,6 +214,7 @@ def test_bert4keras_roberta_is_bert_format_and_albert_maps_by_name(google_config
         (dict(model="t5_decoder"), "t5_decoder.*not supported.*model='t5'"),
         (dict(model="bert", variant="bert"), "both variant= and bert4keras's model="),
         (dict(with_mlm="softmax"), "logits"),
+        (dict(with_discriminator="sigmoid"), "application='discriminator'.*keras.ops.sigmoid"),
         (dict(layer_norm_cond="condition"), "conditional_layer_norm=<condition width>"),
         (dict(sequence_length=8), "pad"),
         (dict(return_keras_model=False), "always returns a keras.Model"),
@@ -224,6 +225,24 @@ def test_bert4keras_roberta_is_bert_format_and_albert_maps_by_name(google_config
 def test_bert4keras_keywords_refused_say_what_to_write(google_config, arguments, message):
     with pytest.raises(ValueError, match=message):
         keras_attn.build_transformer_model(google_config, **arguments)
+
+
+def test_with_discriminator_builds_electras_discriminator():
+    """Issue 34, item 18: bert4keras's `model="electra",
+    with_discriminator=True` was refused as an unknown keyword without its
+    replacement; it is `application="discriminator"` (logits), the same
+    weights and outputs."""
+    config = dict(embedding_size=8)
+    theirs = build(config, model="electra", with_discriminator=True)
+    ours = build(config, variant="electra", application="discriminator")
+    assert sorted(weights_of(theirs)) == sorted(weights_of(ours))
+    token_ids, segment_ids = token_and_segment_ids()
+    np.testing.assert_array_equal(
+        to_numpy(theirs([token_ids, segment_ids])), to_numpy(ours([token_ids, segment_ids]))
+    )
+    assert to_numpy(ours([token_ids, segment_ids])).shape == token_ids.shape
+    # False leaves the encoder, as in bert4keras.
+    assert build(config, model="electra", with_discriminator=False).application == "encoder"
 
 
 def test_bert4keras_name_beside_ours_is_an_error(google_config):

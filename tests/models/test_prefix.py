@@ -70,6 +70,30 @@ def test_prefixed_models_load_the_checkpoint_as_the_plain_one(models):
     )
 
 
+def test_the_template_takes_bert4keras_list_inputs(models):
+    """Issue 34, item 16: the Theseus recipe as bert4keras writes it,
+    `apply_embeddings(model.inputs)`, was "list indices must be integers".
+    The list is read in the model's input order: the same graph as
+    `model.named_inputs` gives."""
+    _, predecessor, _ = models
+    template = predecessor.template
+
+    def blocks(inputs):
+        hidden = template.apply_embeddings(inputs)
+        arguments = template.block_arguments(inputs, hidden)
+        for index in range(template.config.num_layers):
+            hidden = template.apply_main_layer(hidden, index, *arguments)
+        return keras.Model(predecessor.inputs, hidden)
+
+    by_list, by_name = blocks(predecessor.inputs), blocks(predecessor.named_inputs)
+    np.testing.assert_allclose(
+        to_numpy(by_list(INPUTS)), to_numpy(by_name(INPUTS)), atol=1e-6
+    )
+    np.testing.assert_allclose(to_numpy(by_list(INPUTS)), to_numpy(predecessor(INPUTS)), atol=1e-5)
+    with pytest.raises(TypeError, match=r"keys \['token_ids', 'segment_ids'\] \(`model.named_inputs`\).*list of 1"):
+        template.apply_embeddings(predecessor.inputs[:1])
+
+
 def test_two_prefixed_models_share_one_graph(models):
     _, predecessor, successor = models
     model = theseus(predecessor, successor, replacement_rate=0.5)
@@ -134,3 +158,41 @@ def test_t5_refuses_a_prefix():
     )
     with pytest.raises(ValueError, match="does not take a `prefix`"):
         keras_attn.build_transformer_model(config, prefix="Successor-")
+
+
+def test_the_freezing_recipe_works_on_every_backend():
+    """Issue 34, item 19: Keras 3 reads `trainable` when a model's first
+    `fit` builds its step, not at `compile` (bert4keras's Keras 2), and a
+    change after that `fit` is ignored on TensorFlow and an error on JAX.
+    The guide's recipe: train the predecessor, freeze it, then build and
+    compile the model trained next. Its frozen weights stay, the rest
+    train."""
+    tiny = dict(vocab_size=90, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=24, max_position_embeddings=8, hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0)
+    predecessor = keras_attn.build_transformer_model(tiny, prefix="Predecessor-")
+    successor = keras_attn.build_transformer_model(tiny, prefix="Successor-", num_hidden_layers=1)
+    targets = np.random.default_rng(0).normal(size=TOKENS.shape + (16,)).astype("float32")
+
+    def fit(model):
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=False)
+        model.fit(INPUTS, targets, batch_size=2, epochs=1, verbose=0)
+
+    def values(model):
+        return [to_numpy(w).copy() for w in model.weights]
+
+    start = values(predecessor)
+    fit(keras.Model(predecessor.inputs, predecessor.output))
+    trained = values(predecessor)
+    assert any(not np.array_equal(a, b) for a, b in zip(start, trained))
+
+    for layer in predecessor.layers:
+        layer.trainable = False
+    successor_start = values(successor)
+    # Rate 0: the loss runs through the predecessor alone, which would
+    # train were it not frozen; rate 1: through the successor alone.
+    fit(theseus(predecessor, successor, replacement_rate=0.0))
+    for a, b in zip(trained, values(predecessor)):
+        np.testing.assert_array_equal(a, b)
+    fit(theseus(predecessor, successor, replacement_rate=1.0))
+    assert any(not np.array_equal(a, b) for a, b in zip(successor_start, values(successor)))

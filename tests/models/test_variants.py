@@ -8,6 +8,22 @@ save and load with equal outputs, one fit step (jit-compiled on TensorFlow
 and JAX, eager on torch) with a finite loss and changed weights; per
 variant, `mixed_float16` / `mixed_bfloat16` forward passes without NaN and
 close to float32.
+
+The common properties (issue 34; transformers' `ModelTesterMixin`,
+keras-hub's `run_backbone_test`), on one untrained model per case shared by
+their tests (`shared_model`):
+- a padded batch equals each row alone, at the real tokens (1e-5);
+- left padding: a left-padded row equals the row alone where the variant
+  has no absolute position table (no `Embedding-Position` layer) or counts
+  its positions over real tokens (RoBERTa); elsewhere left padding shifts
+  the positions, and the test asserts that it changes the outputs (the
+  reason such variants take right padding only);
+- determinism: two calls on the same inputs are bitwise equal;
+- `.keras` save and load, and mixed precision: `test_variant` above;
+- generation (cached decoding equal to the full pass, and continuing from
+  a prompt plus generated tokens equal to one call) for every generative
+  variant: tests/generation/test_one_forward_pass.py, registry-driven too,
+  whose compiled decoding loop it shares.
 """
 
 import keras
@@ -183,3 +199,112 @@ def test_a_variant_written_by_a_user_builds_and_trains():
         keras_attn.register_variant("alibi", AlibiRotary)
     with pytest.raises(TypeError, match="subclass of keras_attn.Transformer"):
         keras_attn.register_variant("test_not_a_variant", dict)
+
+
+# Common properties ------------------------------------------------------------
+
+# Larger weights than CONFIG's default: a wrong position or a leaked pad
+# moves the outputs far above the 1e-5 the checks allow.
+PROPERTY_OVERRIDES = dict(initializer_range=0.2)
+_SHARED_MODELS = {}
+# Real lengths of the two rows of `property_inputs`: the second is padded.
+LENGTHS = (8, 6)
+
+
+def shared_model(variant, application):
+    """One untrained model per case, built on first use; the property tests
+    below only call it."""
+    key = (variant, application)
+    if key not in _SHARED_MODELS:
+        keras.utils.set_random_seed(0)
+        _SHARED_MODELS[key] = build(variant, application, **PROPERTY_OVERRIDES)
+    return _SHARED_MODELS[key]
+
+
+def property_inputs(model, left_padding=False):
+    """Two rows of `LENGTHS` real tokens, padded with the model's pad id
+    after (or, with `left_padding`, before) the real ones; the second
+    segment from the fifth real token on; an encoder-decoder's decoder
+    tokens unpadded."""
+    pad = model.template.config.pad_token_id
+    rng = np.random.default_rng(0)
+    width = max(LENGTHS)
+    token_ids = np.full((2, width), pad, "int32")
+    segment_ids = np.zeros((2, width), "int32")
+    for row, length in enumerate(LENGTHS):
+        real = slice(width - length, width) if left_padding else slice(0, length)
+        token_ids[row, real] = rng.integers(4, 30, size=length)
+        segment_ids[row, real] = (np.arange(length) >= 4).astype("int32")
+    if "encoder_token_ids" in model.input_contract.names:
+        decoder = rng.integers(4, 30, size=(2, 5)).astype("int32")
+        return {"encoder_token_ids": token_ids, "decoder_token_ids": decoder}
+    inputs = {"token_ids": token_ids}
+    if "segment_ids" in model.input_contract.names:
+        inputs["segment_ids"] = segment_ids
+    return inputs
+
+
+def single_row(inputs, row, length, left_padding=False):
+    """Row `row` of `inputs` alone, its padding cut off (the decoder's
+    tokens kept whole)."""
+    real = slice(-length, None) if left_padding else slice(0, length)
+    return {
+        name: value[row : row + 1] if name == "decoder_token_ids" else value[row : row + 1, real]
+        for name, value in inputs.items()
+    }
+
+
+def real_outputs(model, outputs, row, length, left_padding=False):
+    """The outputs of row `row` at its real tokens (an encoder-decoder's
+    outputs are the decoder's, all real)."""
+    if "decoder_token_ids" in model.input_contract.names:
+        return outputs[row]
+    return outputs[row, -length:] if left_padding else outputs[row, :length]
+
+
+def allows_left_padding(model):
+    """No absolute position table, or one counting real tokens only
+    (RoBERTa's `count_from_padding`): the pads before a row move none of
+    its positions."""
+    names = {layer.name for layer in model.layers}
+    if "Embedding-Position" not in names:
+        return True
+    return bool(model.get_layer("Embedding-Position").get_config().get("count_from_padding"))
+
+
+@pytest.mark.parametrize("variant, application", CASES)
+def test_padded_batch_equals_each_row_alone(variant, application):
+    model = shared_model(variant, application)
+    inputs = property_inputs(model)
+    batched = outputs_of(model, inputs)
+    for row, length in enumerate(LENGTHS):
+        alone = outputs_of(model, single_row(inputs, row, length))
+        np.testing.assert_allclose(
+            real_outputs(model, batched, row, length), real_outputs(model, alone, 0, length),
+            atol=1e-5, rtol=1e-5, err_msg=f"{variant} {application}, row {row}",
+        )
+
+
+@pytest.mark.parametrize("variant, application", CASES)
+def test_left_padding_equals_the_row_alone_without_absolute_positions(variant, application):
+    model = shared_model(variant, application)
+    inputs = property_inputs(model, left_padding=True)
+    batched = outputs_of(model, inputs)
+    row, length = 1, LENGTHS[1]
+    expected = real_outputs(model, outputs_of(model, single_row(inputs, row, length, True)), 0, length)
+    found = real_outputs(model, batched, row, length, left_padding=True)
+    if allows_left_padding(model):
+        np.testing.assert_allclose(
+            found, expected, atol=1e-5, rtol=1e-5, err_msg=f"{variant} {application}"
+        )
+    else:
+        # Not supported, and detectably so: the pads take the first
+        # positions, so the real tokens read other rows of the table.
+        assert np.abs(found - expected).max() > 1e-3, f"{variant} {application}"
+
+
+@pytest.mark.parametrize("variant, application", CASES)
+def test_two_calls_are_bitwise_equal(variant, application):
+    model = shared_model(variant, application)
+    inputs = property_inputs(model)
+    np.testing.assert_array_equal(outputs_of(model, inputs), outputs_of(model, inputs))

@@ -85,6 +85,34 @@ def test_collate_override_and_list_batches_become_tuples():
     np.testing.assert_array_equal(batch[1], [[0], [1]])
 
 
+def test_bert4keras_positional_batch_size():
+    """Issue 34, item 15: bert4keras's `DataGenerator(data, batch_size)`
+    puts the number where `encode` is; with `collate` overridden its
+    batches were silently 32 examples. The number is the batch size."""
+
+    class Generator(DataGenerator):  # a bert4keras `__iter__` body
+        def collate(self, examples):
+            return np.array([label for _, label in examples])
+
+    examples = [([2, 3], label) for label in range(40)]
+    generator = Generator(examples, 16, shuffle=False)
+    assert (len(generator), generator.batch_size) == (3, 16)
+    np.testing.assert_array_equal(generator[0], np.arange(16))
+    np.testing.assert_array_equal(generator[2], np.arange(32, 40))
+    # Without `collate`, the examples are their fields (`encode=None`).
+    (token_ids, _), labels = DataGenerator(
+        [encode(example) for example in EXAMPLES], 2, shuffle=False
+    )[0]
+    np.testing.assert_array_equal(token_ids, [[2, 5, 3], [2, 3, 0]])
+    np.testing.assert_array_equal(labels, [0, 1])
+    # bert4keras's third argument is its buffer_size, which has no
+    # counterpart: refused with the keyword call to write.
+    with pytest.raises(ValueError, match=r"buffer_size.*DataGenerator\(data, batch_size=16\)"):
+        Generator(examples, 16, 1000)
+    with pytest.raises(TypeError, match="`encode` must be a function.*received str"):
+        DataGenerator(EXAMPLES, "encode")
+
+
 def test_errors_name_the_bad_value():
     with pytest.raises(ValueError, match="example 1 of the batch gives a dict"):
         DataGenerator([((1,), 0), ({"a": 1}, 0)], batch_size=2, shuffle=False)[0]

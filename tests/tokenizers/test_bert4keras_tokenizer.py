@@ -239,3 +239,31 @@ def test_vocab_path_keyword_still_reads_the_file(tmp_path):
     assert by_keyword.encode("hello")[0] == keras_attn.Tokenizer(str(path)).encode("hello")[0] == [2, 4, 3]
     with pytest.raises(TypeError, match="once"):
         keras_attn.Tokenizer(str(path), vocab_path=str(path))
+
+
+def test_token_start_and_end_none_encode_without_cls_and_sep(small_vocab):
+    """Issue 34, item 17: GPT2-ML's script builds bert4keras's
+    `Tokenizer(path, token_start=None, token_end=None)`: no `[CLS]` and no
+    `[SEP]`, a pair is the two texts' tokens with segments 0 then 1 (its
+    `encode`). `cls_token=None`/`sep_token=None` are the same."""
+    plain = keras_attn.Tokenizer(small_vocab)
+    first, second = plain.tokenize("hello, world")[1:-1], plain.tokenize("don't")[1:-1]
+    for bare in (
+        keras_attn.Tokenizer(small_vocab, token_start=None, token_end=None),
+        keras_attn.Tokenizer(small_vocab, cls_token=None, sep_token=None),
+    ):
+        assert bare.tokenize("hello, world") == first
+        token_ids, segment_ids = bare.encode("hello, world", "don't")
+        assert token_ids == plain.tokens_to_ids(first + second)
+        assert segment_ids == [0] * len(first) + [1] * len(second)
+        assert bare.encode("hello, world", maxlen=2)[0] == plain.tokens_to_ids(first[:2])
+        with pytest.raises(ValueError, match=r"no \[CLS\]/start token"):
+            bare.cls_id
+    # One of the two: [CLS] text, without the closing [SEP].
+    start_only = keras_attn.Tokenizer(small_vocab, token_end=None)
+    assert start_only.tokenize("hello") == ["[CLS]", "hello"]
+    assert start_only.encode("hello")[0] == plain.tokens_to_ids(["[CLS]", "hello"])
+    with pytest.raises(TypeError, match="`cls_token` or bert4keras's `token_start`"):
+        keras_attn.Tokenizer(small_vocab, cls_token="[CLS]", token_start=None)
+    with pytest.raises(ValueError, match=r"lacks the tokens \['<s>'\]"):
+        keras_attn.Tokenizer(small_vocab, token_start="<s>")

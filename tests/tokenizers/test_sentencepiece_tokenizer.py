@@ -53,6 +53,28 @@ def test_special_tokens(sentencepiece_model):
     assert tokenizer.encode("the")[0][1:-1] == bare.encode("the")[0]
 
 
+def test_none_means_no_special_token_as_in_bert4keras(sentencepiece_model):
+    """Issue 34, item 17: bert4keras's `SpTokenizer(path, token_start=None,
+    token_end=None)` was a TypeError, and `cls_token=None` silently meant
+    the model's default. None is no token under both names; left out, the
+    model's own."""
+    default = keras_attn.SpTokenizer(sentencepiece_model)
+    expected = default.encode("the json module")[0][1:-1]
+    for bare in (
+        keras_attn.SpTokenizer(sentencepiece_model, token_start=None, token_end=None),
+        keras_attn.SpTokenizer(sentencepiece_model, cls_token=None, sep_token=None),
+    ):
+        assert bare.encode("the json module")[0] == expected
+        with pytest.raises(ValueError, match="start"):
+            bare.cls_id
+    start = keras_attn.SpTokenizer(sentencepiece_model, token_start="<s>", token_end=None)
+    assert start.encode("the json module")[0] == [default.cls_id] + expected
+    with pytest.raises(ValueError, match="mask"):
+        keras_attn.SpTokenizer(sentencepiece_model, mask_token=None).mask_id
+    with pytest.raises(TypeError, match="`sep_token` or bert4keras's `token_end`"):
+        keras_attn.SpTokenizer(sentencepiece_model, sep_token="</s>", token_end="</s>")
+
+
 def test_missing_model_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.model"):
         keras_attn.SpTokenizer(str(tmp_path / "missing.model"))

@@ -138,6 +138,48 @@ def test_builder_model_fits_with_each_method(method):
     assert not np.allclose(to_numpy(model.get_layer("Embedding-Token").embeddings), table)
 
 
+def attention_model(fused_attention):
+    """Embedding -> self-attention (no dropout: the fused kernel where the
+    backend has one, unless `fused_attention=False`) -> mean -> Dense."""
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(
+        VOCAB, 4, embeddings_initializer="random_normal", name="Embedding-Token"
+    )(tokens)
+    attended = keras_attn.MultiHeadAttention(
+        2, 2, fused_attention=fused_attention, name="attention"
+    )(embedded)
+    pooled = keras.layers.GlobalAveragePooling1D()(attended)
+    outputs = keras.layers.Dense(OUT)(pooled)
+    model = keras.Model(tokens, outputs)
+    model.compile(
+        optimizer=keras.optimizers.SGD(LEARNING_RATE), loss="mse", jit_compile=supports_jit()
+    )
+    return model
+
+
+def test_gradient_penalty_through_fused_attention_equals_the_einsum_path():
+    """Issue 34, item 14: the penalty differentiates a gradient, and torch's
+    flash kernel has no second derivative ("derivative for
+    aten::_scaled_dot_product_flash_attention_for_cpu_backward is not
+    implemented" with dropout 0). The step must run, and equal the same
+    step through the einsum path (`fused_attention=False`)."""
+    fused, einsum, plain = attention_model(None), attention_model(False), attention_model(None)
+    einsum.set_weights(fused.get_weights())
+    plain.set_weights(fused.get_weights())
+    for model in (fused, einsum):
+        adversarial_training(model, method="gradient_penalty", epsilon=2.0)
+    losses = [
+        model.train_on_batch(TOKENS, TARGETS, return_dict=True)["loss"]
+        for model in (fused, einsum)
+    ]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+    for actual, wanted in zip(weights(fused), weights(einsum)):
+        np.testing.assert_allclose(actual, wanted, atol=1e-6)
+    # The penalty is in the step: it differs from the plain one.
+    plain.train_on_batch(TOKENS, TARGETS)
+    assert not np.allclose(weights(plain)[0], weights(fused)[0], atol=1e-6)
+
+
 def test_errors_name_what_is_wrong():
     model = tiny_model(False)
     with pytest.raises(ValueError, match="no layer named 'Embedding-Word'"):

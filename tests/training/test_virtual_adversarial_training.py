@@ -167,6 +167,34 @@ def test_builder_classifier_fits_on_unlabeled_batches():
     assert not np.allclose(to_numpy(model.get_layer("Embedding-Token").embeddings), table)
 
 
+def test_bert4keras_positional_call_reads_its_order():
+    """Issue 34, item 18: the script's `virtual_adversarial_training(model,
+    "Embedding-Token")` (its arguments: model, embedding_name, epsilon, xi,
+    iters) was "`epsilon` must be a number >= 0". Read in bert4keras's
+    order, it is the keyword call's step."""
+    calls = [
+        (("Embedding-Token",), dict(embedding_layer="Embedding-Token")),
+        (("Embedding-Token", 2.0, 5.0, 2), dict(epsilon=2.0, xi=5.0, iterations=2)),
+    ]
+    steps = []
+    for positional, keywords in calls:
+        pair = []
+        for arguments, options in ((positional, {}), ((), keywords)):
+            model = tiny_model(classes=3)
+            virtual_adversarial_training(model, *arguments, seed=0, **options)
+            model.train_on_batch(TOKENS)
+            pair.append(weights(model))
+        for a, b in zip(*pair):
+            np.testing.assert_array_equal(a, b)
+        steps.append(pair[0])
+    # The two calls differ: the positional epsilon, xi and iters are read.
+    assert not np.allclose(steps[0][0], steps[1][0])
+    with pytest.raises(TypeError, match=r"\['epsilon'\] given both positionally"):
+        virtual_adversarial_training(tiny_model(classes=3), "Embedding-Token", 1.0, epsilon=2.0)
+    with pytest.raises(ValueError, match="`epsilon` must be a number >= 0; received 'Embedding'"):
+        virtual_adversarial_training(tiny_model(classes=3), "Embedding")
+
+
 def test_errors_name_what_is_wrong():
     model = tiny_model(classes=3)
     with pytest.raises(ValueError, match="no layer named 'Embedding-Word'"):
