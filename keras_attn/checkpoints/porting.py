@@ -278,6 +278,11 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
             weights of heads the model was built without.
         SkippedWeightsWarning: after a complete load, listing the variables
             `skip_missing` left at their initial values.
+
+    Returns:
+        The checkpoint names left out as the weights of heads the model was
+        built without (a discriminator head under `application="encoder"`),
+        sorted; `keras-attn-convert` reports them.
     """
     table, candidates = name_table.TABLE, name_table.candidates
     ignored = name_table.IGNORED
@@ -368,7 +373,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     for (variable, *_), array in zip(plan, arrays):
         variable.assign(array.astype(variable.dtype))
 
-    unused = _reportable(
+    unused, heads_left_out = _reportable(
         unused, reader, name_table, [table_path(v.path, prefix) for v in model.weights]
     )
     warn_unused(
@@ -387,6 +392,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
             ),
             stacklevel=3,
         )
+    return heads_left_out
 
 
 # Checkpoint names that only one family stores: (substring, family, the
@@ -455,8 +461,9 @@ def warn_unused(unused, source, model, guess):
 
 
 def _reportable(unused, reader, name_table, model_paths):
-    """The unused names worth a warning: not the weights of a head the model
-    was built without, not an equal copy of a stored partner."""
+    """The unused names worth a warning (not the weights of a head the model
+    was built without, not an equal copy of a stored partner), and the
+    names of those heads' weights."""
     table, candidates = name_table.TABLE, name_table.candidates
     absent = tuple(
         head for head in OPTIONAL_HEADS + tuple(getattr(name_table, "OPTIONAL_PARTS", ()))
@@ -475,12 +482,13 @@ def _reportable(unused, reader, name_table, model_paths):
         original = next((c for c in candidates(partner) if c in stored), None)
         for copy in candidates(name):
             copies[copy] = original
-    reportable = []
+    reportable, heads_left_out = [], []
     for name in unused:
         if any(head.fullmatch(name) for head in heads):
+            heads_left_out.append(name)
             continue
         original = copies.get(name)
         if original is not None and np.array_equal(reader.read(name), reader.read(original)):
             continue
         reportable.append(name)
-    return reportable
+    return reportable, heads_left_out
