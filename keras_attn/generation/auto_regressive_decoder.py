@@ -5,6 +5,7 @@ import numpy as np
 
 from keras_attn.generation.generator import Generator
 from keras_attn.generation.generator import decoding_seed
+from keras_attn.generation.prompts import check_token_id
 from keras_attn.generation.shared_output import shared_output_decode
 from keras_attn.samplers import BeamSearch
 from keras_attn.samplers import RandomSampler
@@ -120,6 +121,8 @@ class AutoRegressiveDecoder:
         name = type(self).__name__
         self.generator = getattr(model, "generator", None) or Generator(model)
         forward = self.generator.forward
+        check_token_id("start_id", start_id, forward.vocab_size, name)
+        check_token_id("end_id", end_id, forward.vocab_size, name)
         # An encoder-decoder (T5) starts its decoder with its own start id:
         # bert4keras's `start_id=0` for mT5 is that id, output first as in
         # bert4keras, not a token to generate after it.

@@ -283,10 +283,10 @@ def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_token
         raise ValueError(
             f"`max_new_tokens` must be a positive integer; received {max_new_tokens!r}."
         )
-    if not 0 <= min_new_tokens <= max_new_tokens:
+    if not _is_integer(min_new_tokens) or not 0 <= min_new_tokens <= max_new_tokens:
         raise ValueError(
-            f"`min_new_tokens` must be in [0, max_new_tokens={max_new_tokens}]; "
-            f"received {min_new_tokens!r}."
+            f"`min_new_tokens` must be an integer in [0, max_new_tokens={max_new_tokens}]; "
+            f"received {min_new_tokens!r} ({type(min_new_tokens).__name__})."
         )
     if (lengths < 1).any():
         row = int(np.argmin(lengths))
@@ -295,11 +295,7 @@ def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_token
             "token such as [CLS])."
         )
     for name, token in (("end_token_id", end_token_id), ("start_token_id", start_token_id)):
-        if token is not None and not 0 <= token < forward.vocab_size:
-            raise ValueError(
-                f"`{name}={token}` is outside the vocabulary "
-                f"(vocab_size={forward.vocab_size})."
-            )
+        check_token_id(name, token, forward.vocab_size)
     if forward.max_length is not None:
         longest = int(lengths.max())
         if longest + max_new_tokens > forward.max_length:
@@ -308,6 +304,29 @@ def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_token
                 f"{max_new_tokens} exceeds the {forward.max_length} positions of the "
                 "model's position table; shorten the prompt or ask for fewer tokens."
             )
+
+
+def _is_integer(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_token_id(name, token, vocab_size, owner=None):
+    """Raises a ValueError naming `owner` and the argument unless `token` is
+    None or an integer id of a vocabulary of `vocab_size` (a float such as
+    2.5 or 2.0, a string or a bool is refused: a row compares its ids with
+    it exactly)."""
+    where = f"{owner}: " if owner else ""
+    if token is None:
+        return
+    if not _is_integer(token):
+        raise ValueError(
+            f"{where}`{name}` must be None or an integer token id in [0, {vocab_size}); "
+            f"received {token!r} ({type(token).__name__})."
+        )
+    if not 0 <= token < vocab_size:
+        raise ValueError(
+            f"{where}`{name}={token}` is outside the vocabulary (vocab_size={vocab_size})."
+        )
 
 
 def prompt_bucket(longest, max_length, max_new_tokens):
