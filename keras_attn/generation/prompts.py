@@ -77,14 +77,22 @@ def _real_tokens(rows, lengths):
 
 
 def _with_start_tokens(forward, sources, lengths, max_new_tokens):
-    """An encoder-decoder's prompts: the sources, padded to a bucket, and
-    for the decoder its start token, one per row."""
+    """An encoder-decoder's prompts: the sources, padded to a bucket, their
+    real tokens (within each row's length and, unless the model takes a
+    `padding_mask`, not the pad id, as the full pass reads them), and for
+    the decoder its start token, one per row."""
     batch = len(lengths)
     bucket = prompt_bucket(int(lengths.max()), None, max_new_tokens)
     source = np.full((batch, bucket), forward.pad_token_id, "int32")
     for row, length in enumerate(lengths):
         source[row, :length] = sources[row][:length]
-    source_mask = (np.arange(bucket)[None] < lengths[:, None]).astype("int32")
+    source_mask = np.arange(bucket)[None] < lengths[:, None]
+    template = forward.template
+    if not template.padding_mask_input and template.config.pad_token_id is not None:
+        # The full pass reads every pad id of a source as padding (a source
+        # of pad ids alone has no real token): so does generation.
+        source_mask &= source != template.config.pad_token_id
+    source_mask = source_mask.astype("int32")
     buffer = np.full((batch, 1 + max_new_tokens), forward.pad_token_id, "int32")
     buffer[:, 0] = forward.start_token_id
     return PreparedPrompts(

@@ -264,7 +264,9 @@ class TransformerConfig:
 
     def __post_init__(self):
         errors = [field_error(field.name, getattr(self, field.name)) for field in dataclasses.fields(self)]
-        errors.append(token_id_error(self.vocab_size, self.pad_token_id, self.mask_token_id))
+        errors.append(token_id_error(
+            self.vocab_size, self.pad_token_id, self.mask_token_id, self.decoder_start_token_id
+        ))
         for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
@@ -568,6 +570,7 @@ def load_config(source, **overrides):
         fields["vocab_size"],
         pad_token_id=fields.get("pad_token_id", TransformerConfig.pad_token_id),
         mask_token_id=fields.get("mask_token_id"),
+        decoder_start_token_id=fields.get("decoder_start_token_id"),
     )
     if error:
         raise ValueError(f"{origin}: {error}")
@@ -580,9 +583,14 @@ def load_config(source, **overrides):
     return config
 
 
-def token_id_error(vocab_size, pad_token_id, mask_token_id):
-    """Why `pad_token_id` or `mask_token_id` is not a vocabulary id, or None."""
-    for name, value in (("pad_token_id", pad_token_id), ("mask_token_id", mask_token_id)):
+def token_id_error(vocab_size, pad_token_id, mask_token_id, decoder_start_token_id=None):
+    """Why `pad_token_id`, `mask_token_id` or `decoder_start_token_id` is
+    not a vocabulary id, or None."""
+    for name, value in (
+        ("pad_token_id", pad_token_id),
+        ("mask_token_id", mask_token_id),
+        ("decoder_start_token_id", decoder_start_token_id),
+    ):
         if value is not None and value >= vocab_size:
             return (
                 f"`{name}={value}` is not a token id of a vocabulary of "
