@@ -44,7 +44,8 @@ def select_variant(config, variant=None):
     | Google `albert_config.json`)             |                      | variants whose `checkpoint_family` is |
     |                                          |                      | `"albert"`                            |
     | `"electra"` (HF `model_type` electra)    | `"electra"`          | `"electra"`                           |
-    | `"roformer"` (HF `model_type` roformer)  | `"roformer"`         | `"roformer"`, `"roformer_v2"`         |
+    | `"roformer"` (HF `model_type` roformer)  | `"roformer"`         | `"roformer"` (transformers' RoFormer  |
+    |                                          |                      | is v1: `"roformer_v2"` is refused)    |
     | `"nezha"` (`model_type` nezha, a Google  | `"nezha"`            | `"nezha"`                             |
     | config with `use_relative_position`)     |                      |                                       |
     | `None` (a dict without `model_type`)     | as for `"bert"`      | all                                   |
@@ -82,6 +83,12 @@ def select_variant(config, variant=None):
             f"Variants for {family} checkpoints: {accepted}."
         )
     variant_class = VARIANTS[variant]
+    if family in variant_class.refused_config_families:
+        raise ValueError(
+            f"variant={variant!r} cannot read this {family} config: "
+            f"{variant_class.refused_config_families[family]}; use "
+            f"variant={select_variant(config)!r} (or leave `variant` unset)."
+        )
     if (family == "t5" and "seq2seq" in variant_class.applications
             and variant_class.tied_head != config.tie_word_embeddings):
         raise ValueError(

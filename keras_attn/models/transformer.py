@@ -217,6 +217,11 @@ class Transformer:
     applications = ("encoder", "mlm", "lm", "unilm")
     # How its checkpoints store their weights: one of `CHECKPOINT_FAMILIES`.
     checkpoint_family = "bert"
+    # Config families (`TransformerConfig.checkpoint_family`, from a Hugging
+    # Face `model_type`) whose checkpoints are another architecture than
+    # this variant's although their weights share its names, each with why:
+    # the builder refuses them, naming the config's own variant.
+    refused_config_families = {}
     # Whether one block's layers serve every index (ALBERT): the layers of
     # `make_block(0)`, named `Transformer-MultiHeadSelfAttention`, ...
     shared_block = False
