@@ -69,3 +69,41 @@ def test_an_untied_head_generates_as_transformers(untied):
                 pad_token_id=0, eos_token_id=None,
             )[0, len(prompt):]
         assert row.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(scale_attn_by_inverse_layer_idx=True),
+        dict(reorder_and_upcast_attn=True),
+        dict(scale_attn_by_inverse_layer_idx=True, reorder_and_upcast_attn=True),
+    ],
+    ids=["inverse_layer_idx", "reorder_and_upcast", "both"],
+)
+def test_attention_options_equal_transformers(tmp_path, options):
+    hf_model = save_gpt2(tmp_path, seed=4, **options)
+    hf_model.config._attn_implementation = "eager"  # where transformers reads the reordering
+    assert_logits_match(hf_model, tmp_path)
+
+
+def test_inverse_layer_scaling_changes_the_logits(tmp_path):
+    """The option matters at these sizes: ignoring it would fail the test
+    above."""
+    hf_model = save_gpt2(tmp_path, seed=4, scale_attn_by_inverse_layer_idx=True)
+    plain = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(**SMALL)
+    ).eval()
+    plain.load_state_dict(hf_model.state_dict())
+    difference = np.abs(hf_logits(hf_model) - hf_logits(plain))[MASK.astype(bool)].max()
+    assert difference > 1e-2, difference
+
+
+def test_a_size_given_as_a_string_names_the_file_and_its_key(tmp_path):
+    config = dict(model_type="gpt2", **SMALL)
+    config["n_embd"] = "16"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError) as raised:
+        keras_attn.build_transformer_model(str(tmp_path / "config.json"))
+    message = str(raised.value)
+    assert "config.json" in message and "`n_embd`" in message and "'16'" in message
+    assert "hidden_size" not in message.split("`n_embd`")[0]
