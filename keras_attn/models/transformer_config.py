@@ -255,6 +255,10 @@ class TransformerConfig:
     # GPT-2's `scale_attn_by_inverse_layer_idx`: block `i`'s scores are
     # also divided by `i + 1`.
     inverse_layer_attention_scale: bool = False
+    # A T5 checkpoint of the encoder alone (transformers' `T5EncoderModel`,
+    # `is_encoder_decoder: false`): the builder's `variant=None` is then
+    # `"t5_encoder"`, and the encoder-decoder variants are refused.
+    encoder_only: bool = False
     # Whether the masked-LM logits come from the token embedding (BERT's
     # tied decoder) or from an own `MLM-Decoder` kernel.
     tie_word_embeddings: bool = True
@@ -382,6 +386,7 @@ FIELD_RULES = {
     "rotary_value": _boolean,
     "inverse_layer_attention_scale": _boolean,
     "tie_word_embeddings": _boolean,
+    "encoder_only": _boolean,
     "is_decoder": _boolean,
     "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()) | set(GOOGLE_FORMAT_FAMILIES))),
 }
@@ -444,10 +449,19 @@ def _normalise(values, origin, strict, model_type=None):
     family_fields = model_type in MODEL_TYPE_ALIASES
     required_values = dict(REQUIRED_VALUES)
     if MODEL_TYPES.get(model_type) == "t5":
-        required_values["is_encoder_decoder"] = True
+        # transformers' T5EncoderModel saves `is_encoder_decoder: false`.
+        required_values.pop("is_encoder_decoder")
+        aliases["is_encoder_decoder"] = "encoder_only"
     fields = {}
     for key, value in values.items():
         name = aliases.get(key, key)
+        if name == "encoder_only" and key == "is_encoder_decoder":
+            if not isinstance(value, bool):
+                raise ValueError(
+                    f"{origin}: `is_encoder_decoder` must be true or false; received "
+                    f"{value!r} ({type(value).__name__})."
+                )
+            value = not value
         if key == "model_type":
             if value not in MODEL_TYPES:
                 raise ValueError(

@@ -69,3 +69,47 @@ def test_generate_reads_pad_ids_as_the_full_pass_does(t5, sources):
     assert t5.generate(sources, 5).tolist() == expected.tolist()
     for row, source in enumerate(sources):
         assert t5.generate([source], 5)[0].tolist() == expected[row].tolist()
+
+
+@pytest.fixture(scope="module", params=["T5EncoderModel", "MT5EncoderModel"])
+def hf_encoder_dir(request, tmp_path_factory):
+    """A folder saved by transformers' T5EncoderModel / MT5EncoderModel
+    (`is_encoder_decoder: false`, no decoder weights)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tests.checkpoint_files import perturb
+
+    config_class = transformers.MT5Config if request.param.startswith("MT5") else transformers.T5Config
+    config = config_class(
+        vocab_size=40, d_model=16, d_kv=8, d_ff=24, num_layers=2, num_heads=2,
+        relative_attention_num_buckets=8, dropout_rate=0.0,
+    )
+    torch.manual_seed(0)
+    model = perturb(getattr(transformers, request.param)(config), seed=7).eval()
+    directory = tmp_path_factory.mktemp(request.param)
+    model.save_pretrained(directory)
+    assert json.loads((directory / "config.json").read_text())["is_encoder_decoder"] is False
+    return model, str(directory)
+
+
+def test_an_encoder_alone_loads_as_t5_encoder(hf_encoder_dir):
+    import torch
+
+    hf_model, directory = hf_encoder_dir
+    ids = np.array([[5, 9, 13, 2, 1, 0, 0], [7, 3, 22, 31, 17, 8, 1]], "int32")
+    with torch.no_grad():
+        expected = hf_model(
+            input_ids=torch.tensor(ids, dtype=torch.long),
+            attention_mask=torch.tensor(ids != 0, dtype=torch.long),
+        ).last_hidden_state.numpy()
+    for variant in (None, "t5_encoder"):
+        model = keras_attn.build_transformer_model(directory, variant=variant)
+        assert type(model.template).__name__ == "T5Encoder"
+        hidden = to_numpy(model({"token_ids": ids}))
+        real = ids != 0
+        np.testing.assert_allclose(hidden[real], expected[real], atol=1e-4, rtol=0)
+
+
+def test_an_encoder_alone_is_refused_as_an_encoder_decoder(hf_encoder_dir):
+    with pytest.raises(ValueError, match=r"variant='t5'.*T5EncoderModel.*use variant='t5_encoder'"):
+        keras_attn.build_transformer_model(hf_encoder_dir[1], variant="t5")
