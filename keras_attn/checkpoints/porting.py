@@ -402,6 +402,8 @@ FAMILY_MARKERS = (
     ("attn.c_attn", "GPT-2", "'gpt2'"),
     ("newslm/", "GPT2-ML", "'gpt2_ml'"),
     ("discriminator_predictions", "ELECTRA", "'electra'"),
+    ("bert.encoder.layer.", "BERT", "'bert'"),
+    ("roformer.encoder.layer.", "RoFormer", "'roformer'"),
     ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
     ("bert/encoder/layer_", "BERT", "'bert'"),
 )
@@ -410,7 +412,12 @@ FAMILY_MARKERS = (
 def _other_family_hint(stored, name_table):
     """A sentence naming the family and variant of a checkpoint whose names
     are another family's than the table's, or None."""
-    own = " ".join(name for source in name_table.TABLE.values() for name in source.names)
+    own = " ".join(
+        spelling
+        for source in name_table.TABLE.values()
+        for name in source.names
+        for spelling in name_table.candidates(name)
+    )
     for marker, family, variant in FAMILY_MARKERS:
         if marker not in own and any(marker in name for name in stored):
             return (

@@ -65,3 +65,13 @@ def keras_attn_output(model, ids):
     import keras
 
     return keras.ops.convert_to_numpy(model({"token_ids": ids}))
+
+
+def test_a_bert_masked_lm_folder_under_roformer_names_the_bert_variant(tmp_path):
+    config = transformers.BertConfig(**ROFORMER)
+    transformers.BertForMaskedLM(config).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError) as raised:
+        keras_attn.build_transformer_model(tmp_path, variant="roformer", application="mlm")
+    message = str(raised.value)
+    assert "holds BERT weights" in message and "variant='bert'" in message
+    assert "skip_missing" not in message
