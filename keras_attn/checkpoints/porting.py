@@ -348,7 +348,11 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         for name in stored - used - alternatives
         if not any(pattern in name for pattern in ignored)
     )
-    if missing or mismatched or unmapped:
+    # Stored arrays that no variable takes but that must hold what the
+    # model computes itself (RoFormer's sinusoid table).
+    check_stored = getattr(name_table, "check_stored", None)
+    differing = [] if check_stored is None else check_stored(reader, model)
+    if missing or mismatched or unmapped or differing:
         other_family = _other_family_hint(stored, name_table)
         raise refusal(
             f"{reader.path!r} ({reader.format} format)",
@@ -358,6 +362,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
                 ("shapes that disagree (config and weights differ?)", mismatched),
                 ("model variables this checkpoint format has no name for", unmapped),
                 ("unused checkpoint names", unused),
+                ("stored arrays that differ from what the model computes", differing),
             ],
             hint=_skip_hint(missing) if not other_family else other_family,
         )
