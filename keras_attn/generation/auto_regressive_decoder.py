@@ -198,7 +198,7 @@ class AutoRegressiveDecoder:
                     f"{type(self).__name__}.beam_search: topk={topk} beams need distinct first "
                     f"tokens, but the vocabulary has {vocab_size} (vocab_size={vocab_size})."
                 )
-            search = BeamSearch(topk)
+            search = BeamSearch(topk, early_stopping="all_finished")
             tokens, scores, _ = (
                 keras.ops.convert_to_numpy(x)
                 for x in self._shared_output(inputs, search, 1, states, np.zeros((2,), "int32"))
@@ -215,6 +215,7 @@ class AutoRegressiveDecoder:
                 self._prompts(prompt, condition, 1), self.max_new_tokens - empty, topk,
                 end_token_id=self.end_id, min_new_tokens=max(0, self.min_new_tokens - empty),
                 start_token_id=None if empty else self.start_id,
+                early_stopping="all_finished",
             )
             outputs = [self._trim(sequence, empty) for sequence in sequences[0]]
             scores = scores[0]
