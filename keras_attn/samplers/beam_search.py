@@ -64,9 +64,10 @@ class BeamSearch:
     def run_loop(self, step, tokens, lengths, cache, settings, seed=None):
         """The search's decoding loop; see `Generator.beam_search` for both
         algorithms. Returns `(tokens, scores, beam_lengths)`: int32
-        `(batch * num_beams, total)`, float32 `(batch, num_beams)` summed
-        log-probabilities and int32 `(batch, num_beams)` generated
-        lengths."""
+        `(batch * num_beams, total)`, float32 `(batch, num_beams)` scores
+        (summed log-probabilities for `"all_finished"`; for transformers'
+        modes already divided by `length ** length_penalty`, best first)
+        and int32 `(batch, num_beams)` generated lengths."""
         if self.keeps_finished_beams:
             return self._run_beams_to_the_end(step, tokens, lengths, cache, settings)
         return self._run_with_finished_hypotheses(step, tokens, lengths, cache, settings)
