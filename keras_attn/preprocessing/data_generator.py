@@ -138,6 +138,23 @@ class DataGenerator(keras.utils.PyDataset):
         return sequence_padding(arrays, length=self.length, value=self.pad_value)
 
 
+def _describe(field):
+    if isinstance(field, dict):
+        return f"a dict with keys {sorted(field)}"
+    if isinstance(field, tuple):
+        return f"a tuple of {len(field)}"
+    return f"a {type(field).__name__}"
+
+
+def _with_tuples(batch):
+    """`batch` with every list (a structure, in a collated batch) a tuple."""
+    if isinstance(batch, (list, tuple)):
+        return tuple(_with_tuples(item) for item in batch)
+    if isinstance(batch, dict):
+        return {key: _with_tuples(value) for key, value in batch.items()}
+    return batch
+
+
 def _check_examples_and_length(data, length):
     """Raises a ValueError for `data` without examples (`fit` would find no
     batch, and each backend says so its own way) or a `length` that is not
@@ -154,20 +171,3 @@ def _check_examples_and_length(data, length):
             "DataGenerator: `length` must be None (each batch padded to its longest "
             f"example) or an int >= 1 (every sequence padded or cut to it); received {length!r}."
         )
-
-
-def _describe(field):
-    if isinstance(field, dict):
-        return f"a dict with keys {sorted(field)}"
-    if isinstance(field, tuple):
-        return f"a tuple of {len(field)}"
-    return f"a {type(field).__name__}"
-
-
-def _with_tuples(batch):
-    """`batch` with every list (a structure, in a collated batch) a tuple."""
-    if isinstance(batch, (list, tuple)):
-        return tuple(_with_tuples(item) for item in batch)
-    if isinstance(batch, dict):
-        return {key: _with_tuples(value) for key, value in batch.items()}
-    return batch
