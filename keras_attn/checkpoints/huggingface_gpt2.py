@@ -33,12 +33,15 @@ TABLE = {
     f"{_FEED_FORWARD}/output_dense/bias": Source(f"{_BLOCK}.mlp.c_proj.bias"),
     "Output-Norm/gamma": Source("ln_f.weight"),
     "Output-Norm/beta": Source("ln_f.bias"),
+    # An untied head (`tie_word_embeddings: false`), stored `(vocab, hidden)`
+    # as a torch `Linear`.
+    "MLM-Decoder/kernel": Source("lm_head.weight", transpose=True),
 }
 
 # Older files store the causal mask as buffers.
 IGNORED = (".attn.bias", ".attn.masked_bias")
 
-# The language-model head is the token embedding.
+# A tied language-model head is the token embedding.
 DUPLICATES = {"lm_head.weight": "wte.weight"}
 
 

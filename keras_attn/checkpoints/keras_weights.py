@@ -1,6 +1,7 @@
 """`.weights.h5` files saved by Keras, loaded all or nothing."""
 
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -57,6 +58,10 @@ def load_weights_file(model, path):
     would give the layers after the extra ones the wrong arrays (a 1-layer
     model's `MLM-Norm` would read a 2-layer file's
     `Transformer-1-MultiHeadSelfAttention-Norm`) and drop the rest silently.
+    So is a path both have whose layers the file and the model name
+    differently, both by name given on purpose (GPT-2's `Output-Norm` and
+    GPT2-ML's `Embedding-Norm`: a file of another variant); Keras' automatic
+    names (`dense_3`) may differ between sessions and are not compared.
     Keras then loads; should it still fail (a damaged dataset), every
     variable is restored from a snapshot taken before, so the guarantee does
     not depend on Keras' loading order.
@@ -81,17 +86,24 @@ def load_weights_file(model, path):
             if tuple(expected[name]) != tuple(stored[name])
         ]
         unused_paths = sorted(set(stored) - set(expected))
-        refused = bool(missing or mismatched or unused_paths)
-        # The layer names are read only for a refusal's message.
-        model_names = h5_layer_names(own, missing + common) if refused else None
+        model_names = h5_layer_names(own, missing + common)
+    file_names = h5_layer_names(path, unused_paths + common)
+    # Arrays Keras would give to a differently named layer: a refusal when
+    # both layers were named on purpose (this library's `Embedding-Norm`,
+    # `Output-Norm`: a file of another variant whose layers happen to line
+    # up by class and order, GPT-2's into GPT2-ML); said only beside
+    # another refusal when a name is Keras' own (`dense_3`, which differs
+    # harmlessly between sessions).
+    renamed = [name for name in common if file_names[name] != model_names[name]]
+    other_layers = [
+        name for name in renamed
+        if _named_on_purpose(file_names[name]) and _named_on_purpose(model_names[name])
+    ]
+    refused = bool(missing or mismatched or unused_paths or other_layers)
     if refused:
-        file_names = h5_layer_names(path, unused_paths + common)
-        # Said only with a refusal: names alone may differ harmlessly
-        # (layers Keras named automatically in another session).
         elsewhere = [
             f"{name}: the file's {file_names[name]}, the model's {model_names[name]}"
-            for name in common
-            if file_names[name] != model_names[name]
+            for name in renamed
         ]
         raise refusal(
             repr(path),
@@ -105,6 +117,11 @@ def load_weights_file(model, path):
                 ("paths both have, of different layers (Keras counts layers by class)",
                  elsewhere),
             ],
+            hint=(
+                "The file was saved from a model with other layers (another variant or "
+                "configuration?); load it into a model built as the one that saved it."
+                if other_layers else None
+            ),
         )
     snapshot = [np.array(variable.numpy(), copy=True) for variable in model.weights]
     try:
@@ -114,6 +131,14 @@ def load_weights_file(model, path):
         for variable, value in zip(model.weights, snapshot):
             variable.assign(value)
         raise
+
+
+def _named_on_purpose(layer_names):
+    """Whether the outermost layer of a `/`-joined chain of layer names was
+    named by its builder, not by Keras (whose automatic names are
+    snake_case, `dense_3`)."""
+    outermost = layer_names.split("/")[0]
+    return bool(outermost) and re.fullmatch(r"[a-z0-9_]+", outermost) is None
 
 
 def _named(paths, names):

@@ -278,6 +278,11 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
             weights of heads the model was built without.
         SkippedWeightsWarning: after a complete load, listing the variables
             `skip_missing` left at their initial values.
+
+    Returns:
+        The checkpoint names left out as the weights of heads the model was
+        built without (a discriminator head under `application="encoder"`),
+        sorted; `keras-attn-convert` reports them.
     """
     table, candidates = name_table.TABLE, name_table.candidates
     ignored = name_table.IGNORED
@@ -343,7 +348,11 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         for name in stored - used - alternatives
         if not any(pattern in name for pattern in ignored)
     )
-    if missing or mismatched or unmapped:
+    # Stored arrays that no variable takes but that must hold what the
+    # model computes itself (RoFormer's sinusoid table).
+    check_stored = getattr(name_table, "check_stored", None)
+    differing = [] if check_stored is None else check_stored(reader, model)
+    if missing or mismatched or unmapped or differing:
         other_family = _other_family_hint(stored, name_table)
         raise refusal(
             f"{reader.path!r} ({reader.format} format)",
@@ -353,6 +362,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
                 ("shapes that disagree (config and weights differ?)", mismatched),
                 ("model variables this checkpoint format has no name for", unmapped),
                 ("unused checkpoint names", unused),
+                ("stored arrays that differ from what the model computes", differing),
             ],
             hint=_skip_hint(missing) if not other_family else other_family,
         )
@@ -368,7 +378,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     for (variable, *_), array in zip(plan, arrays):
         variable.assign(array.astype(variable.dtype))
 
-    unused = _reportable(
+    unused, heads_left_out = _reportable(
         unused, reader, name_table, [table_path(v.path, prefix) for v in model.weights]
     )
     warn_unused(
@@ -387,6 +397,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
             ),
             stacklevel=3,
         )
+    return heads_left_out
 
 
 # Checkpoint names that only one family stores: (substring, family, the
@@ -396,6 +407,8 @@ FAMILY_MARKERS = (
     ("attn.c_attn", "GPT-2", "'gpt2'"),
     ("newslm/", "GPT2-ML", "'gpt2_ml'"),
     ("discriminator_predictions", "ELECTRA", "'electra'"),
+    ("bert.encoder.layer.", "BERT", "'bert'"),
+    ("roformer.encoder.layer.", "RoFormer", "'roformer'"),
     ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
     ("bert/encoder/layer_", "BERT", "'bert'"),
 )
@@ -404,7 +417,12 @@ FAMILY_MARKERS = (
 def _other_family_hint(stored, name_table):
     """A sentence naming the family and variant of a checkpoint whose names
     are another family's than the table's, or None."""
-    own = " ".join(name for source in name_table.TABLE.values() for name in source.names)
+    own = " ".join(
+        spelling
+        for source in name_table.TABLE.values()
+        for name in source.names
+        for spelling in name_table.candidates(name)
+    )
     for marker, family, variant in FAMILY_MARKERS:
         if marker not in own and any(marker in name for name in stored):
             return (
@@ -455,8 +473,9 @@ def warn_unused(unused, source, model, guess):
 
 
 def _reportable(unused, reader, name_table, model_paths):
-    """The unused names worth a warning: not the weights of a head the model
-    was built without, not an equal copy of a stored partner."""
+    """The unused names worth a warning (not the weights of a head the model
+    was built without, not an equal copy of a stored partner), and the
+    names of those heads' weights."""
     table, candidates = name_table.TABLE, name_table.candidates
     absent = tuple(
         head for head in OPTIONAL_HEADS + tuple(getattr(name_table, "OPTIONAL_PARTS", ()))
@@ -475,12 +494,13 @@ def _reportable(unused, reader, name_table, model_paths):
         original = next((c for c in candidates(partner) if c in stored), None)
         for copy in candidates(name):
             copies[copy] = original
-    reportable = []
+    reportable, heads_left_out = [], []
     for name in unused:
         if any(head.fullmatch(name) for head in heads):
+            heads_left_out.append(name)
             continue
         original = copies.get(name)
         if original is not None and np.array_equal(reader.read(name), reader.read(original)):
             continue
         reportable.append(name)
-    return reportable
+    return reportable, heads_left_out

@@ -5,6 +5,7 @@ import numpy as np
 
 from keras_attn.generation.generator import Generator
 from keras_attn.generation.generator import decoding_seed
+from keras_attn.generation.prompts import check_token_id
 from keras_attn.generation.shared_output import shared_output_decode
 from keras_attn.samplers import BeamSearch
 from keras_attn.samplers import RandomSampler
@@ -120,6 +121,8 @@ class AutoRegressiveDecoder:
         name = type(self).__name__
         self.generator = getattr(model, "generator", None) or Generator(model)
         forward = self.generator.forward
+        check_token_id("start_id", start_id, forward.vocab_size, name)
+        check_token_id("end_id", end_id, forward.vocab_size, name)
         # An encoder-decoder (T5) starts its decoder with its own start id:
         # bert4keras's `start_id=0` for mT5 is that id, output first as in
         # bert4keras, not a token to generate after it.
@@ -195,7 +198,7 @@ class AutoRegressiveDecoder:
                     f"{type(self).__name__}.beam_search: topk={topk} beams need distinct first "
                     f"tokens, but the vocabulary has {vocab_size} (vocab_size={vocab_size})."
                 )
-            search = BeamSearch(topk)
+            search = BeamSearch(topk, early_stopping="all_finished")
             tokens, scores, _ = (
                 keras.ops.convert_to_numpy(x)
                 for x in self._shared_output(inputs, search, 1, states, np.zeros((2,), "int32"))
@@ -212,6 +215,7 @@ class AutoRegressiveDecoder:
                 self._prompts(prompt, condition, 1), self.max_new_tokens - empty, topk,
                 end_token_id=self.end_id, min_new_tokens=max(0, self.min_new_tokens - empty),
                 start_token_id=None if empty else self.start_id,
+                early_stopping="all_finished",
             )
             outputs = [self._trim(sequence, empty) for sequence in sequences[0]]
             scores = scores[0]

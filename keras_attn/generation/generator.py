@@ -114,7 +114,7 @@ class Generator:
             sequences, _ = self.beam_search(
                 prompts, max_new_tokens, sampler.num_beams, sampler.length_penalty,
                 end_token_id=end_token_id, min_new_tokens=min_new_tokens,
-                start_token_id=start_token_id,
+                start_token_id=start_token_id, early_stopping=sampler.early_stopping,
             )
             return sequences[:, 0]
         prepared, settings = self._prepare(
@@ -132,6 +132,7 @@ class Generator:
         end_token_id=None,
         min_new_tokens=0,
         start_token_id=None,
+        early_stopping=False,
     ):
         """The `num_beams` best continuations of each prompt by beam search.
 
@@ -142,39 +143,42 @@ class Generator:
         copied to the beams), and each step reorders the rows' caches with
         `DecodingCache.select_rows`.
 
-        The algorithm, exactly:
+        Both algorithms score a beam by the sum of the float32
+        `log_softmax` of the logits at the tokens it generated (the end
+        token included; a forced `start_token_id` adds 0); at the first
+        generated step only beam 0 of a row is live, so beams never
+        duplicate; `end_token_id` is at -inf before `min_new_tokens`
+        generated tokens; ties go to the lowest flat index `beam *
+        vocab_size + token`; a row whose prompt is longer than the shortest
+        one reads its prompt while other rows decode (its beams take the
+        prompt token, scores unchanged).
 
-        - a beam's score is the sum of the float32 `log_softmax` of the
-          logits at the tokens it generated (the end token included; a
-          forced `start_token_id` adds 0);
-        - at the first generated step only beam 0 of a row is live (the
-          others start at score -inf), so beams never duplicate;
-        - each step, every unfinished beam proposes every vocabulary token
-          (score + log-probability; `end_token_id` at -inf before
-          `min_new_tokens` generated tokens); a finished beam proposes
-          exactly one candidate, itself extended by the pad id, score
-          unchanged; the `num_beams` best of the row's
-          `num_beams * vocab_size` candidates become the new beams (ties go
-          to the lowest flat index `beam * vocab_size + token`);
-        - a beam finishes when it generates `end_token_id` or has
-          `max_new_tokens` tokens; the loop stops when every beam of every
-          row has finished;
-        - the beams are returned in the order of
-          `score / length ** length_penalty` (length: the tokens the beam
-          generated, end token included), descending, ties to the lower
-          beam index; `scores` are these normalised scores;
-        - a row whose prompt is longer than the shortest one reads its
-          prompt while other rows decode: its beams take the prompt token,
-          scores unchanged, only beam 0 live.
+        `early_stopping` False (the default), True or `"never"`:
+        transformers' beam search, step for step (its `_beam_search`, with
+        its -1e9 for absent beams): each step takes the `2 * num_beams`
+        best continuations of the live beams; those of the first
+        `num_beams` that end (the end token, or the `max_new_tokens`-th
+        token) join the row's `num_beams` finished hypotheses, ranked by
+        `score / length ** length_penalty` (length: the generated tokens);
+        the best `num_beams` that do not end stay live. A row stops taking
+        hypotheses when it has `num_beams` of them (`True`), or when its
+        best live beam scored at its current length (`False`) or, with
+        `length_penalty > 0`, at `max_new_tokens` (`"never"`) cannot beat
+        its worst finished hypothesis. The hypotheses are returned best
+        first with these normalised scores.
 
-        Unlike Hugging Face's beam search (and bert4keras's), finished
-        beams stay among the `num_beams` beams instead of moving to a
-        separate list of finished hypotheses, so a row keeps exactly
-        `num_beams` candidates and the search ends when all have finished;
-        bert4keras's `AutoRegressiveDecoder.beam_search` also returns as
-        soon as its best-scoring beam ends, while this search continues
-        until every beam has ended (the best sequence can differ when
-        `length_penalty != 0` or a later beam overtakes).
+        `early_stopping="all_finished"` (this library's earlier search,
+        `AutoRegressiveDecoder`'s): finished beams stay among the
+        `num_beams` beams, each proposing exactly one candidate, itself
+        extended by the pad id, score unchanged; the `num_beams` best of
+        the row's `num_beams * vocab_size` candidates become the new beams;
+        the loop stops when every beam of every row has finished; the beams
+        are returned in the order of `score / length ** length_penalty`,
+        descending, ties to the lower beam index. bert4keras's
+        `AutoRegressiveDecoder.beam_search` returns as soon as its
+        best-scoring beam ends, while this search continues until every
+        beam has ended (the best sequence can differ when `length_penalty
+        != 0` or a later beam overtakes).
 
         Args:
             prompts, max_new_tokens, end_token_id, min_new_tokens: as for
@@ -182,7 +186,9 @@ class Generator:
             start_token_id: as for `generate`.
             num_beams: an integer >= 1; 1 is greedy decoding.
             length_penalty: a finite number, the exponent of the length in
-                the final ranking.
+                the ranking.
+            early_stopping: False, True, `"never"` (transformers' modes)
+                or `"all_finished"`; see above and `BeamSearch`.
 
         Returns:
             `(sequences, scores)`: int32 numpy `(batch, num_beams,
@@ -196,7 +202,7 @@ class Generator:
         """
         from keras_attn.samplers import BeamSearch
 
-        search = BeamSearch(num_beams, length_penalty)
+        search = BeamSearch(num_beams, length_penalty, early_stopping)
         num_beams = search.num_beams
         if num_beams > self.forward.vocab_size:
             raise ValueError(
@@ -215,8 +221,11 @@ class Generator:
         batch = len(lengths)
         sequences = new_tokens(tokens, np.repeat(lengths, num_beams), max_new_tokens)
         sequences = sequences.reshape(batch, num_beams, max_new_tokens)
-        penalty = beam_lengths.astype("float32") ** np.float32(search.length_penalty)
-        normalised = (scores.astype("float32") / penalty).astype("float32")
+        if search.keeps_finished_beams:
+            penalty = beam_lengths.astype("float32") ** np.float32(search.length_penalty)
+            normalised = (scores.astype("float32") / penalty).astype("float32")
+        else:
+            normalised = scores.astype("float32")  # normalised as each hypothesis finished
         order = np.argsort(-normalised, axis=1, kind="stable")
         return (
             np.take_along_axis(sequences, order[:, :, None], axis=1),

@@ -77,14 +77,22 @@ def _real_tokens(rows, lengths):
 
 
 def _with_start_tokens(forward, sources, lengths, max_new_tokens):
-    """An encoder-decoder's prompts: the sources, padded to a bucket, and
-    for the decoder its start token, one per row."""
+    """An encoder-decoder's prompts: the sources, padded to a bucket, their
+    real tokens (within each row's length and, unless the model takes a
+    `padding_mask`, not the pad id, as the full pass reads them), and for
+    the decoder its start token, one per row."""
     batch = len(lengths)
     bucket = prompt_bucket(int(lengths.max()), None, max_new_tokens)
     source = np.full((batch, bucket), forward.pad_token_id, "int32")
     for row, length in enumerate(lengths):
         source[row, :length] = sources[row][:length]
-    source_mask = (np.arange(bucket)[None] < lengths[:, None]).astype("int32")
+    source_mask = np.arange(bucket)[None] < lengths[:, None]
+    template = forward.template
+    if not template.padding_mask_input and template.config.pad_token_id is not None:
+        # The full pass reads every pad id of a source as padding (a source
+        # of pad ids alone has no real token): so does generation.
+        source_mask &= source != template.config.pad_token_id
+    source_mask = source_mask.astype("int32")
     buffer = np.full((batch, 1 + max_new_tokens), forward.pad_token_id, "int32")
     buffer[:, 0] = forward.start_token_id
     return PreparedPrompts(
@@ -283,10 +291,10 @@ def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_token
         raise ValueError(
             f"`max_new_tokens` must be a positive integer; received {max_new_tokens!r}."
         )
-    if not 0 <= min_new_tokens <= max_new_tokens:
+    if not _is_integer(min_new_tokens) or not 0 <= min_new_tokens <= max_new_tokens:
         raise ValueError(
-            f"`min_new_tokens` must be in [0, max_new_tokens={max_new_tokens}]; "
-            f"received {min_new_tokens!r}."
+            f"`min_new_tokens` must be an integer in [0, max_new_tokens={max_new_tokens}]; "
+            f"received {min_new_tokens!r} ({type(min_new_tokens).__name__})."
         )
     if (lengths < 1).any():
         row = int(np.argmin(lengths))
@@ -295,11 +303,7 @@ def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_token
             "token such as [CLS])."
         )
     for name, token in (("end_token_id", end_token_id), ("start_token_id", start_token_id)):
-        if token is not None and not 0 <= token < forward.vocab_size:
-            raise ValueError(
-                f"`{name}={token}` is outside the vocabulary "
-                f"(vocab_size={forward.vocab_size})."
-            )
+        check_token_id(name, token, forward.vocab_size)
     if forward.max_length is not None:
         longest = int(lengths.max())
         if longest + max_new_tokens > forward.max_length:
@@ -308,6 +312,29 @@ def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_token
                 f"{max_new_tokens} exceeds the {forward.max_length} positions of the "
                 "model's position table; shorten the prompt or ask for fewer tokens."
             )
+
+
+def _is_integer(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_token_id(name, token, vocab_size, owner=None):
+    """Raises a ValueError naming `owner` and the argument unless `token` is
+    None or an integer id of a vocabulary of `vocab_size` (a float such as
+    2.5 or 2.0, a string or a bool is refused: a row compares its ids with
+    it exactly)."""
+    where = f"{owner}: " if owner else ""
+    if token is None:
+        return
+    if not _is_integer(token):
+        raise ValueError(
+            f"{where}`{name}` must be None or an integer token id in [0, {vocab_size}); "
+            f"received {token!r} ({type(token).__name__})."
+        )
+    if not 0 <= token < vocab_size:
+        raise ValueError(
+            f"{where}`{name}={token}` is outside the vocabulary (vocab_size={vocab_size})."
+        )
 
 
 def prompt_bucket(longest, max_length, max_new_tokens):

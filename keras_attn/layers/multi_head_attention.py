@@ -102,7 +102,10 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: whether the four projections have biases.
         attention_dropout: dropout rate applied to the attention
             probabilities during training.
-        attention_scale: whether to scale scores by `1 / sqrt(key_size)`.
+        attention_scale: whether to scale scores by `1 / sqrt(key_size)`
+            (True, the default, or False), or the factor itself, a positive
+            number (GPT-2's `scale_attn_by_inverse_layer_idx` gives block
+            `i` the factor `1 / (sqrt(key_size) * (i + 1))`).
         fused_attention: None (the default) takes the fused path where it
             applies and, for decoupled widths, where it is the faster one;
             True takes it for decoupled widths too (zero-padded); False
@@ -274,6 +277,13 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 f"`log_n_train_length` must be at least 2; received {log_n_train_length!r}."
             )
+        if not isinstance(attention_scale, bool) and not (
+            isinstance(attention_scale, (int, float)) and 0 < attention_scale < math.inf
+        ):
+            raise ValueError(
+                "`attention_scale` must be True, False or a positive number (the factor "
+                f"of the scores); received {attention_scale!r}."
+            )
         if not 0.0 <= attention_dropout < 1.0:
             raise ValueError(
                 f"`attention_dropout` must be in [0, 1); received {attention_dropout!r}."
@@ -311,7 +321,7 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
         self._kernel = DotProductAttention(
-            scale=1.0 / math.sqrt(self.key_size) if attention_scale else 1.0,
+            scale=_score_scale(attention_scale, self.key_size),
             dropout=self._dropout,
             fused=fused_attention,
             log_n_train_length=log_n_train_length,
@@ -665,3 +675,13 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _score_scale(attention_scale, key_size):
+    """The factor of the scores: `1 / sqrt(key_size)` for True, 1 for
+    False, else `attention_scale` itself."""
+    if attention_scale is True:
+        return 1.0 / math.sqrt(key_size)
+    if attention_scale is False:
+        return 1.0
+    return float(attention_scale)

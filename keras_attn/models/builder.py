@@ -44,9 +44,14 @@ def select_variant(config, variant=None):
     | Google `albert_config.json`)             |                      | variants whose `checkpoint_family` is |
     |                                          |                      | `"albert"`                            |
     | `"electra"` (HF `model_type` electra)    | `"electra"`          | `"electra"`                           |
-    | `"roformer"` (HF `model_type` roformer)  | `"roformer"`         | `"roformer"`, `"roformer_v2"`         |
+    | `"roformer"` (HF `model_type` roformer)  | `"roformer"`         | `"roformer"` (transformers' RoFormer  |
+    |                                          |                      | is v1: `"roformer_v2"` is refused)    |
     | `"nezha"` (`model_type` nezha, a Google  | `"nezha"`            | `"nezha"`                             |
     | config with `use_relative_position`)     |                      |                                       |
+    | `"t5"` (HF `model_type` t5, mt5)         | `"t5"` (tied head),  | the T5 variants; `"t5_encoder"` only  |
+    |                                          | `"t5.1.1"` (untied), | for `is_encoder_decoder: false`       |
+    |                                          | `"t5_encoder"` for   | (`T5EncoderModel`)                    |
+    |                                          | `T5EncoderModel`     |                                       |
     | `None` (a dict without `model_type`)     | as for `"bert"`      | all                                   |
 
     The BERT-shaped variants start from BERT's weights (those without learned
@@ -63,6 +68,8 @@ def select_variant(config, variant=None):
         if config.checkpoint_family in ("roberta", "albert", "roformer", "nezha", "gpt2", "electra"):
             return config.checkpoint_family
         if config.checkpoint_family == "t5":
+            if config.encoder_only:
+                return "t5_encoder"
             return "t5" if config.tie_word_embeddings else "t5.1.1"
         if config.attention_key_size is not None or config.embedding_size is not None:
             return "roberta+"
@@ -82,6 +89,19 @@ def select_variant(config, variant=None):
             f"Variants for {family} checkpoints: {accepted}."
         )
     variant_class = VARIANTS[variant]
+    if config.encoder_only and "seq2seq" in variant_class.applications:
+        raise ValueError(
+            f"variant={variant!r} builds an encoder-decoder, but the config says "
+            "is_encoder_decoder=false (a checkpoint of the encoder alone, as "
+            "transformers' T5EncoderModel saves it); use variant='t5_encoder' (or "
+            "leave `variant` unset)."
+        )
+    if family in variant_class.refused_config_families:
+        raise ValueError(
+            f"variant={variant!r} cannot read this {family} config: "
+            f"{variant_class.refused_config_families[family]}; use "
+            f"variant={select_variant(config)!r} (or leave `variant` unset)."
+        )
     if (family == "t5" and "seq2seq" in variant_class.applications
             and variant_class.tied_head != config.tie_word_embeddings):
         raise ValueError(

@@ -1,6 +1,8 @@
 """GPT (Radford et al., 2018) as bert4keras builds it: BERT's blocks under a
 causal mask."""
 
+import keras
+
 from keras_attn.layers.direct_call import layer_caller
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer
@@ -53,10 +55,24 @@ class Gpt(Transformer):
 
     def make_head_layers(self):
         # The pooler and NSP heads are BERT's; GPT's head is the tied
-        # embedding (`language_model_head`).
-        return {}
+        # embedding (`language_model_head`), or, for a config with
+        # `tie_word_embeddings: false` (a GPT-2 saved untied), the
+        # checkpoint's own projection (Hugging Face's `lm_head`, no bias).
+        if self.config.tie_word_embeddings or not self.with_mlm:
+            return {}
+        return {
+            "lm_decoder": keras.layers.Dense(
+                self.config.vocab_size,
+                use_bias=False,
+                kernel_initializer=self.initializer(),
+                name="MLM-Decoder",
+            )
+        }
 
     def language_model_head(self, hidden, condition=None, decoding=False):
-        """`h E^T`, the token embedding transposed."""
+        """`h E^T`, the token embedding transposed, or `h W` with an untied
+        head."""
         run = layer_caller(decoding)
+        if "lm_decoder" in self.head_layers:
+            return run(self.head_layers["lm_decoder"], hidden)
         return run(self.embedding_layers["token"], hidden, reverse=True)

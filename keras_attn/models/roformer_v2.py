@@ -46,6 +46,12 @@ class RoformerV2(Roformer):
 
     use_bias = False
     family_layer_norm_epsilon = 1e-7
+    refused_config_families = {
+        "roformer": (
+            "transformers' RoFormer (`model_type: roformer`) is RoFormer v1, whose "
+            "biases, norm parameters and masked-LM transform v2 has no place for"
+        ),
+    }
 
     def __init__(self, config, conditional_layer_norm=None, **kwargs):
         if conditional_layer_norm is not None:

@@ -1,6 +1,7 @@
 """The Transformer template every model variant builds on."""
 
 import copy
+import math
 from typing import NamedTuple
 
 import keras
@@ -217,6 +218,11 @@ class Transformer:
     applications = ("encoder", "mlm", "lm", "unilm")
     # How its checkpoints store their weights: one of `CHECKPOINT_FAMILIES`.
     checkpoint_family = "bert"
+    # Config families (`TransformerConfig.checkpoint_family`, from a Hugging
+    # Face `model_type`) whose checkpoints are another architecture than
+    # this variant's although their weights share its names, each with why:
+    # the builder refuses them, naming the config's own variant.
+    refused_config_families = {}
     # Whether one block's layers serve every index (ALBERT): the layers of
     # `make_block(0)`, named `Transformer-MultiHeadSelfAttention`, ...
     shared_block = False
@@ -363,6 +369,7 @@ class Transformer:
             key_size=config.key_size,
             use_bias=self.use_bias,
             attention_dropout=config.attention_dropout_rate,
+            attention_scale=self.attention_scale(index),
             attention_window=config.attention_window,
             blockwise_attention=config.blockwise_attention,
             position_encoding=self.position_encoding,
@@ -372,6 +379,15 @@ class Transformer:
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )
+
+    def attention_scale(self, index):
+        """Block `index`'s `attention_scale`: True (`1 / sqrt(key_size)`),
+        divided by `index + 1` with the config's
+        `inverse_layer_attention_scale` (GPT-2's
+        `scale_attn_by_inverse_layer_idx`)."""
+        if not self.config.inverse_layer_attention_scale:
+            return True
+        return 1.0 / (math.sqrt(self.config.key_size) * (index + 1))
 
     def make_feed_forward(self, index):
         config = self.config

@@ -55,6 +55,7 @@ MODEL_TYPE_ALIASES = {
         "attn_pdrop": "attention_dropout_rate",
         "embd_pdrop": "embedding_dropout_rate",
         "n_ctx": "max_position",
+        "scale_attn_by_inverse_layer_idx": "inverse_layer_attention_scale",
     },
     "t5": {
         "d_model": "hidden_size",
@@ -71,8 +72,6 @@ MODEL_TYPE_ALIASES["mt5"] = MODEL_TYPE_ALIASES["t5"]
 # models, and the only values this builder reads.
 FAMILY_REQUIRED_VALUES = {
     "scale_attn_weights": True,
-    "scale_attn_by_inverse_layer_idx": False,
-    "reorder_and_upcast_attn": False,
 }
 
 # Fields of Hugging Face GPT-2 and T5 configs that do not change the network
@@ -86,6 +85,11 @@ FAMILY_IGNORED_KEYS = {
     "initializer_factor",
     # Dropout of the embeddings; this builder uses `dropout_rate` there.
     "embd_pdrop",
+    # GPT-2: scale the queries before the product and take the scores and
+    # the softmax in float32 under autocast. The same scores in float32
+    # (transformers itself reads it only in its eager attention); under a
+    # mixed-precision policy this library's kernel keeps its own dtypes.
+    "reorder_and_upcast_attn",
 }
 
 # T5's `feed_forward_proj` -> `(hidden_act, feed_forward_gated)`, as
@@ -248,6 +252,13 @@ class TransformerConfig:
     # Rotary variants (RoFormer): rotate the values too, as the keys
     # (Hugging Face RoFormer's `rotary_value`).
     rotary_value: bool = False
+    # GPT-2's `scale_attn_by_inverse_layer_idx`: block `i`'s scores are
+    # also divided by `i + 1`.
+    inverse_layer_attention_scale: bool = False
+    # A T5 checkpoint of the encoder alone (transformers' `T5EncoderModel`,
+    # `is_encoder_decoder: false`): the builder's `variant=None` is then
+    # `"t5_encoder"`, and the encoder-decoder variants are refused.
+    encoder_only: bool = False
     # Whether the masked-LM logits come from the token embedding (BERT's
     # tied decoder) or from an own `MLM-Decoder` kernel.
     tie_word_embeddings: bool = True
@@ -264,7 +275,9 @@ class TransformerConfig:
 
     def __post_init__(self):
         errors = [field_error(field.name, getattr(self, field.name)) for field in dataclasses.fields(self)]
-        errors.append(token_id_error(self.vocab_size, self.pad_token_id, self.mask_token_id))
+        errors.append(token_id_error(
+            self.vocab_size, self.pad_token_id, self.mask_token_id, self.decoder_start_token_id
+        ))
         for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
@@ -371,19 +384,24 @@ FIELD_RULES = {
     "tta_naive_key_value": _boolean,
     "max_relative_position": _integer(1),
     "rotary_value": _boolean,
+    "inverse_layer_attention_scale": _boolean,
     "tie_word_embeddings": _boolean,
+    "encoder_only": _boolean,
     "is_decoder": _boolean,
     "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()) | set(GOOGLE_FORMAT_FAMILIES))),
 }
 assert set(FIELD_RULES) == FIELDS, "every TransformerConfig field needs a rule"
 
 
-def field_error(name, value):
-    """Why `value` is not valid for field `name` (a sentence), or None."""
+def field_error(name, value, key=None):
+    """Why `value` is not valid for field `name` (a sentence), or None;
+    `key` is the source's spelling of the field (`n_embd` for
+    `hidden_size`), named first when it differs."""
     expected = FIELD_RULES[name](value)
     if expected is None:
         return None
-    return f"`{name}` must be {expected}; received {value!r} ({type(value).__name__})."
+    spelt = f"`{key}` (read as `{name}`)" if key not in (None, name) else f"`{name}`"
+    return f"{spelt} must be {expected}; received {value!r} ({type(value).__name__})."
 
 
 def find_config_file(directory):
@@ -431,10 +449,19 @@ def _normalise(values, origin, strict, model_type=None):
     family_fields = model_type in MODEL_TYPE_ALIASES
     required_values = dict(REQUIRED_VALUES)
     if MODEL_TYPES.get(model_type) == "t5":
-        required_values["is_encoder_decoder"] = True
+        # transformers' T5EncoderModel saves `is_encoder_decoder: false`.
+        required_values.pop("is_encoder_decoder")
+        aliases["is_encoder_decoder"] = "encoder_only"
     fields = {}
     for key, value in values.items():
         name = aliases.get(key, key)
+        if name == "encoder_only" and key == "is_encoder_decoder":
+            if not isinstance(value, bool):
+                raise ValueError(
+                    f"{origin}: `is_encoder_decoder` must be true or false; received "
+                    f"{value!r} ({type(value).__name__})."
+                )
+            value = not value
         if key == "model_type":
             if value not in MODEL_TYPES:
                 raise ValueError(
@@ -450,7 +477,7 @@ def _normalise(values, origin, strict, model_type=None):
         if name in FIELDS:
             if name == "hidden_act" and isinstance(value, str) and value in ACTIVATIONS:
                 value = ACTIVATIONS[value]
-            error = field_error(name, value)
+            error = field_error(name, value, key)
             if error:
                 raise ValueError(f"{origin}: {error}")
             if name in fields and fields[name] != value:
@@ -568,6 +595,7 @@ def load_config(source, **overrides):
         fields["vocab_size"],
         pad_token_id=fields.get("pad_token_id", TransformerConfig.pad_token_id),
         mask_token_id=fields.get("mask_token_id"),
+        decoder_start_token_id=fields.get("decoder_start_token_id"),
     )
     if error:
         raise ValueError(f"{origin}: {error}")
@@ -580,9 +608,14 @@ def load_config(source, **overrides):
     return config
 
 
-def token_id_error(vocab_size, pad_token_id, mask_token_id):
-    """Why `pad_token_id` or `mask_token_id` is not a vocabulary id, or None."""
-    for name, value in (("pad_token_id", pad_token_id), ("mask_token_id", mask_token_id)):
+def token_id_error(vocab_size, pad_token_id, mask_token_id, decoder_start_token_id=None):
+    """Why `pad_token_id`, `mask_token_id` or `decoder_start_token_id` is
+    not a vocabulary id, or None."""
+    for name, value in (
+        ("pad_token_id", pad_token_id),
+        ("mask_token_id", mask_token_id),
+        ("decoder_start_token_id", decoder_start_token_id),
+    ):
         if value is not None and value >= vocab_size:
             return (
                 f"`{name}={value}` is not a token id of a vocabulary of "

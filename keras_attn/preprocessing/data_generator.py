@@ -97,6 +97,7 @@ class DataGenerator(keras.utils.PyDataset):
         self.shuffle = shuffle
         self.length = length
         self.pad_value = pad_value
+        _check_examples_and_length(data, length)
         self._random = np.random.default_rng(seed)
         self._order = self._new_order()
 
@@ -184,3 +185,21 @@ def _with_tuples(batch):
     if isinstance(batch, dict):
         return {key: _with_tuples(value) for key, value in batch.items()}
     return batch
+
+
+def _check_examples_and_length(data, length):
+    """Raises a ValueError for `data` without examples (`fit` would find no
+    batch, and each backend says so its own way) or a `length` that is not
+    None or an int >= 1."""
+    if len(data) == 0:
+        raise ValueError(
+            "DataGenerator: `data` holds no examples (len 0), so there is no batch for "
+            "fit, evaluate or predict; give at least one example."
+        )
+    if length is not None and (
+        not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 1
+    ):
+        raise ValueError(
+            "DataGenerator: `length` must be None (each batch padded to its longest "
+            f"example) or an int >= 1 (every sequence padded or cut to it); received {length!r}."
+        )

@@ -38,6 +38,10 @@ def text_segmentate(text, maxlen, seps="\n", strips=None):
     >>> text_segmentate("ab,cd,ef.gh", 6, seps=".,", strips=".,")
     ['ab,cd', 'ef', 'gh']
     """
+    if not isinstance(text, str):
+        raise TypeError(
+            f"text_segmentate: `text` must be a str; received {type(text).__name__}: {text!r}."
+        )
     if not isinstance(maxlen, int) or maxlen < 1:
         raise ValueError(f"text_segmentate: `maxlen` must be an int >= 1; received {maxlen!r}.")
     if isinstance(seps, str):

@@ -172,6 +172,11 @@ class SpTokenizer(BaseTokenizer):
                 f"pre_tokenize must return a list of strs; it returned the str {words!r} "
                 "(wrap it as a list)."
             )
+        if not hasattr(words, "__iter__"):
+            raise TypeError(
+                f"pre_tokenize must return a list of strs; it returned "
+                f"{type(words).__name__} {words!r} for the text {text!r}."
+            )
         words = list(words)
         for word in words:
             if not isinstance(word, str):

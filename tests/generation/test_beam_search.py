@@ -125,7 +125,11 @@ def test_beam_search_equals_the_reference_over_uncached_logits(
     expected_sequences, expected_scores = reference_beam_search(
         model, PROMPTS, MAX_NEW_TOKENS, 3, **settings
     )
-    sequences, scores = Generator(model).beam_search(PROMPTS, MAX_NEW_TOKENS, 3, **settings)
+    # The reference is the search that keeps finished beams among the beams;
+    # transformers' (the default) is tested in test_beam_search_transformers.py.
+    sequences, scores = Generator(model).beam_search(
+        PROMPTS, MAX_NEW_TOKENS, 3, early_stopping="all_finished", **settings
+    )
     assert sequences.shape == (3, 3, MAX_NEW_TOKENS) and scores.dtype == np.float32
     np.testing.assert_array_equal(sequences, expected_sequences)
     np.testing.assert_allclose(scores, expected_scores, rtol=1e-5)
@@ -193,7 +197,7 @@ def test_beam_search_config_and_registry():
     restored = keras_attn.samplers.get(
         {"class_name": "BeamSearch", "config": {"num_beams": 3, "length_penalty": 0.5}}
     )
-    assert restored.get_config() == {"num_beams": 3, "length_penalty": 0.5}
+    assert restored.get_config() == {"num_beams": 3, "length_penalty": 0.5, "early_stopping": False}
     assert BeamSearch.from_config(restored.get_config()).num_beams == 3
     assert keras.saving.get_registered_object("keras_attn>BeamSearch") is BeamSearch
     assert keras_attn.AutoRegressiveDecoder is AutoRegressiveDecoder

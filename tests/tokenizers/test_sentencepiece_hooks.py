@@ -121,3 +121,10 @@ def test_hook_arguments_are_checked(character_model):
     pre_tokenized = keras_attn.SpTokenizer(path, pre_tokenize=str.split)
     with pytest.raises(ValueError, match="pre_tokenize"):
         pre_tokenized.rematch("ab cd")
+
+
+def test_a_pre_tokenize_returning_none_is_named(character_model):
+    path, _ = character_model
+    tokenizer = keras_attn.SpTokenizer(path, pre_tokenize=lambda text: None)
+    with pytest.raises(TypeError, match=r"pre_tokenize must return a list of strs; it returned NoneType None for the text 'ab'"):
+        tokenizer.tokenize("ab")
