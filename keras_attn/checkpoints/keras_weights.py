@@ -61,7 +61,9 @@ def load_weights_file(model, path):
     So is a path both have whose layers the file and the model name
     differently, both by name given on purpose (GPT-2's `Output-Norm` and
     GPT2-ML's `Embedding-Norm`: a file of another variant); Keras' automatic
-    names (`dense_3`) may differ between sessions and are not compared.
+    names (`dense_3`) may differ between sessions and are not compared, nor
+    is a builder `prefix` (a `Successor-` model's file loads into the same
+    model built without it, and the other way round).
     Keras then loads; should it still fail (a damaged dataset), every
     variable is restored from a snapshot taken before, so the guarantee does
     not depend on Keras' loading order.
@@ -98,6 +100,7 @@ def load_weights_file(model, path):
     other_layers = [
         name for name in renamed
         if _named_on_purpose(file_names[name]) and _named_on_purpose(model_names[name])
+        and not _same_but_prefix(file_names[name], model_names[name])
     ]
     refused = bool(missing or mismatched or unused_paths or other_layers)
     if refused:
@@ -139,6 +142,14 @@ def _named_on_purpose(layer_names):
     snake_case, `dense_3`)."""
     outermost = layer_names.split("/")[0]
     return bool(outermost) and re.fullmatch(r"[a-z0-9_]+", outermost) is None
+
+
+def _same_but_prefix(first, second):
+    """Whether two layer names differ only by a builder `prefix`
+    (`Successor-Transformer-0-FeedForward` and `Transformer-0-FeedForward`):
+    the same layer of the same model, renamed to share a graph."""
+    first, second = first.split("/")[0], second.split("/")[0]
+    return first.endswith(second) or second.endswith(first)
 
 
 def _named(paths, names):

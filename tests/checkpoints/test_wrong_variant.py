@@ -75,3 +75,23 @@ def test_a_bert_masked_lm_folder_under_roformer_names_the_bert_variant(tmp_path)
     message = str(raised.value)
     assert "holds BERT weights" in message and "variant='bert'" in message
     assert "skip_missing" not in message
+
+
+def test_a_weights_file_of_a_prefixed_model_loads_into_the_same_model_unprefixed(tmp_path):
+    """`prefix=` renames every layer (BERT-of-Theseus' successor,
+    `Successor-...`); its `.weights.h5` still belongs to the same model
+    without the prefix, as bert4keras users reload a trained successor, and
+    the other way round. Only layers named differently beyond the prefix
+    make a file another variant's."""
+    prefixed = keras_attn.build_transformer_model(GPT2, variant="gpt2", prefix="Successor-")
+    path = str(tmp_path / "successor.weights.h5")
+    prefixed.save_weights(path)
+    plain = keras_attn.build_transformer_model(GPT2, variant="gpt2")
+    keras_attn.load_checkpoint(plain, path)
+    ids = np.array([[3, 7, 9, 2]], "int32")
+    np.testing.assert_array_equal(keras_attn_output(plain, ids), keras_attn_output(prefixed, ids))
+    back = keras_attn.build_transformer_model(GPT2, variant="gpt2", prefix="Successor-")
+    plain_path = str(tmp_path / "plain.weights.h5")
+    plain.save_weights(plain_path)
+    keras_attn.load_checkpoint(back, plain_path)
+    np.testing.assert_array_equal(keras_attn_output(back, ids), keras_attn_output(plain, ids))
