@@ -160,7 +160,12 @@ def test_beam_search_equals_transformers_best_beam(pair):
 
 
 def test_a_padded_batch_generates_what_each_row_does_alone(pair):
-    _, ours, _ = pair
+    reference, ours, _ = pair
+    if reference.config.model_type == "mt5":
+        # Padding is handled by the encoder-decoder walk T5 and mT5 share;
+        # mT5 differs in its head and feed-forward, which the logits tests
+        # above cover (one batch-1 compile per prompt bucket saved).
+        pytest.skip("padding in generation: checked on T5, the same walk as mT5's")
     together = ours.generate(PROMPTS, 6, end_token_id=1)
     for prompt, row in zip(PROMPTS, together):
         np.testing.assert_array_equal(row, ours.generate([prompt], 6, end_token_id=1)[0])
