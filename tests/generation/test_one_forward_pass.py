@@ -108,8 +108,10 @@ def test_generate_decodes_the_model_as_it_is_after_lora_merge_and_quantize():
     kernels each decode as the model's own full pass does."""
     model = keras_attn.build_transformer_model(CONFIG, application="lm")
     prompts = [[2, 7, 9, 11, 13], [3, 5, 8]]
+    # The first compiled loop; that it decodes the full pass is
+    # test_generate_equals_greedy_decoding_by_the_full_pass[bert-lm] (the
+    # same model, prompts and steps).
     base = model.generate(prompts, STEPS)
-    np.testing.assert_array_equal(base, uncached_greedy(model, prompts, STEPS))
 
     lora.enable_lora(model, rank=2, feed_forward=True)
     rng = np.random.default_rng(0)

@@ -1,8 +1,10 @@
 """`model.quantize("int8")` (Keras' quantizers) on every registered variant:
 the custom layers are quantized (token embedding with its tied masked-LM
 head, attention and feed-forward projections), talking-heads mixing stays in
-float, outputs stay close to float, `.keras` files reload, and the cached
-generation loop runs on the quantized weights."""
+float, outputs stay close to float, and `.keras` files reload. That the
+cached generation loop decodes the quantized weights as the full pass does
+is checked by tests/generation/test_one_forward_pass.py (BERT, after LoRA
+and its merge) and test_new_family_adapters.py (GPT-2, T5)."""
 
 import warnings
 from unittest import mock
@@ -13,9 +15,6 @@ import pytest
 
 import keras_attn
 from keras_attn.layers import TokenEmbedding
-from tests.generation.test_generate import CONFIG as GENERATION_CONFIG
-from tests.generation.test_generate import PROMPTS
-from tests.generation.test_generate import uncached_greedy
 from tests.harness import to_numpy
 from tests.models.test_variants import REGISTERED
 from tests.models.test_variants import build
@@ -125,12 +124,3 @@ def test_other_modes_leave_the_token_embedding_in_float():
     token.build()
     with pytest.raises(NotImplementedError, match="supports quantization mode 'int8'.*'int4'"):
         token.quantize("int4")
-
-
-def test_generate_on_a_quantized_model():
-    config = dict(GENERATION_CONFIG, num_hidden_layers=1)
-    model = keras_attn.build_transformer_model(config, variant="bert", application="lm")
-    quantize(model)
-    generated = model.generate(PROMPTS, max_new_tokens=3)
-    # The cached loop computes what the full (quantized) pass computes.
-    np.testing.assert_array_equal(generated, uncached_greedy(model, PROMPTS, 3))
