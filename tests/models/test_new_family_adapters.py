@@ -172,7 +172,9 @@ def test_merged_adapters_keep_outputs_and_tokens(family, base_weights):
     model = adapted_copy(family, base_weights)
     inputs = INPUTS[family]
     expected = to_numpy(model(inputs))
-    tokens = model.generate(PROMPTS[family], MAX_NEW_TOKENS)
+    # The adapted model's greedy tokens (which its own `generate` gives:
+    # test_generate_with_adapters_is_greedy_over_the_full_pass).
+    tokens = greedy_full_pass(model, family, PROMPTS[family])
 
     assert lora.merge_lora(model) == ADAPTED_PROJECTIONS[family]
     assert not adapter_variables(model)
@@ -224,7 +226,9 @@ def test_keras_file_round_trip(family, base_weights, tmp_path):
 
     assert isinstance(loaded, keras_attn.TransformerModel)
     np.testing.assert_array_equal(to_numpy(loaded(inputs)), to_numpy(model(inputs)))
+    # The saved model's greedy tokens, by the full pass (one compiled loop,
+    # the loaded model's, instead of two).
     np.testing.assert_array_equal(
         loaded.generate(PROMPTS[family], MAX_NEW_TOKENS),
-        model.generate(PROMPTS[family], MAX_NEW_TOKENS),
+        greedy_full_pass(model, family, PROMPTS[family]),
     )
