@@ -50,9 +50,23 @@ def padding(batch, length):
     return keep
 
 
-@pytest.mark.parametrize("fused_attention", [True, False])
-@pytest.mark.parametrize("window, causal, blockwise", BANDS)
-@pytest.mark.parametrize("length", [17, 24])
+def with_lengths(cases, lengths):
+    """`cases` x `lengths` x `fused_attention`: the einsum path at every
+    length (one whose last block is partial, one of whole blocks), the fused
+    kernel at the first only; the banding is the same code for both paths,
+    and each fused case costs seconds of compilation on JAX."""
+    return [
+        (*case, length, fused)
+        for case in cases
+        for length in lengths
+        for fused in (True, False)
+        if not fused or length == lengths[0]
+    ]
+
+
+@pytest.mark.parametrize(
+    "window, causal, blockwise, length, fused_attention", with_lengths(BANDS, (17, 24))
+)
 def test_banded_equals_dense_masked_attention(window, causal, blockwise, length, fused_attention):
     query = RNG.normal(size=(2, length, 8)).astype("float32")
     keep = padding(2, length)
@@ -147,9 +161,9 @@ BIASED_BANDS = [
 ]
 
 
-@pytest.mark.parametrize("fused_attention", [True, False])
-@pytest.mark.parametrize("kind, causal, window", BIASED_BANDS)
-@pytest.mark.parametrize("length", [19, 24])
+@pytest.mark.parametrize(
+    "kind, causal, window, length, fused_attention", with_lengths(BIASED_BANDS, (19, 24))
+)
 def test_banded_relative_position_biases(kind, causal, window, length, fused_attention):
     """ALiBi, KERPLE and Sandwich given by distance band like the mask: the
     numpy reference of the dense biased, masked attention, and the layer's
