@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from keras_attn import keras_internals
+from keras_attn.checkpoints import families
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import SkippedWeightsWarning
 from keras_attn.checkpoints.readers import UnusedWeightsWarning
@@ -365,34 +366,21 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     return heads_left_out
 
 
-# Checkpoint names that only one family stores: (substring, family, the
-# variant to build).
-FAMILY_MARKERS = (
-    ("EncDecAttention", "T5", "'t5', 't5.1.1' or 'mt5.1.1'"),
-    ("attn.c_attn", "GPT-2", "'gpt2'"),
-    ("newslm/", "GPT2-ML", "'gpt2_ml'"),
-    ("discriminator_predictions", "ELECTRA", "'electra'"),
-    ("bert.encoder.layer.", "BERT", "'bert'"),
-    ("roformer.encoder.layer.", "RoFormer", "'roformer'"),
-    ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
-    ("bert/encoder/layer_", "BERT", "'bert'"),
-)
-
-
 def _other_family_hint(stored, name_table):
     """A sentence naming the family and variant of a checkpoint whose names
-    are another family's than the table's, or None."""
+    are another family's than the table's (by the families' `markers`), or
+    None."""
     own = " ".join(
         spelling
         for source in name_table.TABLE.values()
         for name in source.names
         for spelling in name_table.candidates(name)
     )
-    for marker, family, variant in FAMILY_MARKERS:
-        if marker not in own and any(marker in name for name in stored):
+    for family, marker in families.markers():
+        if marker.substring not in own and any(marker.substring in name for name in stored):
             return (
-                f"The checkpoint holds {family} weights (names with {marker!r}): build the "
-                f"model with variant={variant}."
+                f"The checkpoint holds {family.title} weights (names with "
+                f"{marker.substring!r}): build the model with variant={marker.variants}."
             )
     return None
 
