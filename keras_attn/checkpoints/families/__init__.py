@@ -16,6 +16,7 @@ from keras_attn.checkpoints.families import gpt2_ml  # noqa: F401
 from keras_attn.checkpoints.families import t5  # noqa: F401
 from keras_attn.checkpoints.families.family import FAMILIES
 from keras_attn.checkpoints.families.family import GOOGLE_CONFIG_FAMILY
+from keras_attn.checkpoints.families.family import MARKER_KINDS
 from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import Marker
 from keras_attn.checkpoints.families.family import default_variant

@@ -31,10 +31,10 @@ BERT = register_family(CheckpointFamily(
         "torch": huggingface_bert,
     },
     markers=(
-        Marker("bert.encoder.layer.", "'bert'"),
-        # Every Hugging Face BERT-layout task model's blocks (RoFormer's too).
-        Marker("encoder.layer.", "'bert' or 'roberta'", general=True),
-        Marker("bert/encoder/layer_", "'bert'"),
+        Marker("bert.encoder.layer.", "'bert'", kind="prefixed"),
+        Marker("bert/encoder/layer_", "'bert'", kind="prefixed"),
+        # The blocks of every Hugging Face BERT-layout model (RoFormer's too).
+        Marker("encoder.layer.", "'bert' or 'roberta'", kind="shared"),
     ),
     references={"encoder": ("AutoModel", "last_hidden_state")},
 ))

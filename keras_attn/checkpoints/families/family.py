@@ -16,18 +16,24 @@ from typing import Mapping
 GOOGLE_CONFIG_FAMILY = "bert"
 
 
+# How surely a marker's names are its family's, in the order the hint
+# tries them: names of layers only the family has (T5's `EncDecAttention`,
+# ELECTRA's discriminator head); block names several families share, behind
+# the family's own prefix (`bert.encoder.layer.`); block names several
+# families store alike (`encoder.layer.`).
+MARKER_KINDS = ("own", "prefixed", "shared")
+
+
 @dataclasses.dataclass(frozen=True)
 class Marker:
-    """A substring of checkpoint names that only `CheckpointFamily`'s
-    checkpoints store: a load refused by another family's table says which
+    """A substring of checkpoint names that reveals `CheckpointFamily`'s
+    checkpoints: a load refused by another family's table says which
     variant(s) to build instead (`variants`, as the hint writes them,
-    `"'bert' or 'roberta'"`). A `general` marker is also part of more
-    specific markers (BERT's `encoder.layer.` of `roformer.encoder.layer.`)
-    and is tried after every other one."""
+    `"'bert' or 'roberta'"`). `kind` is one of `MARKER_KINDS`."""
 
     substring: str
     variants: str
-    general: bool = False
+    kind: str = "own"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +121,12 @@ def register_family(family):
         raise ValueError(
             f"register_family: family {family.name!r} is already declared; choose another name."
         )
+    for marker in family.markers:
+        if marker.kind not in MARKER_KINDS:
+            raise ValueError(
+                f"register_family({family.name!r}): marker {marker.substring!r} has kind "
+                f"{marker.kind!r}; the kinds are {list(MARKER_KINDS)}."
+            )
     for model_type in family.model_types:
         owner = for_model_type(model_type)
         if owner is not None and owner.name != family.name:
@@ -195,8 +207,6 @@ def variant_mismatch(config, variant_class):
 
 def markers():
     """`(family, marker)` for every declared marker, in the order the hint
-    tries them: the specific ones by registration, then the `general`."""
+    tries them: by `MARKER_KINDS`, then by registration."""
     pairs = [(family, marker) for family in FAMILIES.values() for marker in family.markers]
-    return [pair for pair in pairs if not pair[1].general] + [
-        pair for pair in pairs if pair[1].general
-    ]
+    return sorted(pairs, key=lambda pair: MARKER_KINDS.index(pair[1].kind))

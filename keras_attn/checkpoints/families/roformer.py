@@ -20,5 +20,5 @@ ROFORMER = register_family(CheckpointFamily(
         "safetensors": huggingface_roformer,
         "torch": huggingface_roformer,
     },
-    markers=(Marker("roformer.encoder.layer.", "'roformer'"),),
+    markers=(Marker("roformer.encoder.layer.", "'roformer'", kind="prefixed"),),
 ))
