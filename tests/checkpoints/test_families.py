@@ -20,22 +20,10 @@ from keras_attn.checkpoints.source import Source
 from keras_attn.models import VARIANTS
 from keras_attn.models.bert import Bert
 from keras_attn.models.transformer_config import load_config
+from tests.models import test_variants
 
-# Tiny: two layers of width 16.
-CONFIG = dict(
-    vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-    intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
-    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, mask_token_id=3,
-)
-# Fields a variant refuses to build without (as tests/models/test_variants.py).
-VARIANT_FIELDS = {
-    "roberta+": dict(attention_key_size=12, embedding_size=12),
-    "albert": dict(embedding_size=12),
-    "albert_unshared": dict(embedding_size=12),
-    "electra": dict(embedding_size=12),
-    "t5.1.1": dict(tie_word_embeddings=False, feed_forward_gated=True),
-    "mt5.1.1": dict(tie_word_embeddings=False, attention_head_size=8),
-}
+# The model harness's tiny config (width 16), with two layers.
+CONFIG = dict(test_variants.CONFIG, vocab_size=60, num_hidden_layers=2)
 # The registries as collected (a test's own registrations leave them again).
 DECLARED = dict(families.FAMILIES)
 REGISTERED = dict(VARIANTS)
@@ -126,7 +114,7 @@ def test_every_model_weight_has_a_name_in_each_of_its_familys_tables(family, var
     tables = tables_for(family, application)
     if not tables:
         pytest.skip(f"no {family} format stores {application!r} models")
-    config = dict(CONFIG, **VARIANT_FIELDS.get(variant, {}))
+    config = dict(CONFIG, **test_variants.VARIANT_FIELDS.get(variant, {}))
     model = keras_attn.build_transformer_model(config, variant=variant, application=application)
     for format, table in tables:
         with pytest.raises(CheckpointError) as raised:
