@@ -42,8 +42,8 @@ target of different lengths). For a Hugging Face source, with
 `transformers` installed, the reloaded model's output must also equal
 the `transformers` model's on the real (unpadded) positions to 1e-4 or 1e-5 of
 its largest |output|, whichever is larger (float32 rounding grows with the
-logits' size), for
-the applications `REFERENCES` lists:
+logits' size), for the applications its checkpoint family's declaration
+lists (`references`, see `keras_attn.checkpoints.families`):
 
 | family                 | application | compared with                               |
 |------------------------|-------------|---------------------------------------------|
@@ -84,26 +84,6 @@ import numpy as np
 ROUND_TRIP_TOLERANCE = 1e-6
 REFERENCE_TOLERANCE = 1e-4
 REFERENCE_RELATIVE_TOLERANCE = 1e-5
-
-# (checkpoint family, application) -> the `transformers` class a Hugging
-# Face source is loaded with for the reference comparison, and the output
-# field our model's output is compared with. (T5's `AutoModel` is the
-# encoder-decoder without its head; its encoder alone is `T5EncoderModel`,
-# mT5's `MT5EncoderModel`.)
-REFERENCES = {
-    ("bert", "encoder"): ("AutoModel", "last_hidden_state"),
-    ("roberta", "encoder"): ("AutoModel", "last_hidden_state"),
-    ("albert", "encoder"): ("AutoModel", "last_hidden_state"),
-    ("gpt2", "lm"): ("AutoModelForCausalLM", "logits"),
-    ("gpt2", "encoder"): ("AutoModel", "last_hidden_state"),
-    ("t5", "seq2seq"): ("AutoModelForSeq2SeqLM", "logits"),
-    ("t5", "encoder"): ("T5EncoderModel", "last_hidden_state"),
-}
-ENCODER_CLASSES = {"mt5": "MT5EncoderModel"}
-REFERENCES.update({
-    ("electra", "encoder"): ("AutoModel", "last_hidden_state"),
-    ("electra", "discriminator"): ("ElectraForPreTraining", "logits"),
-})
 
 # `--application` choices: every application a variant may build.
 APPLICATION_CHOICES = ("encoder", "mlm", "lm", "unilm", "discriminator", "seq2seq")
@@ -533,11 +513,13 @@ def _compare(actual, expected, tolerance, actual_name, expected_name):
 
 def _reference_output(reader, source, model, inputs, real, log):
     """`(name, field, output)`: the `transformers` model's output on `inputs`
-    for a Hugging Face source (see `REFERENCES`), or None (another format,
-    an application without a reference, or `transformers`/`torch` not
-    installed)."""
-    family = model.template.checkpoint_family
-    if reader.format == "tensorflow" or (family, model.application) not in REFERENCES:
+    for a Hugging Face source (the `references` of the model's checkpoint
+    family), or None (another format, an application without a reference,
+    or `transformers`/`torch` not installed)."""
+    from keras_attn.checkpoints import families
+
+    family = families.get(model.template.checkpoint_family)
+    if reader.format == "tensorflow" or model.application not in family.references:
         return None
     try:
         import torch
@@ -545,13 +527,14 @@ def _reference_output(reader, source, model, inputs, real, log):
     except ImportError:
         log("transformers/torch not installed: no comparison with the source framework.")
         return None
-    class_name, field = REFERENCES[family, model.application]
+    class_name, field = family.references[model.application]
     directory = source if os.path.isdir(source) else os.path.dirname(source)
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    if class_name == "T5EncoderModel":
+    overrides = family.reference_overrides.get(model.application)
+    if overrides:
         model_type = transformers.AutoConfig.from_pretrained(directory).model_type
-        class_name = ENCODER_CLASSES.get(model_type, class_name)
+        class_name = overrides.get(model_type, class_name)
     log(f"Comparing with transformers.{class_name} loaded from {directory}")
     reference = getattr(transformers, class_name).from_pretrained(directory).eval()
     feed = {}

@@ -12,7 +12,7 @@ as `gpt/output/LayerNorm`. GPT2-ML keeps the names of its own release
 from types import SimpleNamespace
 
 from keras_attn.checkpoints import google_bert
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 _HEADS = ("Pooler-Dense/", "NSP/", "MLM-")
 

@@ -17,7 +17,7 @@ so an untied `MLM-Decoder` has no name here: a model built with
 `tie_word_embeddings=False` is refused rather than left random.
 """
 
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 _LAYER = "bert/encoder/layer_{layer}"
 _ALBERT = "bert/encoder/transformer/group_0/inner_group_0"

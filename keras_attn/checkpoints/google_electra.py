@@ -15,7 +15,7 @@ Keras.
 from types import SimpleNamespace
 
 from keras_attn.checkpoints import google_bert
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 
 def _renamed(source, old, new):

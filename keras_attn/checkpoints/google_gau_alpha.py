@@ -13,7 +13,7 @@ embedding, so nothing else is stored. Kernels are `(in, out)`, as in Keras.
 """
 
 from keras_attn.checkpoints import google_bert
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 _GAU = "GAU_alpha/encoder/layer_{layer}/gau"
 _LAYER = "Transformer-{layer}-GatedAttentionUnit"

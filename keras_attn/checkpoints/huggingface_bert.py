@@ -13,7 +13,7 @@ BERT's `encoder.layer.{layer}`, or else ALBERT's one shared block (the
 (`checkpoint_free_weights`), not listed here.
 """
 
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 _LAYER = "encoder.layer.{layer}"
 _ALBERT = "encoder.albert_layer_groups.0.albert_layers.0"

@@ -6,7 +6,7 @@ is transposed; `c_attn` holds the query, key and value projections side by
 side, `(hidden, 3 * hidden)`, read here as three `part`s.
 """
 
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 _BLOCK = "h.{layer}"
 _ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"

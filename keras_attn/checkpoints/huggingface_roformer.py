@@ -16,7 +16,7 @@ by `embeddings_project`, BERT's `Embedding-Mapping`.
 import numpy as np
 
 from keras_attn.checkpoints import huggingface_bert
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 TABLE = {
     **huggingface_bert.TABLE,

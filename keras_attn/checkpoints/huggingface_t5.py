@@ -4,7 +4,7 @@ variables. `torch.nn.Linear` stores kernels `(out, in)`, hence the
 transposes; the relative position biases are `(buckets, heads)` as here.
 """
 
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 
 def _attention(layer, stack, index, module):

@@ -3,57 +3,12 @@ the name table."""
 
 import os
 
-from keras_attn.checkpoints import bert4keras_gpt
-from keras_attn.checkpoints import google_bert
-from keras_attn.checkpoints import google_electra
-from keras_attn.checkpoints import google_gau_alpha
-from keras_attn.checkpoints import huggingface_bert
-from keras_attn.checkpoints import huggingface_gpt2
-from keras_attn.checkpoints import huggingface_roformer
-from keras_attn.checkpoints import huggingface_t5
-from keras_attn.checkpoints import mesh_t5
+from keras_attn.checkpoints import families
 from keras_attn.checkpoints.keras_weights import load_weights_file
 from keras_attn.checkpoints.porting import compound_token_groups
 from keras_attn.checkpoints.porting import port_weights
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import open_checkpoint
-
-_BERT_TABLES = {
-    "tensorflow": google_bert,
-    "safetensors": huggingface_bert,
-    "torch": huggingface_bert,
-}
-
-# Checkpoint family (the variant's `checkpoint_family`) -> reader format ->
-# the name table (a module, or `bert4keras_gpt`'s tables), or a dict of
-# them by the model's `application` where one checkpoint stores several
-# models under different names (ELECTRA's generator and discriminator).
-NAME_TABLES = {
-    "bert": _BERT_TABLES,
-    "roberta": _BERT_TABLES,
-    "albert": _BERT_TABLES,
-    "electra": {
-        "tensorflow": google_electra.BY_APPLICATION,
-        "safetensors": huggingface_bert,
-        "torch": huggingface_bert,
-    },
-    "roformer": {
-        "tensorflow": google_bert,
-        "safetensors": huggingface_roformer,
-        "torch": huggingface_roformer,
-    },
-    # NEZHA's Google checkpoints: BERT's names, no position table.
-    "nezha": {"tensorflow": google_bert},
-    "gau_alpha": {"tensorflow": google_gau_alpha},
-    "gpt": {"tensorflow": bert4keras_gpt.GPT},
-    "gpt2": {
-        "tensorflow": bert4keras_gpt.GPT2,
-        "safetensors": huggingface_gpt2,
-        "torch": huggingface_gpt2,
-    },
-    "gpt2_ml": {"tensorflow": bert4keras_gpt.GPT2_ML},
-    "t5": {"tensorflow": mesh_t5, "safetensors": huggingface_t5, "torch": huggingface_t5},
-}
 
 
 def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None,
@@ -132,16 +87,18 @@ def load_checkpoint(model, checkpoint, keep_tokens=None, skip_missing=None,
 
 
 def name_table(model, reader):
-    """The name table that maps `reader`'s checkpoint onto `model`: by the
-    model's checkpoint family (its template's) and the reader's format
-    (and, for ELECTRA's Google checkpoints, the model's application).
+    """The name table that maps `reader`'s checkpoint onto `model`: the
+    `name_tables` of the model's checkpoint family (its template's, see
+    `keras_attn.checkpoints.families`) for the reader's format (and, for
+    ELECTRA's Google checkpoints, the model's application).
 
     Raises:
         CheckpointError: a format the family is never stored in.
     """
     template = getattr(model, "template", None)
     family = "bert" if template is None else template.checkpoint_family
-    tables = NAME_TABLES.get(family, {})
+    declared = families.get(family)
+    tables = declared.name_tables if declared is not None else {}
     if reader.format not in tables:
         raise CheckpointError(
             f"{reader.path!r} is a {reader.format} checkpoint; {family} models are read "

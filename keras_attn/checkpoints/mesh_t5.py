@@ -7,7 +7,7 @@ Kernels are stored `(in, out)` as in Keras; the relative position biases
 where T5 spells them `layer_norm`; both are accepted.
 """
 
-from keras_attn.checkpoints.porting import Source
+from keras_attn.checkpoints.source import Source
 
 
 def _attention(layer, stack, index, module):

@@ -7,9 +7,11 @@ import warnings
 import numpy as np
 
 from keras_attn import keras_internals
+from keras_attn.checkpoints import families
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import SkippedWeightsWarning
 from keras_attn.checkpoints.readers import UnusedWeightsWarning
+from keras_attn.checkpoints.source import Source  # noqa: F401  (where it was defined before)
 
 # Variables with a vocabulary axis (its index in the Keras variable):
 # `keep_tokens` selects entries along it and `compound_tokens` appends
@@ -25,42 +27,6 @@ VOCABULARY_VARIABLES = {
 # `application`): their checkpoint weights are left out by choice, not
 # reported as unused.
 OPTIONAL_HEADS = ("Pooler-Dense/", "NSP/", "MLM-", "Discriminator-")
-
-
-class Source:
-    """Where a variable is stored: accepted checkpoint names (tried in order,
-    `{layer}` standing for the block index, `{layer:03d}` zero-padded),
-    whether the stored array is the transpose of the Keras one, and `part`,
-    `(index, count)`, when the variable is one of `count` equal slices of
-    the stored array's last axis (GPT-2's queries, keys and values, stored
-    side by side in `c_attn`)."""
-
-    def __init__(self, *names, transpose=False, part=None):
-        self.names = names
-        self.transpose = transpose
-        self.part = part
-
-    def __repr__(self):
-        options = (("transpose",) if self.transpose else ()) + (
-            (f"part={self.part}",) if self.part else ()
-        )
-        return f"Source{self.names + options}"
-
-    def shape(self, stored):
-        """The variable's shape for a stored array of shape `stored`."""
-        shape = tuple(stored)[::-1] if self.transpose else tuple(stored)
-        if self.part is not None and shape:
-            shape = shape[:-1] + (shape[-1] // self.part[1],)
-        return shape
-
-    def value(self, array):
-        """The variable's value from the stored `array`."""
-        array = array.T if self.transpose else array
-        if self.part is not None:
-            index, count = self.part
-            width = array.shape[-1] // count
-            array = array[..., index * width : (index + 1) * width]
-        return array
 
 
 def name_prefix(model):
@@ -400,34 +366,21 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     return heads_left_out
 
 
-# Checkpoint names that only one family stores: (substring, family, the
-# variant to build).
-FAMILY_MARKERS = (
-    ("EncDecAttention", "T5", "'t5', 't5.1.1' or 'mt5.1.1'"),
-    ("attn.c_attn", "GPT-2", "'gpt2'"),
-    ("newslm/", "GPT2-ML", "'gpt2_ml'"),
-    ("discriminator_predictions", "ELECTRA", "'electra'"),
-    ("bert.encoder.layer.", "BERT", "'bert'"),
-    ("roformer.encoder.layer.", "RoFormer", "'roformer'"),
-    ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
-    ("bert/encoder/layer_", "BERT", "'bert'"),
-)
-
-
 def _other_family_hint(stored, name_table):
     """A sentence naming the family and variant of a checkpoint whose names
-    are another family's than the table's, or None."""
+    are another family's than the table's (by the families' `markers`), or
+    None."""
     own = " ".join(
         spelling
         for source in name_table.TABLE.values()
         for name in source.names
         for spelling in name_table.candidates(name)
     )
-    for marker, family, variant in FAMILY_MARKERS:
-        if marker not in own and any(marker in name for name in stored):
+    for family, marker in families.markers():
+        if marker.substring not in own and any(marker.substring in name for name in stored):
             return (
-                f"The checkpoint holds {family} weights (names with {marker!r}): build the "
-                f"model with variant={variant}."
+                f"The checkpoint holds {family.title} weights (names with "
+                f"{marker.substring!r}): build the model with variant={marker.variants}."
             )
     return None
 

@@ -2,20 +2,12 @@
 
 import os
 
+from keras_attn.checkpoints import families
 from keras_attn.checkpoints.loading import load_checkpoint
 from keras_attn.checkpoints.porting import compound_token_groups
 from keras_attn.models.bert4keras_names import from_bert4keras
 from keras_attn.models.registry import VARIANTS
 from keras_attn.models.transformer_config import load_config
-
-
-# The families whose variants may read a config of each family: a
-# Google-style config names no `model_type` (it is read as `"bert"`), and
-# bert4keras's RoFormer, GAU-alpha, GPT, GPT-2, GPT2-ML and T5 checkpoints come with
-# such configs.
-READABLE_FAMILIES = {
-    "bert": ("bert", "roformer", "nezha", "gau_alpha", "gpt", "gpt2", "gpt2_ml", "t5", "electra"),
-}
 
 
 def variant_family(variant):
@@ -65,22 +57,14 @@ def select_variant(config, variant=None):
             (the message says which variant to use).
     """
     if variant is None:
-        if config.checkpoint_family in ("roberta", "albert", "roformer", "nezha", "gpt2", "electra"):
-            return config.checkpoint_family
-        if config.checkpoint_family == "t5":
-            if config.encoder_only:
-                return "t5_encoder"
-            return "t5" if config.tie_word_embeddings else "t5.1.1"
-        if config.attention_key_size is not None or config.embedding_size is not None:
-            return "roberta+"
-        return "bert"
+        return families.default_variant(config)
     if variant not in VARIANTS:
         raise ValueError(
             f"Unknown variant {variant!r}; known variants: {sorted(VARIANTS)}."
         )
     family = config.checkpoint_family
-    if family is not None and variant_family(variant) not in READABLE_FAMILIES.get(family, (family,)):
-        readable = READABLE_FAMILIES.get(family, (family,))
+    readable = families.readable_families(family)
+    if family is not None and variant_family(variant) not in readable:
         accepted = sorted(name for name in VARIANTS if variant_family(name) in readable)
         raise ValueError(
             f"variant={variant!r} reads {variant_family(variant)} checkpoints, but the "
@@ -102,12 +86,11 @@ def select_variant(config, variant=None):
             f"{variant_class.refused_config_families[family]}; use "
             f"variant={select_variant(config)!r} (or leave `variant` unset)."
         )
-    if (family == "t5" and "seq2seq" in variant_class.applications
-            and variant_class.tied_head != config.tie_word_embeddings):
+    mismatch = families.variant_mismatch(config, variant_class)
+    if mismatch:
         raise ValueError(
-            f"variant={variant!r} has {'a tied' if VARIANTS[variant].tied_head else 'an untied'} "
-            f"head, but the config says tie_word_embeddings={config.tie_word_embeddings}; use "
-            f"variant={select_variant(config)!r} (or leave `variant` unset)."
+            f"variant={variant!r} {mismatch}; use variant={select_variant(config)!r} "
+            "(or leave `variant` unset)."
         )
     return variant
 

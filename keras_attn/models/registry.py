@@ -6,11 +6,10 @@ Every built-in variant module registers itself with `@register_variant`, and
 `keras_attn` is imported.
 """
 
+from keras_attn.checkpoints import families
 from keras_attn.models.transformer import APPLICATIONS
-from keras_attn.models.transformer import CHECKPOINT_FAMILIES
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.variants import VARIANTS
-
 
 
 def register_variant(name, variant_class=None):
@@ -18,9 +17,9 @@ def register_variant(name, variant_class=None):
 
     Use it as a class decorator, `@register_variant("my_bert")`, or call it
     as `register_variant("my_bert", MyBert)`; either returns the class. The
-    class's `checkpoint_family` (`"bert"` unless it names another of
-    `CHECKPOINT_FAMILIES`) decides which checkpoints it reads, its
-    `applications` which `application=` it builds.
+    class's `checkpoint_family` (`"bert"` unless it names another family
+    declared in `keras_attn.checkpoints.families`) decides which checkpoints
+    it reads, its `applications` which `application=` it builds.
 
     Args:
         name: the `variant=` name, a non-empty string.
@@ -47,11 +46,11 @@ def register_variant(name, variant_class=None):
                 f"register_variant({name!r}): the variant must be a subclass of "
                 f"keras_attn.Transformer; received {variant_class!r}."
             )
-        families = sorted(CHECKPOINT_FAMILIES)
-        if variant_class.checkpoint_family not in families:
+        declared = sorted(families.names())
+        if variant_class.checkpoint_family not in declared:
             raise TypeError(
                 f"register_variant({name!r}): {variant_class.__name__}.checkpoint_family "
-                f"must be one of {families}; it is {variant_class.checkpoint_family!r}."
+                f"must be one of {declared}; it is {variant_class.checkpoint_family!r}."
             )
         unknown = [a for a in variant_class.applications if a not in APPLICATIONS]
         if not variant_class.applications or unknown:

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn import layers
+from keras_attn.checkpoints import families
 from keras_attn.layers import masking
 from keras_attn.layers.direct_call import layer_caller
 from keras_attn.layers.feed_forward import resolve_activation
@@ -56,28 +57,9 @@ FULL_PASS_ONLY_HOOKS = (
 
 # How checkpoints store a variant's weights (its `checkpoint_family`), which
 # decides the checkpoints and configs `build_transformer_model` lets it read:
-CHECKPOINT_FAMILIES = {
-    "bert": "BERT's names and layout (Google `bert_model.ckpt`, Hugging Face "
-    "`model_type: bert`); positions from row 0",
-    "roberta": "RoBERTa's (`model_type: roberta`, `xlm-roberta`, `camembert`): BERT's "
-    "names, positions offset past the padding row",
-    "albert": "ALBERT's (Google `albert_config.json`, `model_type: albert`): "
-    "factorised embeddings, one shared block",
-    "electra": "ELECTRA's (Google `electra/` names, Hugging Face `model_type: electra`): "
-    "BERT's layout, embeddings projected by `embeddings_project`",
-    "roformer": "RoFormer's (Hugging Face `model_type: roformer`, bert4keras's "
-    "Google-format RoFormer and RoFormer-v2): BERT's names, no position table",
-    "nezha": "NEZHA's (Google `bert_config.json` with `use_relative_position`, "
-    "`model_type: nezha`): BERT's names, no position table",
-    "gau_alpha": "GAU-alpha's (ZhuiyiTechnology's Google-format checkpoints): BERT's "
-    "embedding names, Gated Attention Units under `GAU_alpha/encoder/`",
-    "gpt": "bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
-    "gpt2": "GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
-    "with `input/LayerNorm`)",
-    "gpt2_ml": "GPT2-ML's (its TensorFlow `newslm/` names)",
-    "t5": "T5's (Hugging Face `model_type: t5`/`mt5`, Mesh TensorFlow names as "
-    "bert4keras reads them)",
-}
+# the built-in families' descriptions. Each family is declared in
+# `keras_attn.checkpoints.families`, which `register_variant` checks against.
+CHECKPOINT_FAMILIES = {name: families.get(name).description for name in families.names()}
 
 # The `OutputMask` layer of each sequence output (`"output"` when the model
 # has one).
@@ -120,7 +102,8 @@ class Transformer:
     - the mask: `mask_diagonal` (a query never sees its own key);
     - what it supports: `applications` (the `application=` values it builds,
       keys of `APPLICATIONS`; any other is a `ValueError` naming them) and
-      `checkpoint_family` (one of `CHECKPOINT_FAMILIES`: `"bert"`,
+      `checkpoint_family` (a family declared in
+      `keras_attn.checkpoints.families`: `"bert"`,
       `"roberta"` for RoBERTa's offset position table, `"albert"`,
       `"roformer"`, `"nezha"`, ...), which
       decides the checkpoints `build_transformer_model` lets it read.
@@ -216,7 +199,7 @@ class Transformer:
     mask_diagonal = False
     # The `application=` values this variant builds.
     applications = ("encoder", "mlm", "lm", "unilm")
-    # How its checkpoints store their weights: one of `CHECKPOINT_FAMILIES`.
+    # How its checkpoints store their weights: a declared family's name.
     checkpoint_family = "bert"
     # Config families (`TransformerConfig.checkpoint_family`, from a Hugging
     # Face `model_type`) whose checkpoints are another architecture than

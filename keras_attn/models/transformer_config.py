@@ -7,6 +7,8 @@ import numbers
 import os
 import warnings
 
+from keras_attn.checkpoints import families
+
 # Source spellings of each field: Google's and Hugging Face's names.
 ALIASES = {
     "num_hidden_layers": "num_layers",
@@ -19,79 +21,6 @@ ALIASES = {
     "model_type": "checkpoint_family",
 }
 
-# Hugging Face `model_type` -> the checkpoint family it is stored as: the
-# names and the position layout of its weights.
-MODEL_TYPES = {
-    "bert": "bert",
-    "roberta": "roberta",
-    "xlm-roberta": "roberta",
-    "camembert": "roberta",
-    "albert": "albert",
-    "electra": "electra",
-    "roformer": "roformer",
-    "nezha": "nezha",
-    "gpt2": "gpt2",
-    "t5": "t5",
-    "mt5": "t5",
-}
-
-# The checkpoint families of bert4keras's own formats, which no `model_type`
-# names: their configs are Google-style (`bert_config.json` fields), so a
-# config without `model_type` may be read by them too (see
-# `builder.select_variant`).
-GOOGLE_FORMAT_FAMILIES = ("bert", "gpt", "gpt2_ml", "t5")
-
-# Field spellings of the Hugging Face configs that name fields their own
-# way, by `model_type`; read before `ALIASES`.
-MODEL_TYPE_ALIASES = {
-    "gpt2": {
-        "n_embd": "hidden_size",
-        "n_layer": "num_layers",
-        "n_head": "num_heads",
-        "n_positions": "max_position",
-        "n_inner": "intermediate_size",
-        "activation_function": "hidden_act",
-        "resid_pdrop": "dropout_rate",
-        "attn_pdrop": "attention_dropout_rate",
-        "embd_pdrop": "embedding_dropout_rate",
-        "n_ctx": "max_position",
-        "scale_attn_by_inverse_layer_idx": "inverse_layer_attention_scale",
-    },
-    "t5": {
-        "d_model": "hidden_size",
-        "d_ff": "intermediate_size",
-        "d_kv": "attention_head_size",
-        "num_layers": "num_layers",
-        "num_heads": "num_heads",
-        "dropout_rate": "dropout_rate",
-    },
-}
-MODEL_TYPE_ALIASES["mt5"] = MODEL_TYPE_ALIASES["t5"]
-
-# Hugging Face GPT-2 and T5 fields that hold the defaults of the released
-# models, and the only values this builder reads.
-FAMILY_REQUIRED_VALUES = {
-    "scale_attn_weights": True,
-}
-
-# Fields of Hugging Face GPT-2 and T5 configs that do not change the network
-# this builder makes (the task heads' summary options, generation settings).
-FAMILY_IGNORED_KEYS = {
-    "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
-    "summary_type", "summary_use_proj", "task_specific_params", "n_special",
-    "predict_special_tokens", "dense_act_fn", "is_gated_act",
-    # Initialisation scales, for training from scratch; this builder
-    # initialises every model by `initializer_range`.
-    "initializer_factor",
-    # Dropout of the embeddings; this builder uses `dropout_rate` there.
-    "embd_pdrop",
-    # GPT-2: scale the queries before the product and take the scores and
-    # the softmax in float32 under autocast. The same scores in float32
-    # (transformers itself reads it only in its eager attention); under a
-    # mixed-precision policy this library's kernel keeps its own dtypes.
-    "reorder_and_upcast_attn",
-}
-
 # T5's `feed_forward_proj` -> `(hidden_act, feed_forward_gated)`, as
 # Hugging Face reads it (`gated-gelu` is the tanh approximation).
 FEED_FORWARD_PROJECTIONS = {
@@ -101,10 +30,6 @@ FEED_FORWARD_PROJECTIONS = {
     "gated-relu": ("relu", True),
     "gated-silu": ("silu", True),
 }
-
-# Fields only ALBERT configs have: a Google `albert_config.json` (which names
-# no `model_type`) holding one is an ALBERT checkpoint.
-ALBERT_FIELDS = ("num_hidden_groups", "inner_group_num")
 
 # Metadata that configuration files carry and that does not change the model.
 IGNORED_KEYS = {
@@ -265,10 +190,10 @@ class TransformerConfig:
     # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`,
     # BertLMHeadModel): the builder's `application=None` is then "lm".
     is_decoder: bool = False
-    # How the checkpoint stores its weights: one of the families the Hugging
-    # Face `model_type`s map to (`MODEL_TYPES`: "bert", "roberta", "albert",
-    # "electra", "gpt2", "t5", ...; a Google `bert_config.json` is "bert", an
-    # `albert_config.json` "albert");
+    # How the checkpoint stores its weights: a declared family (see
+    # `keras_attn.checkpoints.families`: "bert", "roberta", "albert",
+    # "electra", "gpt2", "t5", ..., by the Hugging Face `model_type`; a Google
+    # `bert_config.json` is "bert", an `albert_config.json` "albert");
     # None when the source does not say. The builder picks and checks the
     # variant with it.
     checkpoint_family: str | None = None
@@ -388,7 +313,8 @@ FIELD_RULES = {
     "tie_word_embeddings": _boolean,
     "encoder_only": _boolean,
     "is_decoder": _boolean,
-    "checkpoint_family": _optional(_one_of(set(MODEL_TYPES.values()) | set(GOOGLE_FORMAT_FAMILIES))),
+    # Read at every check: a family declared later is accepted too.
+    "checkpoint_family": _optional(lambda value: _one_of(families.names())(value)),
 }
 assert set(FIELD_RULES) == FIELDS, "every TransformerConfig field needs a rule"
 
@@ -441,17 +367,22 @@ def _read_source(source):
 
 def _normalise(values, origin, strict, model_type=None):
     """`values` under this library's field names. `model_type` (the
-    source's, when it is an override dict) selects the spellings of
-    `MODEL_TYPE_ALIASES`."""
+    source's, when it is an override dict) selects the family declaration
+    whose config spellings, required values and ignored keys apply (see
+    `keras_attn.checkpoints.families`)."""
     model_type = values.get("model_type", model_type)
-    values = _t5_head(values, model_type)
-    aliases = {**ALIASES, **MODEL_TYPE_ALIASES.get(model_type, {})}
-    family_fields = model_type in MODEL_TYPE_ALIASES
-    required_values = dict(REQUIRED_VALUES)
-    if MODEL_TYPES.get(model_type) == "t5":
-        # transformers' T5EncoderModel saves `is_encoder_decoder: false`.
-        required_values.pop("is_encoder_decoder")
-        aliases["is_encoder_decoder"] = "encoder_only"
+    family = families.for_model_type(model_type)
+    if family is not None and family.prepare_config is not None:
+        values = family.prepare_config(values, model_type)
+    family_aliases = family.config_aliases if family is not None else {}
+    family_required = family.required_values if family is not None else {}
+    family_ignored = family.ignored_keys if family is not None else ()
+    aliases = {**ALIASES, **family_aliases}
+    # A key the family reads as a field of its own is no required value.
+    required_values = {
+        key: value for key, value in REQUIRED_VALUES.items() if key not in family_aliases
+    }
+    model_types = families.model_types()
     fields = {}
     for key, value in values.items():
         name = aliases.get(key, key)
@@ -463,17 +394,15 @@ def _normalise(values, origin, strict, model_type=None):
                 )
             value = not value
         if key == "model_type":
-            if value not in MODEL_TYPES:
+            if value not in model_types:
                 raise ValueError(
                     f"{origin} sets `model_type={value!r}`; this builder reads "
-                    f"{sorted(MODEL_TYPES)} checkpoints."
+                    f"{sorted(model_types)} checkpoints."
                 )
-            value = MODEL_TYPES[value]
+            value = model_types[value]
         elif key == "feed_forward_proj" or (name == "hidden_act" and isinstance(value, list)):
             value, fields["feed_forward_gated"] = _feed_forward_activation(key, value, origin)
             name = "hidden_act"
-        elif value is None and key == "n_inner":
-            continue  # GPT-2: 4 * n_embd, set below.
         if name in FIELDS:
             if name == "hidden_act" and isinstance(value, str) and value in ACTIVATIONS:
                 value = ACTIVATIONS[value]
@@ -486,8 +415,8 @@ def _normalise(values, origin, strict, model_type=None):
                     f"({fields[name]!r} and {value!r} as `{key}`)."
                 )
             fields[name] = value
-        elif key in required_values or (family_fields and key in FAMILY_REQUIRED_VALUES):
-            expected = required_values.get(key, FAMILY_REQUIRED_VALUES.get(key))
+        elif key in required_values or key in family_required:
+            expected = required_values.get(key, family_required.get(key))
             if value != expected:
                 reason = REQUIRED_VALUE_REASONS.get(key)
                 raise ValueError(
@@ -500,36 +429,12 @@ def _normalise(values, origin, strict, model_type=None):
                 f"{sorted(FIELDS)} (Google / Hugging Face spellings "
                 f"{sorted(ALIASES)} are accepted too)."
             )
-        elif key not in IGNORED_KEYS and not (family_fields and key in FAMILY_IGNORED_KEYS):
+        elif key not in IGNORED_KEYS and key not in family_ignored:
             warnings.warn(f"{origin}: ignoring unknown field `{key}`.", stacklevel=3)
-    family = fields.get("checkpoint_family")
-    if family == "gpt2":
-        fields.setdefault("intermediate_size", 4 * fields.get("hidden_size", 0) or None)
-        # GPT-2's vocabulary has no padding token (`<|endoftext|>` ends text).
-        fields.setdefault("pad_token_id", None)
-        fields.setdefault("segment_vocab_size", 0)
-    if family == "t5":
-        fields.setdefault("attention_dropout_rate", fields.get("dropout_rate", 0.1))
-        fields.setdefault("segment_vocab_size", 0)
-        fields.setdefault("decoder_start_token_id", fields.get("pad_token_id", 0))
+    declared = families.get(fields.get("checkpoint_family"))
+    if declared is not None and declared.config_defaults is not None:
+        declared.config_defaults(fields)
     return fields
-
-
-def _t5_head(values, model_type):
-    """A T5 config's `tie_word_embeddings`, read as whether its head is
-    v1.0's (the token embedding, on `h * d_model ** -0.5`) or v1.1's (an own
-    projection, unscaled). transformers 5 writes `tie_word_embeddings: true`
-    for every T5 and says v1.0 by `scale_decoder_outputs`; earlier versions
-    say v1.1 by `tie_word_embeddings: false`; mT5 is always v1.1."""
-    if MODEL_TYPES.get(model_type) != "t5":
-        return values
-    values = dict(values)
-    if model_type == "mt5":
-        values.pop("scale_decoder_outputs", None)
-        values["tie_word_embeddings"] = False
-    elif "scale_decoder_outputs" in values:
-        values["tie_word_embeddings"] = values.pop("scale_decoder_outputs") is not False
-    return values
 
 
 def _feed_forward_activation(key, value, origin):
@@ -575,14 +480,14 @@ def load_config(source, **overrides):
     values, origin = _read_source(source)
     fields = _normalise(values, origin, strict=False)
     model_type = values.get("model_type")
-    if "checkpoint_family" not in fields and any(key in values for key in ALBERT_FIELDS):
-        fields["checkpoint_family"] = "albert"
-    if "checkpoint_family" not in fields and values.get("use_relative_position") is True:
-        # NEZHA's bert_config.json names no model type but says this.
-        fields["checkpoint_family"] = "nezha"
+    if "checkpoint_family" not in fields:
+        # A family's own fields (ALBERT's, NEZHA's) say what `model_type` does not.
+        recognised = families.recognise_config(values)
+        if recognised is not None:
+            fields["checkpoint_family"] = recognised
     if origin.startswith("configuration file") and "checkpoint_family" not in fields:
-        # Google's bert_config.json names no model type: BERT's layout.
-        fields["checkpoint_family"] = "bert"
+        # Google's bert_config.json names no model type.
+        fields["checkpoint_family"] = families.GOOGLE_CONFIG_FAMILY
     fields.update(_normalise(overrides, "overrides", strict=True, model_type=model_type))
     required = [
         field.name

@@ -1,0 +1,14 @@
+"""GAU-alpha's checkpoints (ZhuiyiTechnology's, Google format)."""
+
+from keras_attn.checkpoints import google_gau_alpha
+from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import register_family
+
+GAU_ALPHA = register_family(CheckpointFamily(
+    name="gau_alpha",
+    title="GAU-alpha",
+    description="GAU-alpha's (ZhuiyiTechnology's Google-format checkpoints): BERT's "
+    "embedding names, Gated Attention Units under `GAU_alpha/encoder/`",
+    google_format=True,
+    name_tables={"tensorflow": google_gau_alpha},
+))

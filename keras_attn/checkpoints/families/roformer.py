@@ -1,0 +1,24 @@
+"""RoFormer's checkpoints: BERT's names, rotary positions (no position
+table)."""
+
+from keras_attn.checkpoints import google_bert
+from keras_attn.checkpoints import huggingface_roformer
+from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import Marker
+from keras_attn.checkpoints.families.family import register_family
+
+ROFORMER = register_family(CheckpointFamily(
+    name="roformer",
+    title="RoFormer",
+    description="RoFormer's (Hugging Face `model_type: roformer`, bert4keras's "
+    "Google-format RoFormer and RoFormer-v2): BERT's names, no position table",
+    model_types=("roformer",),
+    google_format=True,
+    default_variant="roformer",
+    name_tables={
+        "tensorflow": google_bert,
+        "safetensors": huggingface_roformer,
+        "torch": huggingface_roformer,
+    },
+    markers=(Marker("roformer.encoder.layer.", "'roformer'", kind="prefixed"),),
+))
