@@ -79,11 +79,13 @@ _POSITIVE = ("factor", "original_max_position_embeddings", "beta_fast", "beta_sl
              "attention_factor", "low_freq_factor", "high_freq_factor")
 
 
-def standard_rope_scaling(scaling):
+def standard_rope_scaling(scaling, original_max_position_embeddings=None):
     """`scaling` checked and in one spelling: a dict with `rope_type` (the
     legacy key `type` is read as it) and every parameter of its type, the
     optional ones at their defaults; None for None or `rope_type`
-    `"default"` (plain RoPE). Raises a ValueError naming the key and the
+    `"default"` (plain RoPE). `original_max_position_embeddings`, when
+    given, is the default of that parameter (a model's `max_position`, as
+    transformers reads it). Raises a ValueError naming the key and the
     value of anything wrong."""
     if scaling is None:
         return None
@@ -99,7 +101,12 @@ def standard_rope_scaling(scaling):
             f"A rope scaling gives `rope_type={rope_type!r}` and `type={legacy!r}`; "
             "give one."
         )
-    if rope_type == "default" and not scaling:
+    if rope_type == "default":
+        if scaling:
+            raise ValueError(
+                "rope_type 'default' is plain RoPE and takes no parameters; received "
+                + ", ".join(f"{key}={value!r}" for key, value in scaling.items()) + "."
+            )
         return None
     if rope_type not in ROPE_TYPES:
         raise ValueError(
@@ -107,6 +114,8 @@ def standard_rope_scaling(scaling):
             f"{sorted(ROPE_TYPES)} (or 'default', without parameters, for plain RoPE)."
         )
     required, optional = ROPE_TYPES[rope_type]
+    if "original_max_position_embeddings" in required and original_max_position_embeddings:
+        scaling.setdefault("original_max_position_embeddings", original_max_position_embeddings)
     unknown = sorted(set(scaling) - set(required) - set(optional))
     if unknown:
         raise ValueError(

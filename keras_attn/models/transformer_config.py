@@ -7,6 +7,8 @@ import numbers
 import os
 import warnings
 
+from keras_attn.layers.rope_scaling import standard_rope_scaling
+
 # Source spellings of each field: Google's and Hugging Face's names.
 ALIASES = {
     "num_hidden_layers": "num_layers",
@@ -17,6 +19,11 @@ ALIASES = {
     "type_vocab_size": "segment_vocab_size",
     "layer_norm_eps": "layer_norm_epsilon",
     "model_type": "checkpoint_family",
+    "rope_theta": "rotary_base",
+    # transformers 5 keeps `rope_theta` inside `rope_parameters` (see
+    # `_rope_parameters`).
+    "rope_parameters['rope_theta']": "rotary_base",
+    "rope_parameters": "rope_scaling",
 }
 
 # Hugging Face `model_type` -> the checkpoint family it is stored as: the
@@ -252,6 +259,13 @@ class TransformerConfig:
     # Rotary variants (RoFormer): rotate the values too, as the keys
     # (Hugging Face RoFormer's `rotary_value`).
     rotary_value: bool = False
+    # Rotary variants: RoPE's base (Hugging Face's `rope_theta`) and a
+    # scaling of its frequencies for contexts past the training length
+    # (Hugging Face's `rope_scaling` or `rope_parameters`: a dict with a
+    # `rope_type` and its parameters; see `keras_attn.layers.rope_scaling`).
+    # Its `original_max_position_embeddings` defaults to `max_position`.
+    rotary_base: float = 10000.0
+    rope_scaling: dict | None = None
     # GPT-2's `scale_attn_by_inverse_layer_idx`: block `i`'s scores are
     # also divided by `i + 1`.
     inverse_layer_attention_scale: bool = False
@@ -281,6 +295,7 @@ class TransformerConfig:
         for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
+        self.rope_scaling = standard_rope_scaling(self.rope_scaling, self.max_position)
 
     @property
     def head_size(self):
@@ -348,6 +363,16 @@ def _boolean_or(check):
     return either
 
 
+def _rope_scaling(value):
+    try:
+        # Any `original_max_position_embeddings` will do here: a missing one
+        # is `max_position` (`TransformerConfig.__post_init__`).
+        standard_rope_scaling(value, original_max_position_embeddings=1)
+    except ValueError as error:
+        return f"a rope scaling dict ({error})"
+    return None
+
+
 def _optional(check):
     return lambda value: None if value is None else check(value)
 
@@ -384,6 +409,8 @@ FIELD_RULES = {
     "tta_naive_key_value": _boolean,
     "max_relative_position": _integer(1),
     "rotary_value": _boolean,
+    "rotary_base": _real(1, low_open=True),
+    "rope_scaling": _optional(_rope_scaling),
     "inverse_layer_attention_scale": _boolean,
     "tie_word_embeddings": _boolean,
     "encoder_only": _boolean,
@@ -453,7 +480,7 @@ def _normalise(values, origin, strict, model_type=None):
         required_values.pop("is_encoder_decoder")
         aliases["is_encoder_decoder"] = "encoder_only"
     fields = {}
-    for key, value in values.items():
+    for key, value in _rope_parameters(values, origin).items():
         name = aliases.get(key, key)
         if name == "encoder_only" and key == "is_encoder_decoder":
             if not isinstance(value, bool):
@@ -513,6 +540,35 @@ def _normalise(values, origin, strict, model_type=None):
         fields.setdefault("segment_vocab_size", 0)
         fields.setdefault("decoder_start_token_id", fields.get("pad_token_id", 0))
     return fields
+
+
+def _rope_parameters(values, origin):
+    """`values` with transformers 5's `rope_parameters` (`rope_type`,
+    `rope_theta` and the type's parameters in one dict) split into its base,
+    under the key `rope_parameters['rope_theta']`, and its scaling."""
+    parameters = values.get("rope_parameters")
+    if not isinstance(parameters, dict):
+        return values
+    values = dict(values)
+    parameters = dict(parameters)
+    if "rope_theta" in parameters:
+        values["rope_parameters['rope_theta']"] = parameters.pop("rope_theta")
+    values["rope_parameters"] = parameters
+    scaling = values.get("rope_scaling")
+    if scaling is None:
+        values.pop("rope_scaling", None)
+        return values
+    try:
+        same = standard_rope_scaling(scaling, 1) == standard_rope_scaling(parameters, 1)
+    except ValueError:
+        same = False
+    if not same:
+        raise ValueError(
+            f"{origin} gives `rope_scaling={scaling!r}` and `rope_parameters="
+            f"{values['rope_parameters']!r}`, which differ; give one."
+        )
+    values.pop("rope_parameters")
+    return values
 
 
 def _t5_head(values, model_type):
