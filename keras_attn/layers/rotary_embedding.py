@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn.layers.rope_scaling import LENGTH_DEPENDENT
 from keras_attn.layers.rope_scaling import scaled_frequencies
 from keras_attn.layers.rope_scaling import standard_rope_scaling
 from keras_attn.layers.sinusoids import check_even_width
@@ -38,7 +39,7 @@ class RotaryEmbedding(keras.layers.Layer):
     the cosines and sines of queries and keys. The full pass and `rotate` (a
     cached decoding step) take them from one function. `dynamic` reads the
     length `T` being encoded: in a full pass, the longer of the query and
-    key sequences; in `rotate`, `max(positions) + 1` unless given, so a
+    key sequences (padding included); in `rotate`, `max(positions) + 1` unless given, so a
     cached step at position `n` uses `T = n + 1`, as transformers' dynamic
     RoPE does when it generates. The keys already in a cache keep the
     frequencies of the step that wrote them, so past the original length
@@ -92,7 +93,9 @@ class RotaryEmbedding(keras.layers.Layer):
         (default `max(positions) + 1`). `values=True` leaves out YaRN's
         attention factor, a temperature of the scores that must not scale
         rotated values."""
-        if length is None and self._scaling is not None:
+        if length is None and self._scaling is not None and (
+            self._scaling["rope_type"] in LENGTH_DEPENDENT
+        ):
             length = ops.max(positions) + 1
         frequencies, attention_factor = scaled_frequencies(
             x.shape[-1], self.max_wavelength, self._scaling, length
