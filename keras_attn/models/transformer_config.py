@@ -20,11 +20,12 @@ ALIASES = {
     "layer_norm_eps": "layer_norm_epsilon",
     "model_type": "checkpoint_family",
     "rope_theta": "rotary_base",
-    # transformers 5 keeps `rope_theta` inside `rope_parameters` (see
-    # `_rope_parameters`).
-    "rope_parameters['rope_theta']": "rotary_base",
     "rope_parameters": "rope_scaling",
 }
+
+# transformers 5 keeps `rope_theta` inside `rope_parameters`; `_normalise`
+# reads it under this key (see `_rope_parameters`), which errors then name.
+ROPE_PARAMETERS_THETA = "rope_parameters['rope_theta']"
 
 # Hugging Face `model_type` -> the checkpoint family it is stored as: the
 # names and the position layout of its weights.
@@ -472,7 +473,10 @@ def _normalise(values, origin, strict, model_type=None):
     `MODEL_TYPE_ALIASES`."""
     model_type = values.get("model_type", model_type)
     values = _t5_head(values, model_type)
-    aliases = {**ALIASES, **MODEL_TYPE_ALIASES.get(model_type, {})}
+    aliases = {
+        **ALIASES, ROPE_PARAMETERS_THETA: "rotary_base",
+        **MODEL_TYPE_ALIASES.get(model_type, {}),
+    }
     family_fields = model_type in MODEL_TYPE_ALIASES
     required_values = dict(REQUIRED_VALUES)
     if MODEL_TYPES.get(model_type) == "t5":
@@ -545,14 +549,15 @@ def _normalise(values, origin, strict, model_type=None):
 def _rope_parameters(values, origin):
     """`values` with transformers 5's `rope_parameters` (`rope_type`,
     `rope_theta` and the type's parameters in one dict) split into its base,
-    under the key `rope_parameters['rope_theta']`, and its scaling."""
+    under the key `ROPE_PARAMETERS_THETA`, and its scaling; a `rope_scaling`
+    given too must say the same."""
     parameters = values.get("rope_parameters")
     if not isinstance(parameters, dict):
         return values
     values = dict(values)
     parameters = dict(parameters)
     if "rope_theta" in parameters:
-        values["rope_parameters['rope_theta']"] = parameters.pop("rope_theta")
+        values[ROPE_PARAMETERS_THETA] = parameters.pop("rope_theta")
     values["rope_parameters"] = parameters
     scaling = values.get("rope_scaling")
     if scaling is None:
