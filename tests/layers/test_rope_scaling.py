@@ -85,6 +85,19 @@ def test_a_cached_step_rotates_as_the_full_pass(name):
     np.testing.assert_allclose(step, full[:, 2:4], atol=1e-6)
 
 
+def test_rotated_values_do_not_get_the_attention_factor():
+    """YaRN's attention factor is a temperature of the scores: queries and
+    keys get it, values rotated by `rotary_value` do not."""
+    layer = keras_attn.layers.RotaryEmbedding(scaling=SCALINGS["yarn"])
+    frequencies, attention_factor = reference.rope_scaling_frequencies(
+        SIZE, 10000.0, SCALINGS["yarn"]
+    )
+    assert attention_factor > 1.1
+    x = features()
+    values = to_numpy(layer.rotate(x, np.arange(LENGTH, dtype="int32"), values=True))
+    np.testing.assert_allclose(values, reference.rope(x, frequencies=frequencies), atol=1e-5)
+
+
 def test_dynamic_scaling_at_a_cached_step_uses_the_length_so_far():
     """A step at position n encodes n + 1 positions: its rotation is that of
     the full pass over the first n + 1 tokens, not over the whole
