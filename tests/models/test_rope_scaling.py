@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.generation import CachedForward
 from keras_attn.models.transformer_config import load_config
 from tests.generation.test_generate import uncached_greedy
 from tests.harness import to_numpy
@@ -40,6 +41,21 @@ def test_the_attention_gets_the_scaling(model):
 def test_generation_past_the_original_length_equals_the_full_pass(model):
     generated = model.generate(PROMPTS, max_new_tokens=12)
     np.testing.assert_array_equal(generated, uncached_greedy(model, PROMPTS, 12))
+
+
+def test_each_cached_step_equals_the_full_pass(model):
+    """Logits, not only their argmax: a cached step rotating without the
+    scaling (or without YaRN's attention factor) fails here."""
+    ids = np.random.default_rng(0).integers(3, 40, size=(2, 20)).astype("int32")
+    full = to_numpy(model({"token_ids": ids, "segment_ids": np.zeros_like(ids)}))
+    forward = CachedForward(model)
+    logits, cache = forward(ids[:, :6], 0, forward.empty_cache(2, forward.capacity(6, 20)))
+    for position in range(6, 20):
+        logits, cache = forward(ids[:, position : position + 1], position, cache)
+        np.testing.assert_allclose(
+            to_numpy(logits)[:, 0], full[:, position], atol=1e-5, rtol=1e-5,
+            err_msg=f"position {position}",
+        )
 
 
 def test_a_keras_file_keeps_the_scaling(model, tmp_path):
