@@ -84,15 +84,22 @@ def attention(
     return dense(attended, layer.output_dense), probabilities
 
 
-def rope(x, base=10000.0, scale_base=None, sign=1.0, centre=0):
+def rope(x, base=10000.0, scale_base=None, sign=1.0, centre=0, frequencies=None,
+         attention_factor=1.0, positions=None):
     """RoPE on adjacent feature pairs, `x` `(batch, length, heads, size)`,
-    written from the RoFormer paper; with `scale_base`, XPOS's scaling."""
+    written from the RoFormer paper; with `scale_base`, XPOS's scaling.
+    `frequencies` (`(size // 2,)`, default `base^(-2m / size)`) and
+    `attention_factor` (on cos and sin) are a rope scaling's, from
+    `rope_scaling_frequencies`; `positions` default to `0 .. length - 1`."""
     batch, length, heads, size = x.shape
-    positions = np.arange(length, dtype=np.float64)
+    if positions is None:
+        positions = np.arange(length)
+    positions = np.asarray(positions, dtype=np.float64)
     out = np.empty_like(x, dtype=np.float64)
     for m in range(size // 2):
-        theta = base ** (-2.0 * m / size)
-        cos, sin = np.cos(positions * theta), np.sin(positions * theta)
+        theta = base ** (-2.0 * m / size) if frequencies is None else frequencies[m]
+        cos = attention_factor * np.cos(positions * theta)
+        sin = attention_factor * np.sin(positions * theta)
         even, odd = x[..., 2 * m], x[..., 2 * m + 1]
         factor = 1.0
         if scale_base is not None:
@@ -101,6 +108,63 @@ def rope(x, base=10000.0, scale_base=None, sign=1.0, centre=0):
         out[..., 2 * m] = (even * cos[None, :, None] - odd * sin[None, :, None]) * factor
         out[..., 2 * m + 1] = (odd * cos[None, :, None] + even * sin[None, :, None]) * factor
     return out
+
+
+def rope_scaling_frequencies(size, base, scaling, length=None):
+    """`(frequencies, attention_factor)` of RoPE on `size` features under a
+    Hugging Face style rope scaling dict, in float64, pair by pair from the
+    papers' formulas (position interpolation, NTK-aware, dynamic NTK, YaRN,
+    Llama 3.1)."""
+    rope_type, factor = scaling["rope_type"], scaling["factor"]
+    original = scaling.get("original_max_position_embeddings")
+    plain = np.array([base ** (-2.0 * m / size) for m in range(size // 2)])
+    if rope_type == "linear":
+        return plain / factor, 1.0
+    if rope_type in ("ntk", "dynamic"):
+        growth = factor
+        if rope_type == "dynamic":
+            growth = factor * max(length, original) / original - (factor - 1)
+        new_base = base * growth ** (size / (size - 2))
+        return np.array([new_base ** (-2.0 * m / size) for m in range(size // 2)]), 1.0
+    if rope_type == "llama3":
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        out = []
+        for w in plain:
+            wavelength = 2 * np.pi / w
+            if wavelength < original / high:
+                out.append(w)
+            elif wavelength > original / low:
+                out.append(w / factor)
+            else:
+                s = (original / wavelength - low) / (high - low)
+                out.append((1 - s) * w / factor + s * w)
+        return np.array(out), 1.0
+    assert rope_type == "yarn"
+    beta_fast, beta_slow = scaling.get("beta_fast", 32), scaling.get("beta_slow", 1)
+
+    def pair_of(turns):  # the pair m turning `turns` times over `original` positions
+        return size * np.log(original / (2 * np.pi * turns)) / (2 * np.log(base))
+
+    start, end = pair_of(beta_fast), pair_of(beta_slow)
+    if scaling.get("truncate", True):
+        start, end = np.floor(start), np.ceil(end)
+    start, end = max(start, 0), min(end, size - 1)
+    end = end + 0.001 if start == end else end
+    out = []
+    for m, w in enumerate(plain):
+        interpolated = min(max((m - start) / (end - start), 0.0), 1.0)
+        out.append(w * (1 - interpolated) + w / factor * interpolated)
+
+    def mscale(scale):
+        return 1.0 if factor <= 1 else 0.1 * scale * np.log(factor) + 1.0
+
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+            attention_factor = mscale(scaling["mscale"]) / mscale(scaling["mscale_all_dim"])
+        else:
+            attention_factor = mscale(1.0)
+    return np.array(out), attention_factor
 
 
 def band(query_length, key_length, window, causal, blockwise=False):

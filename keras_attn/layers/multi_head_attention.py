@@ -129,6 +129,10 @@ class MultiHeadAttention(keras.layers.Layer):
         max_relative_position: the distance where `"functional_relative"`
             clips (NEZHA's `max_relative_position`, 64); a positive integer.
         rotary_max_wavelength: RoPE's base.
+        rotary_scaling: a rope scaling of the rotary frequencies, a dict such
+            as `{"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 512}` (see
+            `RotaryEmbedding`'s `scaling`); needs a rotary `position_encoding`.
         rotary_value: also rotate the values by their positions (Hugging
             Face RoFormer's `rotary_value`), so the output of head `n` at
             `i` is `sum_j a_ij R_j v_j`; needs `position_encoding="rotary"`.
@@ -236,6 +240,7 @@ class MultiHeadAttention(keras.layers.Layer):
         blockwise_attention=False,
         position_encoding=None,
         rotary_max_wavelength=10000,
+        rotary_scaling=None,
         rotary_value=False,
         xpos_scale_base=512,
         log_n_train_length=None,
@@ -256,6 +261,12 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(
                 "`rotary_value=True` rotates the values as RoPE rotates the keys and "
                 "needs position_encoding='rotary'; received "
+                f"position_encoding={position_encoding!r}."
+            )
+        if rotary_scaling is not None and position_encoding not in ROTARY_ENCODINGS:
+            raise ValueError(
+                "`rotary_scaling` rescales the frequencies of rotary positions and needs "
+                f"position_encoding in {ROTARY_ENCODINGS}; received "
                 f"position_encoding={position_encoding!r}."
             )
         check_positive_integer("heads", heads)
@@ -302,6 +313,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.blockwise_attention = blockwise_attention
         self.position_encoding = position_encoding
         self.rotary_max_wavelength = rotary_max_wavelength
+        self.rotary_scaling = rotary_scaling
         self.rotary_value = rotary_value
         self.xpos_scale_base = xpos_scale_base
         self.max_relative_position = max_relative_position
@@ -310,6 +322,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self._rotary = RotaryEmbedding(
                 rotary_max_wavelength,
                 scale_base=xpos_scale_base if position_encoding == "xpos" else None,
+                scaling=rotary_scaling,
                 dtype=self.dtype_policy,
                 name="rotary_embedding",
             )
@@ -484,7 +497,7 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads, key_heads = self._rotary(query_heads, key_heads)
         if self.rotary_value:
             value_positions = ops.arange(ops.shape(value_heads)[1], dtype="int32")
-            value_heads = self._rotary.rotate(value_heads, value_positions)
+            value_heads = self._rotary.rotate(value_heads, value_positions, values=True)
 
         layout = banded.layout_for_call(
             self.attention_window, self.blockwise_attention, use_causal_mask,
@@ -545,7 +558,7 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads = self._rotary.rotate(query_heads, step.positions)
             key_heads = self._rotary.rotate(key_heads, step.positions)
         if self.rotary_value:
-            value_heads = self._rotary.rotate(value_heads, step.positions)
+            value_heads = self._rotary.rotate(value_heads, step.positions, values=True)
         cache = cache.write(key_heads, value_heads, step)
         keys = cache.keys
         if self.position_encoding == "xpos":
@@ -666,6 +679,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "blockwise_attention": self.blockwise_attention,
                 "position_encoding": self.position_encoding,
                 "rotary_max_wavelength": self.rotary_max_wavelength,
+                "rotary_scaling": self.rotary_scaling,
                 "rotary_value": self.rotary_value,
                 "xpos_scale_base": self.xpos_scale_base,
                 "log_n_train_length": self.log_n_train_length,

@@ -3,8 +3,10 @@
 import keras
 from keras import ops
 
+from keras_attn.layers.rope_scaling import LENGTH_DEPENDENT
+from keras_attn.layers.rope_scaling import scaled_frequencies
+from keras_attn.layers.rope_scaling import standard_rope_scaling
 from keras_attn.layers.sinusoids import check_even_width
-from keras_attn.layers.sinusoids import sinusoid_angles
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -31,9 +33,25 @@ class RotaryEmbedding(keras.layers.Layer):
     the score decays with `i - j` (for `i >= j`; XPOS is for causal models).
     Positions are centred before exponentiation; the products are unchanged.
 
+    With `scaling`, the frequencies `theta_m` are those of a context-extension
+    scaling (`linear`, `ntk`, `dynamic`, `yarn`, `llama3`; see
+    `keras_attn.layers.rope_scaling`), and YaRN's attention factor multiplies
+    the cosines and sines of queries and keys. The full pass and `rotate` (a
+    cached decoding step) take them from one function. `dynamic` reads the
+    length `T` being encoded: in a full pass, the longer of the query and
+    key sequences (padding included); in `rotate`, `max(positions) + 1` unless given, so a
+    cached step at position `n` uses `T = n + 1`, as transformers' dynamic
+    RoPE does when it generates. The keys already in a cache keep the
+    frequencies of the step that wrote them, so past the original length
+    cached decoding under `dynamic` differs from a full pass over the whole
+    sequence (in transformers too); every other type is independent of `T`.
+
     Args:
         max_wavelength: RoPE's `base` (10000 in the paper).
         scale_base: XPOS's scale base (512 in the paper); `None` for plain RoPE.
+        scaling: a rope scaling dict (`{"rope_type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 2048}`), with the names and
+            defaults of Hugging Face's `rope_scaling`; `None` for none.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -43,17 +61,22 @@ class RotaryEmbedding(keras.layers.Layer):
     Returns the rotated `(query, key)`.
     """
 
-    def __init__(self, max_wavelength=10000, scale_base=None, **kwargs):
+    def __init__(self, max_wavelength=10000, scale_base=None, scaling=None, **kwargs):
         super().__init__(**kwargs)
         self.max_wavelength = max_wavelength
         self.scale_base = scale_base
+        self.scaling = scaling
+        # Checked now, with every default filled in.
+        self._scaling = standard_rope_scaling(scaling)
 
     def call(self, query, key):
         size = query.shape[-1]
         check_even_width(self, "key_size (the last axis of query and key)", size)
         query_positions = ops.arange(ops.shape(query)[1], dtype="int32")
         key_positions = ops.arange(ops.shape(key)[1], dtype="int32")
-        query, key = self.rotate(query, query_positions), self.rotate(key, key_positions)
+        length = ops.maximum(ops.shape(query)[1], ops.shape(key)[1])
+        query = self.rotate(query, query_positions, length)
+        key = self.rotate(key, key_positions, length)
         if self.scale_base is None:
             return query, key
         # Both streams share one origin, so q . k still depends on i - j only.
@@ -63,12 +86,25 @@ class RotaryEmbedding(keras.layers.Layer):
             self.decay(key, key_positions, centre, sign=-1.0),
         )
 
-    def rotate(self, x, positions):
+    def rotate(self, x, positions, length=None, values=False):
         """RoPE's rotation of `x`, `(batch, length, heads, size)`, at the
-        integer `positions`, `(length,)`; no XPOS decay."""
-        angles = sinusoid_angles(positions, x.shape[-1], self.max_wavelength)
-        cos = ops.cos(angles)[None, :, None, :]
-        sin = ops.sin(angles)[None, :, None, :]
+        integer `positions`, `(length,)`; no XPOS decay. `length` is the
+        number of positions being encoded, read by a `dynamic` scaling only
+        (default `max(positions) + 1`). `values=True` leaves out YaRN's
+        attention factor, a temperature of the scores that must not scale
+        rotated values."""
+        if length is None and self._scaling is not None and (
+            self._scaling["rope_type"] in LENGTH_DEPENDENT
+        ):
+            length = ops.max(positions) + 1
+        frequencies, attention_factor = scaled_frequencies(
+            x.shape[-1], self.max_wavelength, self._scaling, length
+        )
+        angles = ops.cast(positions, "float32")[:, None] * frequencies
+        if values:
+            attention_factor = 1.0
+        cos = (ops.cos(angles) * attention_factor)[None, :, None, :]
+        sin = (ops.sin(angles) * attention_factor)[None, :, None, :]
         even, odd = _pairs(x)
         return _unpairs(even * cos - odd * sin, odd * cos + even * sin, x)
 
@@ -91,7 +127,11 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"max_wavelength": self.max_wavelength, "scale_base": self.scale_base})
+        config.update({
+            "max_wavelength": self.max_wavelength,
+            "scale_base": self.scale_base,
+            "scaling": self.scaling,
+        })
         return config
 
 

@@ -5,8 +5,9 @@ https://arxiv.org/abs/1706.03762) encode position `n` with the angles
 `n * w_k`, `w_k = max_wavelength^(-2k / dim)`, one `(sin, cos)` pair per
 `k < dim / 2`. `SinusoidalPositionEmbedding` tabulates them, `RotaryEmbedding`
 rotates feature pairs by them and `SandwichBias` sums their cosines over a
-distance; all three take the angles from `sinusoid_angles`, so the three
-schemes agree on the frequencies by construction.
+distance; all three take the frequencies from `sinusoid_frequencies` (RoPE
+through `rope_scaling`, which may rescale them), so the three schemes agree
+on the frequencies by construction.
 """
 
 from keras import ops

@@ -64,6 +64,7 @@ class GauAlpha(RoformerV2):
             position_encoding=self.position_encoding,
             log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),
+            **self.rotary_arguments(),
             name=self.attention_name(index),
         )
 

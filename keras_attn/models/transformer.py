@@ -12,10 +12,12 @@ from keras_attn.checkpoints import families
 from keras_attn.layers import masking
 from keras_attn.layers.direct_call import layer_caller
 from keras_attn.layers.feed_forward import resolve_activation
+from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_block import apply_norm
 from keras_attn.models.transformer_model import TransformerModel
+from keras_attn.models.variants import VARIANTS
 
 class Application(NamedTuple):
     """What an `application=` builds.
@@ -247,6 +249,7 @@ class Transformer:
                 f"{type(self).__name__} builds `application` in "
                 f"{list(self.applications)}; received {application!r}."
             )
+        self._check_rotary_config(config)
         self.config = config
         self.application = application
         self.pool_activation = _pool_activation(with_pool or with_nsp)
@@ -359,9 +362,43 @@ class Transformer:
             rotary_value=config.rotary_value,
             log_n_train_length=config.log_n_train_length,
             max_relative_position=config.max_relative_position,
+            **self.rotary_arguments(),
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )
+
+    def rotary_arguments(self):
+        """The attention's RoPE base and scaling, the config's `rotary_base`
+        and `rope_scaling`; none for a variant without rotary positions."""
+        if self.position_encoding not in ROTARY_ENCODINGS:
+            return {}
+        return {
+            "rotary_max_wavelength": self.config.rotary_base,
+            "rotary_scaling": self.config.rope_scaling,
+        }
+
+    def _check_rotary_config(self, config):
+        """Refuses a RoPE base or scaling for a variant without rotary positions."""
+        if self.position_encoding in ROTARY_ENCODINGS:
+            return
+        given = {
+            name: getattr(config, name)
+            for name, default in (("rope_scaling", None), ("rotary_base", 10000.0))
+            if getattr(config, name) != default
+        }
+        if given:
+            names = [name for name, cls in VARIANTS.items() if cls is type(self)]
+            variant = f"variant={names[0]!r}" if names else type(self).__name__
+            raise ValueError(
+                f"{variant} has no rotary positions (position_encoding="
+                f"{self.position_encoding!r}), so it takes no "
+                + " or ".join(f"{name}={value!r}" for name, value in given.items())
+                + "; use a variant with rotary positions: "
+                + ", ".join(sorted(
+                    name for name, cls in VARIANTS.items()
+                    if cls.position_encoding in ROTARY_ENCODINGS
+                )) + "."
+            )
 
     def attention_scale(self, index):
         """Block `index`'s `attention_scale`: True (`1 / sqrt(key_size)`),

@@ -8,6 +8,7 @@ import os
 import warnings
 
 from keras_attn.checkpoints import families
+from keras_attn.layers.rope_scaling import standard_rope_scaling
 
 # Source spellings of each field: Google's and Hugging Face's names.
 ALIASES = {
@@ -19,7 +20,13 @@ ALIASES = {
     "type_vocab_size": "segment_vocab_size",
     "layer_norm_eps": "layer_norm_epsilon",
     "model_type": "checkpoint_family",
+    "rope_theta": "rotary_base",
+    "rope_parameters": "rope_scaling",
 }
+
+# transformers 5 keeps `rope_theta` inside `rope_parameters`; `_normalise`
+# reads it under this key (see `_rope_parameters`), which errors then name.
+ROPE_PARAMETERS_THETA = "rope_parameters['rope_theta']"
 
 # T5's `feed_forward_proj` -> `(hidden_act, feed_forward_gated)`, as
 # Hugging Face reads it (`gated-gelu` is the tanh approximation).
@@ -177,6 +184,13 @@ class TransformerConfig:
     # Rotary variants (RoFormer): rotate the values too, as the keys
     # (Hugging Face RoFormer's `rotary_value`).
     rotary_value: bool = False
+    # Rotary variants: RoPE's base (Hugging Face's `rope_theta`) and a
+    # scaling of its frequencies for contexts past the training length
+    # (Hugging Face's `rope_scaling` or `rope_parameters`: a dict with a
+    # `rope_type` and its parameters; see `keras_attn.layers.rope_scaling`).
+    # Its `original_max_position_embeddings` defaults to `max_position`.
+    rotary_base: float = 10000.0
+    rope_scaling: dict | None = None
     # GPT-2's `scale_attn_by_inverse_layer_idx`: block `i`'s scores are
     # also divided by `i + 1`.
     inverse_layer_attention_scale: bool = False
@@ -206,6 +220,7 @@ class TransformerConfig:
         for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
+        self.rope_scaling = standard_rope_scaling(self.rope_scaling, self.max_position)
 
     @property
     def head_size(self):
@@ -273,6 +288,16 @@ def _boolean_or(check):
     return either
 
 
+def _rope_scaling(value):
+    try:
+        # Any `original_max_position_embeddings` will do here: a missing one
+        # is `max_position` (`TransformerConfig.__post_init__`).
+        standard_rope_scaling(value, original_max_position_embeddings=1)
+    except ValueError as error:
+        return f"a rope scaling dict ({error})"
+    return None
+
+
 def _optional(check):
     return lambda value: None if value is None else check(value)
 
@@ -309,6 +334,8 @@ FIELD_RULES = {
     "tta_naive_key_value": _boolean,
     "max_relative_position": _integer(1),
     "rotary_value": _boolean,
+    "rotary_base": _real(1, low_open=True),
+    "rope_scaling": _optional(_rope_scaling),
     "inverse_layer_attention_scale": _boolean,
     "tie_word_embeddings": _boolean,
     "encoder_only": _boolean,
@@ -377,14 +404,14 @@ def _normalise(values, origin, strict, model_type=None):
     family_aliases = family.config_aliases if family is not None else {}
     family_required = family.required_values if family is not None else {}
     family_ignored = family.ignored_keys if family is not None else ()
-    aliases = {**ALIASES, **family_aliases}
+    aliases = {**ALIASES, ROPE_PARAMETERS_THETA: "rotary_base", **family_aliases}
     # A key the family reads as a field of its own is no required value.
     required_values = {
         key: value for key, value in REQUIRED_VALUES.items() if key not in family_aliases
     }
     model_types = families.model_types()
     fields = {}
-    for key, value in values.items():
+    for key, value in _rope_parameters(values, origin).items():
         name = aliases.get(key, key)
         if name == "encoder_only" and key == "is_encoder_decoder":
             if not isinstance(value, bool):
@@ -435,6 +462,36 @@ def _normalise(values, origin, strict, model_type=None):
     if declared is not None and declared.config_defaults is not None:
         declared.config_defaults(fields)
     return fields
+
+
+def _rope_parameters(values, origin):
+    """`values` with transformers 5's `rope_parameters` (`rope_type`,
+    `rope_theta` and the type's parameters in one dict) split into its base,
+    under the key `ROPE_PARAMETERS_THETA`, and its scaling; a `rope_scaling`
+    given too must say the same."""
+    parameters = values.get("rope_parameters")
+    if not isinstance(parameters, dict):
+        return values
+    values = dict(values)
+    parameters = dict(parameters)
+    if "rope_theta" in parameters:
+        values[ROPE_PARAMETERS_THETA] = parameters.pop("rope_theta")
+    values["rope_parameters"] = parameters
+    scaling = values.get("rope_scaling")
+    if scaling is None:
+        values.pop("rope_scaling", None)
+        return values
+    try:
+        same = standard_rope_scaling(scaling, 1) == standard_rope_scaling(parameters, 1)
+    except ValueError:
+        same = False
+    if not same:
+        raise ValueError(
+            f"{origin} gives `rope_scaling={scaling!r}` and `rope_parameters="
+            f"{values['rope_parameters']!r}`, which differ; give one."
+        )
+    values.pop("rope_parameters")
+    return values
 
 
 def _feed_forward_activation(key, value, origin):

@@ -1,0 +1,229 @@
+"""Scalings of RoPE's frequencies that stretch a trained model's context.
+
+RoPE rotates the feature pair `m < d / 2` at position `n` by `n w_m`,
+`w_m = base^(-2m / d)`. A model trained on `L` positions has seen the pair
+`m` turn through at most `L w_m` radians; a scaling changes the `w_m` (and,
+for YaRN, the scores' temperature) so that longer inputs stay in that range.
+Every scaling is a dict with a `rope_type` and its parameters, with the
+semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
+`rope_parameters`; `L` is `original_max_position_embeddings`:
+
+- `linear` (`factor`): position interpolation (Chen et al., 2023,
+  "Extending Context Window of Large Language Models via Positional
+  Interpolation", https://arxiv.org/abs/2306.15595): `w_m / factor`, i.e.
+  position `n` is read as `n / factor`.
+- `ntk` (`factor`): NTK-aware scaling (bloc97, 2023, "NTK-Aware Scaled RoPE",
+  reddit.com/r/LocalLLaMA): the base grows to
+  `base * factor^(d / (d - 2))`, so the lowest frequency is interpolated by
+  `factor` and the highest is kept.
+- `dynamic` (`factor`, `L`): NTK-aware scaling whose base follows the
+  length `T` being encoded (emozilla's dynamic NTK):
+  `base * (factor * T / L - (factor - 1))^(d / (d - 2))` once `T > L`,
+  `base` while `T <= L`.
+- `yarn` (`factor`, `L`, `beta_fast` 32, `beta_slow` 1, `attention_factor`,
+  `mscale`, `mscale_all_dim`, `truncate` True): YaRN (Peng et al., 2023,
+  "YaRN: Efficient Context Window Extension of Large Language Models",
+  https://arxiv.org/abs/2309.00071). Pairs that turn more than `beta_fast`
+  times over `L` positions keep `w_m`, pairs that turn less than
+  `beta_slow` times get `w_m / factor`, and a linear ramp over the pair
+  index blends the two in between (its ends floored and ceiled when
+  `truncate`). The cosines and sines are multiplied by `attention_factor`,
+  so the scores by its square; by default `0.1 ln(factor) + 1`, or
+  `(0.1 mscale ln(factor) + 1) / (0.1 mscale_all_dim ln(factor) + 1)` when
+  both `mscale` and `mscale_all_dim` are set (and 1 for `factor <= 1`).
+- `llama3` (`factor`, `low_freq_factor`, `high_freq_factor`, `L`): Meta's
+  Llama 3.1 scaling (https://github.com/meta-llama/llama-models): pairs
+  whose wavelength `2 pi / w_m` is shorter than `L / high_freq_factor` keep
+  `w_m`, those longer than `L / low_freq_factor` get `w_m / factor`, and in
+  between `w_m ((1 - s) / factor + s)`, `s = (L / wavelength -
+  low_freq_factor) / (high_freq_factor - low_freq_factor)`.
+
+`factor = 1` is plain RoPE for every type but `dynamic`, whose base still
+grows by `(T / L)^(d / (d - 2))` past `L` (transformers' formula); within `L`
+every type with `factor = 1`, and `dynamic` with any factor, is plain RoPE.
+"""
+
+import math
+
+from keras import ops
+
+from keras_attn.layers.sinusoids import sinusoid_frequencies
+
+# Each rope type's required parameters and its optional ones with their
+# defaults (transformers' defaults).
+ROPE_TYPES = {
+    "linear": (("factor",), {}),
+    "ntk": (("factor",), {}),
+    "dynamic": (("factor", "original_max_position_embeddings"), {}),
+    "yarn": (
+        ("factor", "original_max_position_embeddings"),
+        {
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "attention_factor": None,
+            "mscale": None,
+            "mscale_all_dim": None,
+            "truncate": True,
+        },
+    ),
+    "llama3": (
+        ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+        {},
+    ),
+}
+
+# The rope types that need the length being encoded.
+LENGTH_DEPENDENT = ("dynamic",)
+
+_POSITIVE = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+             "attention_factor", "low_freq_factor", "high_freq_factor")
+
+
+def standard_rope_scaling(scaling, original_max_position_embeddings=None):
+    """`scaling` checked and in one spelling: a dict with `rope_type` (the
+    legacy key `type` is read as it) and every parameter of its type, the
+    optional ones at their defaults; None for None or `rope_type`
+    `"default"` (plain RoPE). `original_max_position_embeddings`, when
+    given, is the default of that parameter (a model's `max_position`, as
+    transformers reads it). Raises a ValueError naming the key and the
+    value of anything wrong."""
+    if scaling is None:
+        return None
+    if not isinstance(scaling, dict):
+        raise ValueError(
+            f"A rope scaling must be a dict with a `rope_type`; received {scaling!r}."
+        )
+    scaling = dict(scaling)
+    legacy = scaling.pop("type", None)
+    rope_type = scaling.pop("rope_type", legacy)
+    if legacy is not None and legacy != rope_type:
+        raise ValueError(
+            f"A rope scaling gives `rope_type={rope_type!r}` and `type={legacy!r}`; "
+            "give one."
+        )
+    if rope_type == "default":
+        if scaling:
+            raise ValueError(
+                "rope_type 'default' is plain RoPE and takes no parameters; received "
+                + ", ".join(f"{key}={value!r}" for key, value in scaling.items()) + "."
+            )
+        return None
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(
+            f"Unknown `rope_type` {rope_type!r} in rope scaling; known types: "
+            f"{sorted(ROPE_TYPES)} (or 'default', without parameters, for plain RoPE)."
+        )
+    required, optional = ROPE_TYPES[rope_type]
+    if "original_max_position_embeddings" in required and original_max_position_embeddings:
+        scaling.setdefault("original_max_position_embeddings", original_max_position_embeddings)
+    unknown = sorted(set(scaling) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(
+            f"rope_type {rope_type!r} takes {list(required) + sorted(optional)}; "
+            f"received unknown parameters {unknown} ("
+            + ", ".join(f"{key}={scaling[key]!r}" for key in unknown) + ")."
+        )
+    missing = [key for key in required if scaling.get(key) is None]
+    if missing:
+        raise ValueError(
+            f"rope_type {rope_type!r} needs {list(required)}; missing {missing}."
+        )
+    for key, value in scaling.items():
+        if key == "truncate":
+            if not isinstance(value, bool):
+                raise ValueError(
+                    f"rope_type {rope_type!r}: `truncate` must be true or false; "
+                    f"received {value!r}."
+                )
+        elif value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or (key in _POSITIVE and value <= 0)
+        ):
+            expected = "a positive number" if key in _POSITIVE else "a finite number"
+            raise ValueError(
+                f"rope_type {rope_type!r}: `{key}` must be {expected}; received {value!r}."
+            )
+    if rope_type == "llama3" and scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
+        raise ValueError(
+            "rope_type 'llama3': `high_freq_factor` must exceed `low_freq_factor`; "
+            f"received high_freq_factor={scaling['high_freq_factor']!r}, "
+            f"low_freq_factor={scaling['low_freq_factor']!r}."
+        )
+    return {
+        "rope_type": rope_type,
+        **{key: scaling[key] for key in required},
+        **{key: scaling.get(key, default) for key, default in optional.items()},
+    }
+
+
+def scaled_frequencies(dim, base, scaling, length=None):
+    """`(inverse_frequencies, attention_factor)` of RoPE on `dim` features
+    with `base` under `scaling` (a dict of `standard_rope_scaling`'s form,
+    or None for plain RoPE): float32 `(dim // 2,)` and a Python float that
+    multiplies the cosines and sines. `length`, the number of positions
+    being encoded (an int or a scalar tensor), is read by `dynamic` only."""
+    if scaling is None:
+        return sinusoid_frequencies(dim, base), 1.0
+    rope_type, factor = scaling["rope_type"], float(scaling["factor"])
+    if rope_type in ("ntk", "dynamic") and dim <= 2:
+        raise ValueError(
+            f"rope_type {rope_type!r} raises the base to the power d / (d - 2) and "
+            f"needs a rotary width d > 2; received d={dim}."
+        )
+    if rope_type == "linear":
+        return sinusoid_frequencies(dim, base) / factor, 1.0
+    if rope_type == "ntk":
+        return sinusoid_frequencies(dim, base * factor ** (dim / (dim - 2))), 1.0
+    if rope_type == "dynamic":
+        if length is None:
+            raise ValueError("rope_type 'dynamic' needs the length being encoded.")
+        original = float(scaling["original_max_position_embeddings"])
+        length = ops.maximum(ops.cast(length, "float32"), original)
+        growth = ops.power(factor * length / original - (factor - 1.0), dim / (dim - 2))
+        return sinusoid_frequencies(dim, base * growth), 1.0
+    if rope_type == "yarn":
+        return _yarn(dim, base, scaling, factor)
+    return _llama3(dim, base, scaling, factor)
+
+
+def _yarn(dim, base, scaling, factor):
+    original = scaling["original_max_position_embeddings"]
+
+    def pair_turning(turns):
+        # The (fractional) pair `m` that turns `turns` times over `original`
+        # positions: `original base^(-2m/d) / (2 pi) = turns` solved for `m`.
+        return dim * math.log(original / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = pair_turning(scaling["beta_fast"]), pair_turning(scaling["beta_slow"])
+    if scaling["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # a step rather than a ramp
+    ramp = ops.clip((ops.arange(dim // 2, dtype="float32") - low) / (high - low), 0.0, 1.0)
+    frequencies = sinusoid_frequencies(dim, base)
+    # The ramp is 0 for the fast pairs (kept) and 1 for the slow (interpolated).
+    frequencies = frequencies * (1.0 - ramp) + frequencies / factor * ramp
+    attention_factor = scaling["attention_factor"]
+    if attention_factor is None:
+        mscale, mscale_all_dim = scaling["mscale"], scaling["mscale_all_dim"]
+        if mscale and mscale_all_dim:
+            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = _yarn_mscale(factor)
+    return frequencies, float(attention_factor)
+
+
+def _yarn_mscale(factor, mscale=1.0):
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _llama3(dim, base, scaling, factor):
+    original = scaling["original_max_position_embeddings"]
+    low_freq_factor, high_freq_factor = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    frequencies = sinusoid_frequencies(dim, base)
+    wavelengths = 2 * math.pi / frequencies
+    smooth = (original / wavelengths - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = frequencies * ((1.0 - smooth) / factor + smooth)
+    scaled = ops.where(wavelengths > original / low_freq_factor, frequencies / factor, smoothed)
+    return ops.where(wavelengths < original / high_freq_factor, frequencies, scaled), 1.0

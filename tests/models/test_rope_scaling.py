@@ -1,0 +1,123 @@
+"""`rope_scaling` and `rope_theta` from a config to a rotary model: read from
+Hugging Face spellings, refused by variants without rotary positions, the
+same in cached generation as in the full pass, and kept by `.keras` files."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn.generation import CachedForward
+from keras_attn.models.transformer_config import load_config
+from tests.generation.test_generate import uncached_greedy
+from tests.harness import to_numpy
+
+CONFIG = dict(
+    vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    intermediate_size=24, max_position_embeddings=32, hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0, initializer_range=0.2,
+)
+YARN = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}
+PROMPTS = [[2, 7, 9], [2, 11, 5, 31, 8, 17, 4]]
+
+
+@pytest.fixture(scope="module")
+def model():
+    # log-n scaling too: it scales the scores by each query's key count,
+    # independently of the rotation, so the two compose.
+    return keras_attn.build_transformer_model(
+        CONFIG, variant="roformer", application="lm", rope_scaling=YARN,
+        rope_theta=500, log_n_train_length=8,
+    )
+
+
+def test_the_attention_gets_the_scaling(model):
+    attention = model.get_layer("Transformer-0-MultiHeadSelfAttention")
+    assert attention.rotary_scaling["rope_type"] == "yarn"
+    assert attention.rotary_scaling["beta_fast"] == 32.0
+    assert attention.rotary_max_wavelength == 500
+
+
+def test_generation_past_the_original_length_equals_the_full_pass(model):
+    generated = model.generate(PROMPTS, max_new_tokens=12)
+    np.testing.assert_array_equal(generated, uncached_greedy(model, PROMPTS, 12))
+
+
+def test_each_cached_step_equals_the_full_pass(model):
+    """Logits, not only their argmax: a cached step rotating without the
+    scaling (or without YaRN's attention factor) fails here."""
+    ids = np.random.default_rng(0).integers(3, 40, size=(2, 20)).astype("int32")
+    full = to_numpy(model({"token_ids": ids, "segment_ids": np.zeros_like(ids)}))
+    forward = CachedForward(model)
+    logits, cache = forward(ids[:, :6], 0, forward.empty_cache(2, forward.capacity(6, 20)))
+    for position in range(6, 20):
+        logits, cache = forward(ids[:, position : position + 1], position, cache)
+        np.testing.assert_allclose(
+            to_numpy(logits)[:, 0], full[:, position], atol=1e-5, rtol=1e-5,
+            err_msg=f"position {position}",
+        )
+
+
+def test_a_keras_file_keeps_the_scaling(model, tmp_path):
+    ids = np.array([[2, 7, 9, 11, 5, 31, 8, 17, 4, 3, 6, 12, 13, 14, 15, 16, 18, 19]], "int32")
+    inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids)}
+    path = str(tmp_path / "roformer_yarn.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    np.testing.assert_allclose(
+        to_numpy(restored(inputs)), to_numpy(model(inputs)), atol=1e-5
+    )
+    name = "Transformer-1-MultiHeadSelfAttention"
+    assert restored.get_layer(name).rotary_scaling == model.get_layer(name).rotary_scaling
+
+
+HF_BASE = dict(CONFIG, model_type="roformer")
+
+
+def test_hugging_face_rope_scaling_is_read():
+    config = load_config({
+        **HF_BASE, "rope_theta": 500000.0,
+        "rope_scaling": {"type": "linear", "factor": 4.0},
+    })
+    assert config.rotary_base == 500000.0
+    assert config.rope_scaling == {"rope_type": "linear", "factor": 4.0}
+
+
+def test_transformers_5_rope_parameters_are_read():
+    config = load_config({
+        **HF_BASE,
+        "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                            "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+    })
+    assert config.rotary_base == 500000.0
+    # Its original length defaults to `max_position_embeddings`, as in transformers.
+    assert config.rope_scaling == {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 32,
+    }
+    plain = load_config({**HF_BASE, "rope_parameters": {"rope_type": "default", "rope_theta": 20.0}})
+    assert plain.rope_scaling is None and plain.rotary_base == 20.0
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0},
+          "rope_parameters": {"rope_type": "linear", "factor": 3.0}}, "which differ; give one"),
+        ({"rope_theta": 10.0, "rope_parameters": {"rope_type": "default", "rope_theta": 20.0}},
+         "gives `rotary_base` twice"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": -1.0}},
+         r"`rope_scaling` must be a rope scaling dict \(rope_type 'linear': `factor` must be "
+         r"a positive number; received -1.0"),
+        ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+         r"`rope_parameters` \(read as `rope_scaling`\).*partial_rotary_factor=0.5"),
+    ],
+)
+def test_bad_rope_fields_are_clear_errors(fields, message):
+    with pytest.raises(ValueError, match=message):
+        load_config({**HF_BASE, **fields})
+
+
+def test_a_variant_without_rotary_positions_refuses_a_scaling():
+    with pytest.raises(ValueError, match=r"variant='bert' has no rotary positions.*roformer"):
+        keras_attn.build_transformer_model(CONFIG, variant="bert", rope_scaling=YARN)
