@@ -17,7 +17,9 @@ from keras_attn.models.input_contract import InputContract
 from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_block import apply_norm
 from keras_attn.models.transformer_model import TransformerModel
+from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.variants import VARIANTS
+from keras_attn.models.variants import variant_name
 
 class Application(NamedTuple):
     """What an `application=` builds.
@@ -383,12 +385,12 @@ class Transformer:
             return
         given = {
             name: getattr(config, name)
-            for name, default in (("rope_scaling", None), ("rotary_base", 10000.0))
-            if getattr(config, name) != default
+            for name in ("rope_scaling", "rotary_base")
+            if getattr(config, name) != getattr(TransformerConfig, name)
         }
         if given:
-            names = [name for name, cls in VARIANTS.items() if cls is type(self)]
-            variant = f"variant={names[0]!r}" if names else type(self).__name__
+            name = variant_name(type(self))
+            variant = f"variant={name!r}" if name else type(self).__name__
             raise ValueError(
                 f"{variant} has no rotary positions (position_encoding="
                 f"{self.position_encoding!r}), so it takes no "
