@@ -292,7 +292,7 @@ class Generator:
         `enable_lora`, `merge_lora`, `quantize`) every program is dropped
         and the next call compiles one for the model as it is now."""
         state = model_state(self.model)
-        if state != self._compiled_state:
+        if not same_state(state, self._compiled_state):
             self._compiled, self._compiled_state = {}, state
             self._step = CompiledStep() if torch_compiles_steps() else None
         if key not in self._compiled:
@@ -505,8 +505,21 @@ def model_state(model):
     """What a compiled decoding loop depends on besides its inputs: the
     identity of every variable (`enable_lora` adds variables, `merge_lora`
     removes them, `quantize` replaces kernels by integer ones and scales).
-    Values are read at run time, so training needs no new program."""
-    return tuple(id(variable) for variable in model.variables)
+    Values are read at run time, so training needs no new program.
+
+    The variables themselves, not their `id`s: holding them keeps a dropped
+    variable's id from being handed to a new one, which would make two
+    different states compare equal."""
+    return tuple(model.variables)
+
+
+def same_state(state, other):
+    """Whether two `model_state`s hold the same variables (by identity)."""
+    return (
+        other is not None
+        and len(state) == len(other)
+        and all(a is b for a, b in zip(state, other))
+    )
 
 
 def _sampler_key(sampler):

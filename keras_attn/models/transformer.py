@@ -274,7 +274,10 @@ class Transformer:
                 f"received {prefix!r}."
             )
         self.prefix = prefix
-        self._prefixed = set()
+        # id -> layer: holding the layer keeps its id from being reused by a
+        # later layer (a bare set of ids mistook a new layer for a renamed one
+        # once the first was freed).
+        self._prefixed = {}
         self.conditional_layer_norm_hidden_size = conditional_layer_norm_hidden_size
         self.conditional_layer_norm_activation = conditional_layer_norm_activation
         self.mask_mode, self.causal, self.with_mlm = APPLICATIONS[application]
@@ -546,7 +549,7 @@ class Transformer:
             # `name` is a plain attribute of Keras 3 layers; an unbuilt layer
             # takes its variables' paths from it when it is built.
             layer.name = self.prefix + layer.name
-            self._prefixed.add(id(layer))
+            self._prefixed[id(layer)] = layer
         return layer
 
     def own(self, layer):

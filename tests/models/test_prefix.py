@@ -196,3 +196,18 @@ def test_the_freezing_recipe_works_on_every_backend():
         np.testing.assert_array_equal(a, b)
     fit(theseus(predecessor, successor, replacement_rate=1.0))
     assert any(not np.array_equal(a, b) for a, b in zip(successor_start, values(successor)))
+
+
+def test_a_new_layer_at_a_freed_layers_address_is_prefixed(models):
+    """Binding a template to a built model creates layers and drops them;
+    CPython then hands a freed layer's address (its `id`) to the next one.
+    The template once remembered renamed layers by `id` alone, so a later
+    layer at a reused address kept its bare name ("creates a layer named
+    'Transformer-0-FeedForward-Add' that the model does not have" after a
+    long test run)."""
+    _, predecessor, _ = models
+    template = keras_attn.models.Bert(predecessor.template.config, prefix="P-")
+    for index in range(50):
+        layer = template.prefixed(keras.layers.Add(name=f"add-{index}"))
+        assert layer.name == f"P-add-{index}"
+        del layer
