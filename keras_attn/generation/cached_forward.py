@@ -196,22 +196,10 @@ class CachedForward:
         return min(max_length, max(prompt_length, needed))
 
     def empty_cache(self, batch, capacity):
-        layers = []
-        for block in self.blocks:
-            attention = block.attention
-            layers.append(
-                KeyValueCache.empty(
-                    batch,
-                    capacity,
-                    attention.key_heads,
-                    attention.key_size,
-                    attention.value_heads,
-                    attention.head_size,
-                    attention.compute_dtype,
-                )
-            )
+        # Each attention's own shape: grouped-query attention stores only its
+        # key/value heads.
         return DecodingCache(
-            tuple(layers),
+            tuple(block.attention.empty_cache(batch, capacity) for block in self.blocks),
             ops.full((capacity,), -1, "int32"),
             ops.zeros((batch, capacity), "bool"),
             ops.zeros((batch, capacity), "int32"),

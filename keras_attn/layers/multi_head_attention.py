@@ -16,6 +16,8 @@ from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
+from keras_attn.layers.rms_normalization import RMSNormalization
+from keras_attn.layers.rotary_embedding import ROTARY_LAYOUTS
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
 POSITION_ENCODINGS = (None, "rotary", "xpos", "functional_relative")
@@ -67,9 +69,20 @@ class MultiHeadAttention(keras.layers.Layer):
     `head_size`, and that raising the query/key width removes that bottleneck
     without changing the hidden size. The RoBERTa+ checkpoints rely on it.
 
-    Parameters, exactly: query and key kernels `d_in x heads*key_size`, value
-    kernel `d_in x heads*head_size`, output kernel `heads*head_size x out_dim`,
-    each with a bias when `use_bias`.
+    Grouped-query attention (Ainslie et al., 2023, "GQA: Training
+    Generalized Multi-Query Transformer Models from Multi-Head Checkpoints",
+    https://arxiv.org/abs/2305.13245; LLaMA 2-3, Mistral, Qwen): with
+    `key_value_heads` `g` < `heads`, the keys and values have `g` heads and
+    query head `n` reads key/value head `n // (heads / g)` (Hugging Face's
+    `repeat_kv`); `g = 1` is multi-query attention. The same move as the
+    decoupled `key_size`: the number of key/value heads is independent of the
+    number of query heads. A `KeyValueCache` stores the `g` heads only.
+
+    Parameters, exactly: query kernel `d_in x heads*key_size`, key kernel
+    `d_in x key_value_heads*key_size`, value kernel
+    `d_in x key_value_heads*head_size`, output kernel
+    `heads*head_size x out_dim`, each with a bias when `use_bias` (the
+    output's when `output_use_bias`).
 
     The layer reads: project, rotate (`position_encoding`), attend, project
     out. Attending is the kernel `keras_attn.layers.dot_product_attention.
@@ -97,9 +110,22 @@ class MultiHeadAttention(keras.layers.Layer):
         head_size: per-head width of the value projection.
         key_size: per-head width of the query and key projections; defaults
             to `head_size`. Scores are scaled by `1 / sqrt(key_size)`.
+        key_value_heads: number of key/value heads, a divisor of `heads`
+            (grouped-query attention); defaults to `heads`.
         out_dim: width of the output; defaults to the last dimension of
             `query`.
         use_bias: whether the four projections have biases.
+        output_use_bias: whether the output projection has a bias; None
+            (default): `use_bias` (Qwen2 has query/key/value biases and
+            none on the output).
+        query_key_norm_epsilon: None, or the epsilon of an RMS norm of each
+            query and key head (over `key_size`, with a learned scale,
+            sublayers `query_norm` and `key_norm`) applied after the
+            projection and before the rotary positions (Qwen3's `q_norm`
+            and `k_norm`).
+        rotary_layout: which query/key features RoPE rotates together:
+            `"interleaved"` (`2m, 2m + 1`, RoFormer's) or `"half"` (`m, m +
+            key_size / 2`, LLaMA's `rotate_half`); see `RotaryEmbedding`.
         attention_dropout: dropout rate applied to the attention
             probabilities during training.
         attention_scale: whether to scale scores by `1 / sqrt(key_size)`
@@ -233,6 +259,10 @@ class MultiHeadAttention(keras.layers.Layer):
         key_size=None,
         out_dim=None,
         use_bias=True,
+        key_value_heads=None,
+        output_use_bias=None,
+        query_key_norm_epsilon=None,
+        rotary_layout="interleaved",
         attention_dropout=0.0,
         attention_scale=True,
         fused_attention=None,
@@ -277,6 +307,26 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"`head_size`; received head_size={head_size}."
             )
         check_positive_integer("key_size", key_size, optional=True)
+        check_positive_integer("key_value_heads", key_value_heads, optional=True)
+        if key_value_heads is not None and heads % key_value_heads:
+            raise ValueError(
+                f"`heads` must be a multiple of `key_value_heads` (each key/value head "
+                f"serves heads / key_value_heads query heads); received heads={heads} "
+                f"and key_value_heads={key_value_heads}."
+            )
+        if rotary_layout not in ROTARY_LAYOUTS:
+            raise ValueError(
+                f"`rotary_layout` must be one of {ROTARY_LAYOUTS}; received {rotary_layout!r}."
+            )
+        if query_key_norm_epsilon is not None and not (
+            isinstance(query_key_norm_epsilon, (int, float))
+            and not isinstance(query_key_norm_epsilon, bool)
+            and query_key_norm_epsilon > 0
+        ):
+            raise ValueError(
+                "`query_key_norm_epsilon` must be None or a positive number; received "
+                f"{query_key_norm_epsilon!r}."
+            )
         check_max_relative_position(max_relative_position)
         check_positive_integer("attention_window", attention_window, optional=True)
         if blockwise_attention and attention_window is None:
@@ -302,7 +352,11 @@ class MultiHeadAttention(keras.layers.Layer):
         # Shapes of the projections.
         self.heads, self.head_size, self.out_dim = heads, head_size, out_dim
         self.key_size = key_size or head_size
+        self.key_value_heads = key_value_heads or heads
         self.use_bias = use_bias
+        self.output_use_bias = output_use_bias
+        self.query_key_norm_epsilon = query_key_norm_epsilon
+        self.rotary_layout = rotary_layout
         # The kernel's options.
         self.attention_dropout, self.attention_scale = attention_dropout, attention_scale
         self.fused_attention = fused_attention
@@ -323,8 +377,17 @@ class MultiHeadAttention(keras.layers.Layer):
                 rotary_max_wavelength,
                 scale_base=xpos_scale_base if position_encoding == "xpos" else None,
                 scaling=rotary_scaling,
+                layout=rotary_layout,
                 dtype=self.dtype_policy,
                 name="rotary_embedding",
+            )
+        self.query_norm = self.key_norm = None
+        if query_key_norm_epsilon is not None:
+            self.query_norm, self.key_norm = (
+                RMSNormalization(
+                    epsilon=query_key_norm_epsilon, dtype=self.dtype_policy, name=name
+                )
+                for name in ("query_norm", "key_norm")
             )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -351,24 +414,36 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        self._build_projections(query_shape, value_shape, key_shape, self.heads, self.heads)
+        self._build_projections(
+            query_shape, value_shape, key_shape, self.heads, self.key_value_heads,
+            self.key_value_heads,
+        )
 
-    def _build_projections(self, query_shape, value_shape, key_shape, query_key_heads, value_heads):
-        """The four projections: `query_key_heads` heads of `key_size` for
-        queries and keys, `value_heads` heads of `head_size` for values."""
+    def _build_projections(
+        self, query_shape, value_shape, key_shape, query_heads, key_heads, value_heads
+    ):
+        """The four projections: `query_heads` and `key_heads` heads of
+        `key_size` for queries and keys, `value_heads` heads of `head_size`
+        for values, and the output projection of the `self.value_heads`
+        heads of the attention result; and the query/key norms."""
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
         self._check_input_shapes(query_shape, value_shape, key_shape)
-        value_width = value_heads * self.head_size
-        for name, width, input_shape in (
-            ("query_dense", query_key_heads * self.key_size, query_shape),
-            ("key_dense", query_key_heads * self.key_size, key_shape),
-            ("value_dense", value_width, value_shape),
-            ("output_dense", self.out_dim or query_shape[-1], tuple(query_shape[:-1]) + (value_width,)),
+        attended_width = self.value_heads * self.head_size
+        output_bias = self.use_bias if self.output_use_bias is None else self.output_use_bias
+        for name, width, input_shape, use_bias in (
+            ("query_dense", query_heads * self.key_size, query_shape, None),
+            ("key_dense", key_heads * self.key_size, key_shape, None),
+            ("value_dense", value_heads * self.head_size, value_shape, None),
+            ("output_dense", self.out_dim or query_shape[-1],
+             tuple(query_shape[:-1]) + (attended_width,), output_bias),
         ):
-            dense = make_dense(self, width, name)
+            dense = make_dense(self, width, name, use_bias=use_bias)
             dense.build(input_shape)
             setattr(self, name, dense)
+        for norm in (self.query_norm, self.key_norm):
+            if norm is not None:
+                norm.build((None, None, None, self.key_size))
 
     def _check_input_shapes(self, query_shape, value_shape, key_shape, mask_shape=None):
         """Raises a ValueError naming the inputs whose statically known
@@ -443,15 +518,46 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _project_heads(self, query, key, value):
         """`(query_heads, key_heads, value_heads, gate)`: the projections in
-        the `(batch, length, heads, size)` layout, before any rotation, and
-        what `_project_output` multiplies the attention result by (None
-        here; a `GatedAttentionUnit`'s `u`). Sublayers are called by
-        `direct_call` (their `call` on torch, without `__call__`'s overhead)."""
+        the `(batch, length, heads, size)` layout (the keys and values with
+        `key_value_heads` heads), before any rotation, and what
+        `_project_output` multiplies the attention result by (None here; a
+        `GatedAttentionUnit`'s `u`). Sublayers are called by `direct_call`
+        (their `call` on torch, without `__call__`'s overhead)."""
         return (
-            split_heads(direct_call(self.query_dense, query), self.key_size),
-            split_heads(direct_call(self.key_dense, key), self.key_size),
+            self._project_queries(query),
+            self._project_keys(key),
             split_heads(direct_call(self.value_dense, value), self.head_size),
             None,
+        )
+
+    def _project_queries(self, query):
+        """The projected query heads, normalised by `query_norm` if any."""
+        heads = split_heads(direct_call(self.query_dense, query), self.key_size)
+        return heads if self.query_norm is None else direct_call(self.query_norm, heads)
+
+    def _project_keys(self, key):
+        """The projected key heads, normalised by `key_norm` if any."""
+        heads = split_heads(direct_call(self.key_dense, key), self.key_size)
+        return heads if self.key_norm is None else direct_call(self.key_norm, heads)
+
+    def _share_key_value_heads(self, keys, values):
+        """`keys` and `values` with each of their `key_value_heads` heads
+        repeated for the `heads / key_value_heads` query heads it serves
+        (Hugging Face's `repeat_kv`); unchanged without grouping. Repeated
+        at attention time, after the cache, so the cache holds the
+        key/value heads only."""
+        groups = self.heads // self.key_value_heads
+        if groups == 1:
+            return keys, values
+        return ops.repeat(keys, groups, axis=2), ops.repeat(values, groups, axis=2)
+
+    def empty_cache(self, batch, capacity):
+        """A `KeyValueCache` of zeros for `capacity` positions of `batch`
+        rows: the heads the layer's keys and values are projected to
+        (`key_value_heads` of each), in its compute dtype."""
+        return KeyValueCache.empty(
+            batch, capacity, self.key_value_heads, self.key_size,
+            self.key_value_heads, self.head_size, self.compute_dtype,
         )
 
     def _project_output(self, attended, gate):
@@ -498,6 +604,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if self.rotary_value:
             value_positions = ops.arange(ops.shape(value_heads)[1], dtype="int32")
             value_heads = self._rotary.rotate(value_heads, value_positions, values=True)
+        key_heads, value_heads = self._share_key_value_heads(key_heads, value_heads)
 
         layout = banded.layout_for_call(
             self.attention_window, self.blockwise_attention, use_causal_mask,
@@ -582,8 +689,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 ops.shape(query)[1], ops.shape(cache.keys)[1],
                 step.positions, step.key_positions,
             )
+        keys, values = self._share_key_value_heads(keys, cache.values)
         attended, _ = self._kernel(
-            query_heads, keys, cache.values, mask, attention_bias, training,
+            query_heads, keys, values, mask, attention_bias, training,
             distance=distance,
         )
         output = self._project_output(attended, gate)
@@ -597,7 +705,7 @@ class MultiHeadAttention(keras.layers.Layer):
         encodings (which need positions) are not applied."""
         key = value if key is None else key
         return KeyValueCache(
-            split_heads(direct_call(self.key_dense, key), self.key_size),
+            self._project_keys(key),
             split_heads(direct_call(self.value_dense, value), self.head_size),
         )
 
@@ -608,12 +716,13 @@ class MultiHeadAttention(keras.layers.Layer):
         `self(query, value=value, attention_mask=attention_mask)` without
         projecting `value` again. An encoder-decoder's decoding steps read
         each source's cross-attention keys and values this way."""
-        query_heads = split_heads(direct_call(self.query_dense, query), self.key_size)
+        query_heads = self._project_queries(query)
         mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
-        attended, _ = self._kernel(
-            query_heads, key_value.keys, key_value.values, mask, None, training
+        keys, values = self._share_key_value_heads(key_value.keys, key_value.values)
+        attended, _ = self._kernel(query_heads, keys, values, mask, None, training)
+        return direct_call(
+            self.output_dense, merge_heads(attended, self.value_heads * self.head_size)
         )
-        return direct_call(self.output_dense, merge_heads(attended, self.value_dense.units))
 
     def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
         """The checks of every call, eager or symbolic (see
@@ -671,6 +780,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 "heads": self.heads,
                 "head_size": self.head_size,
                 "key_size": self.key_size,
+                "key_value_heads": self.key_value_heads,
+                "output_use_bias": self.output_use_bias,
+                "query_key_norm_epsilon": self.query_key_norm_epsilon,
+                "rotary_layout": self.rotary_layout,
                 "out_dim": self.out_dim,
                 "attention_dropout": self.attention_dropout,
                 "attention_scale": self.attention_scale,

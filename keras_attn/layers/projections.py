@@ -5,8 +5,9 @@ import keras
 from keras_attn import keras_internals
 
 
-def make_dense(layer, units, name, activation=None):
-    """A `Dense` sublayer of `layer` with its `use_bias`, initializers and
+def make_dense(layer, units, name, activation=None, use_bias=None):
+    """A `Dense` sublayer of `layer` with its `use_bias` (or the given
+    `use_bias`, where one projection differs from the others), initializers and
     dtype policy. Each sublayer gets its own copy of the initializers, so
     seeded initializers do not give every projection the same weights
     (copied by `clone`: Keras' `serialize` imports TensorFlow on every
@@ -19,7 +20,7 @@ def make_dense(layer, units, name, activation=None):
     return keras.layers.Dense(
         units,
         activation=activation,
-        use_bias=layer.use_bias,
+        use_bias=layer.use_bias if use_bias is None else use_bias,
         kernel_initializer=layer.kernel_initializer.clone(),
         bias_initializer=layer.bias_initializer.clone(),
         dtype=policies.get(name, layer.dtype_policy),

@@ -8,6 +8,9 @@ from keras_attn.layers.rope_scaling import scaled_frequencies
 from keras_attn.layers.rope_scaling import standard_rope_scaling
 from keras_attn.layers.sinusoids import check_even_width
 
+# Which features a rotated pair holds: `2m, 2m + 1` or `m, m + d/2`.
+ROTARY_LAYOUTS = ("interleaved", "half")
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class RotaryEmbedding(keras.layers.Layer):
@@ -25,6 +28,14 @@ class RotaryEmbedding(keras.layers.Layer):
     (`key_size`), which must be even; values are not rotated, so `key_size`
     and `head_size` are independent. `theta_m` are the frequencies of
     `SinusoidalPositionEmbedding` (one helper, `sinusoids.py`).
+
+    `layout="half"` pairs feature `m` with feature `m + d/2` instead of
+    `2m + 1` (GPT-NeoX's and Hugging Face LLaMA's `rotate_half`): the same
+    rotation of a permuted vector, so the same scores for weights stored in
+    that order. A layout option rather than a permutation of the checkpoint's
+    query/key columns at load time: the variables keep the checkpoint's
+    layout, so a per-head norm of the queries (Qwen3's `q_norm`), LoRA
+    adapters and a converted file read the same as the source.
 
     XPOS (Sun et al., 2023, "A Length-Extrapolatable Transformer",
     https://arxiv.org/abs/2212.10554), with `scale_base` set: the pair `m` of
@@ -52,6 +63,9 @@ class RotaryEmbedding(keras.layers.Layer):
         scaling: a rope scaling dict (`{"rope_type": "yarn", "factor": 4.0,
             "original_max_position_embeddings": 2048}`), with the names and
             defaults of Hugging Face's `rope_scaling`; `None` for none.
+        layout: which features form a rotated pair: `"interleaved"`
+            (`2m, 2m + 1`, the paper's and RoFormer's) or `"half"` (`m, m +
+            d/2`, LLaMA's); see `ROTARY_LAYOUTS`.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -61,8 +75,14 @@ class RotaryEmbedding(keras.layers.Layer):
     Returns the rotated `(query, key)`.
     """
 
-    def __init__(self, max_wavelength=10000, scale_base=None, scaling=None, **kwargs):
+    def __init__(self, max_wavelength=10000, scale_base=None, scaling=None,
+                 layout="interleaved", **kwargs):
         super().__init__(**kwargs)
+        if layout not in ROTARY_LAYOUTS:
+            raise ValueError(
+                f"`layout` must be one of {ROTARY_LAYOUTS}; received {layout!r}."
+            )
+        self.layout = layout
         self.max_wavelength = max_wavelength
         self.scale_base = scale_base
         self.scaling = scaling
@@ -105,8 +125,8 @@ class RotaryEmbedding(keras.layers.Layer):
             attention_factor = 1.0
         cos = (ops.cos(angles) * attention_factor)[None, :, None, :]
         sin = (ops.sin(angles) * attention_factor)[None, :, None, :]
-        even, odd = _pairs(x)
-        return _unpairs(even * cos - odd * sin, odd * cos + even * sin, x)
+        even, odd = _pairs(x, self.layout)
+        return _unpairs(even * cos - odd * sin, odd * cos + even * sin, x, self.layout)
 
     def decay(self, x, positions, centre, sign):
         """XPOS's scaling of `x`, `(batch, length, heads, size)`: pair `m` at
@@ -122,8 +142,8 @@ class RotaryEmbedding(keras.layers.Layer):
         offsets = ops.cast(positions, "float32") - ops.cast(centre, "float32")
         scale = ops.power(zeta[None, :], sign * offsets[:, None] / self.scale_base)
         scale = scale[None, :, None, :]
-        even, odd = _pairs(x)
-        return _unpairs(even * scale, odd * scale, x)
+        even, odd = _pairs(x, self.layout)
+        return _unpairs(even * scale, odd * scale, x, self.layout)
 
     def get_config(self):
         config = super().get_config()
@@ -131,17 +151,27 @@ class RotaryEmbedding(keras.layers.Layer):
             "max_wavelength": self.max_wavelength,
             "scale_base": self.scale_base,
             "scaling": self.scaling,
+            "layout": self.layout,
         })
         return config
 
 
-def _pairs(x):
-    """The even and odd features of `x`, float32, `(batch, length, heads, size / 2)` each."""
+def _pairs(x, layout="interleaved"):
+    """The first and second features of each pair of `x`, float32,
+    `(batch, length, heads, size / 2)` each: even and odd features
+    (`"interleaved"`), or the first and second halves (`"half"`)."""
+    x = ops.cast(x, "float32")
+    if layout == "half":
+        half = x.shape[-1] // 2
+        return x[..., :half], x[..., half:]
     shape = ops.shape(x)
-    pairs = ops.reshape(ops.cast(x, "float32"), (shape[0], shape[1], shape[2], -1, 2))
+    pairs = ops.reshape(x, (shape[0], shape[1], shape[2], -1, 2))
     return pairs[..., 0], pairs[..., 1]
 
 
-def _unpairs(even, odd, like):
-    """Interleaves `even` and `odd` back into the shape and dtype of `like`."""
-    return ops.cast(ops.reshape(ops.stack([even, odd], axis=-1), ops.shape(like)), like.dtype)
+def _unpairs(first, second, like, layout="interleaved"):
+    """The pairs back in the feature order of `layout`, in the shape and
+    dtype of `like`."""
+    if layout == "half":
+        return ops.cast(ops.concatenate([first, second], axis=-1), like.dtype)
+    return ops.cast(ops.reshape(ops.stack([first, second], axis=-1), ops.shape(like)), like.dtype)

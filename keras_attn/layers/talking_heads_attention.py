@@ -5,6 +5,7 @@ import dataclasses
 import keras
 from keras import ops
 
+from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.multi_head_attention import check_positive_integer
 
@@ -87,6 +88,14 @@ class TalkingHeadsAttention(MultiHeadAttention):
                 "attention kernels cannot mix scores across heads; received "
                 "fused_attention=True (leave it out, or pass False)."
             )
+        key_value_heads = kwargs.get("key_value_heads")
+        if key_value_heads not in (None, heads):
+            raise ValueError(
+                "TalkingHeadsAttention sets its key and value heads with `key_heads` "
+                "and `value_heads` (the mixing matrices' sizes), not grouped-query "
+                f"attention's `key_value_heads`; received key_value_heads={key_value_heads!r} "
+                f"with heads={heads}."
+            )
         super().__init__(
             heads, head_size, key_size=key_size, fused_attention=False, **kwargs
         )
@@ -114,7 +123,8 @@ class TalkingHeadsAttention(MultiHeadAttention):
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         self._build_projections(
-            query_shape, value_shape, key_shape, self.key_heads, self.value_heads
+            query_shape, value_shape, key_shape, self.key_heads, self.key_heads,
+            self.value_heads,
         )
         self.pre_softmax_kernel = self.add_weight(
             name="pre_softmax_kernel",
@@ -125,6 +135,12 @@ class TalkingHeadsAttention(MultiHeadAttention):
             name="post_softmax_kernel",
             shape=(self.heads, self.value_heads),
             initializer=self.talking_heads_initializer,
+        )
+
+    def empty_cache(self, batch, capacity):
+        return KeyValueCache.empty(
+            batch, capacity, self.key_heads, self.key_size, self.value_heads,
+            self.head_size, self.compute_dtype,
         )
 
     def _mix_logits(self, logits):

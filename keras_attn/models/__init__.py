@@ -44,3 +44,7 @@ from keras_attn.models.t5 import T5
 from keras_attn.models.t5 import T5V11
 from keras_attn.models.t5 import MT5
 from keras_attn.models.t5 import T5Encoder
+from keras_attn.models.llama import Llama
+from keras_attn.models.mistral import Mistral
+from keras_attn.models.qwen2 import Qwen2
+from keras_attn.models.qwen3 import Qwen3

@@ -353,12 +353,19 @@ class Transformer:
         return None
 
     def make_attention(self, index):
+        return self.attention_layer(**self.attention_arguments(index))
+
+    def attention_arguments(self, index):
+        """The arguments of block `index`'s attention layer (see
+        `make_attention`): the config's shapes, biases, window and positions;
+        a variant adds the options of its family (LLaMA's rotary layout)."""
         config = self.config
-        return self.attention_layer(
+        use_bias = self.use_bias if config.attention_bias is None else config.attention_bias
+        arguments = dict(
             heads=config.num_heads,
             head_size=config.head_size,
             key_size=config.key_size,
-            use_bias=self.use_bias,
+            use_bias=use_bias,
             attention_dropout=config.attention_dropout_rate,
             attention_scale=self.attention_scale(index),
             attention_window=config.attention_window,
@@ -371,6 +378,9 @@ class Transformer:
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )
+        if config.num_key_value_heads not in (None, config.num_heads):
+            arguments["key_value_heads"] = config.num_key_value_heads
+        return arguments
 
     def rotary_arguments(self):
         """The attention's RoPE base and scaling, the config's `rotary_base`
@@ -420,7 +430,7 @@ class Transformer:
             config.intermediate_size,
             activation=self.hidden_act(),
             gated=self.feed_forward_gated(),
-            use_bias=self.use_bias,
+            use_bias=self.use_bias if config.mlp_bias is None else config.mlp_bias,
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-FeedForward",
         )

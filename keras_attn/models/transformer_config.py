@@ -150,9 +150,18 @@ class TransformerConfig:
     embedding_size: int | None = None
     # Per-head query/key width; defaults to `attention_head_size`.
     attention_key_size: int | None = None
-    # Per-head value width (T5's `d_kv`, which also sets the query/key
-    # width); defaults to `hidden_size // num_heads`.
+    # Per-head value width (T5's `d_kv`, LLaMA's and Qwen3's `head_dim`,
+    # which also set the query/key width); defaults to
+    # `hidden_size // num_heads`.
     attention_head_size: int | None = None
+    # Grouped-query attention: the number of key/value heads, a divisor of
+    # `num_heads` (1: multi-query attention); None: `num_heads`.
+    num_key_value_heads: int | None = None
+    # Whether the attention's projections (`attention_bias`) and the
+    # feed-forward's (`mlp_bias`) have biases, as LLaMA's configs say; None:
+    # the variant's (`use_bias`).
+    attention_bias: bool | None = None
+    mlp_bias: bool | None = None
     # A gated feed-forward, `act(x W) * (x V)` (T5 v1.1's gated GELU); None:
     # the variant's (`default_feed_forward_gated`).
     feed_forward_gated: bool | None = None
@@ -217,6 +226,12 @@ class TransformerConfig:
         errors.append(token_id_error(
             self.vocab_size, self.pad_token_id, self.mask_token_id, self.decoder_start_token_id
         ))
+        if self.num_key_value_heads is not None and self.num_heads % self.num_key_value_heads:
+            errors.append(
+                f"num_attention_heads={self.num_heads} is not a multiple of "
+                f"num_key_value_heads={self.num_key_value_heads} (each key/value head "
+                "serves num_attention_heads / num_key_value_heads query heads)."
+            )
         for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
@@ -320,6 +335,9 @@ FIELD_RULES = {
     "embedding_size": _optional(_integer(1)),
     "attention_key_size": _optional(_integer(1)),
     "attention_head_size": _optional(_integer(1)),
+    "num_key_value_heads": _optional(_integer(1)),
+    "attention_bias": _optional(_boolean),
+    "mlp_bias": _optional(_boolean),
     "feed_forward_gated": _optional(_boolean),
     "num_decoder_layers": _optional(_integer(1)),
     "relative_attention_num_buckets": _integer(2),

@@ -1,0 +1,32 @@
+"""Mistral's checkpoints (Hugging Face `model_type: mistral`): LLaMA's
+names, and a sliding window (`sliding_window`) in every layer."""
+
+from keras_attn.checkpoints.families import llama
+from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import register_family
+
+
+def prepare_config(values, model_type):
+    """`sliding_window: null` is full causal attention."""
+    values = llama.prepare_config(values, model_type)
+    if "sliding_window" in values and values["sliding_window"] is None:
+        del values["sliding_window"]
+    return values
+
+
+MISTRAL = register_family(CheckpointFamily(
+    name="mistral",
+    title="Mistral",
+    description="Mistral's (Hugging Face `model_type: mistral`): LLaMA's names, a "
+    "sliding attention window",
+    model_types=("mistral",),
+    # Query i sees keys i - sliding_window < j <= i (transformers'
+    # `sliding_window_overlay`), the causal band of `attention_window`.
+    config_aliases={**llama.CONFIG_ALIASES, "sliding_window": "attention_window"},
+    prepare_config=prepare_config,
+    config_defaults=llama.defaults(4096 * 32),
+    ignored_keys=llama.IGNORED_KEYS,
+    default_variant="mistral",
+    name_tables=llama.NAME_TABLES,
+    references=llama.REFERENCES,
+))

@@ -1,0 +1,73 @@
+"""Qwen2's checkpoints (Hugging Face `model_type: qwen2`): LLaMA's names,
+with query, key and value biases."""
+
+from keras_attn.checkpoints.families import llama
+from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import register_family
+
+# The keys that say which layers attend within a window.
+WINDOW_KEYS = ("layer_types", "use_sliding_window", "max_window_layers", "sliding_window")
+
+
+def sliding_layers(values, model_type):
+    """`values` with the window keys of a Qwen config (`layer_types`, as
+    transformers 5 writes it, else `use_sliding_window`, `max_window_layers`
+    and `sliding_window`: layers from `max_window_layers` on attend within
+    the window) read: none of them when every layer attends to every earlier
+    token, `sliding_window` (read as `attention_window`) when every layer
+    has the window. A window in some layers only is refused: cached
+    decoding keeps one window for the whole model."""
+    values = dict(values)
+    window = values.get("sliding_window")
+    layers = values.get("num_hidden_layers")
+    kinds = values.get("layer_types")
+    if kinds is None and values.get("use_sliding_window") and window is not None:
+        first = values.get("max_window_layers", 28)
+        kinds = ["sliding_attention" if i >= first else "full_attention" for i in range(layers or 0)]
+    kinds = kinds or []
+    unknown = sorted(set(kinds) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise ValueError(
+            f"A {model_type} config's `layer_types` holds {unknown}; this builder reads "
+            "'full_attention' and 'sliding_attention'."
+        )
+    for key in WINDOW_KEYS:
+        values.pop(key, None)
+    if "sliding_attention" not in kinds:
+        return values
+    if "full_attention" in kinds:
+        raise ValueError(
+            f"This {model_type} config attends within a sliding window in some layers "
+            f"only (layer_types={kinds}; use_sliding_window with max_window_layers="
+            "...); this builder gives every layer the same attention. Use a config "
+            "without use_sliding_window (the released Qwen2 and Qwen3 checkpoints "
+            "have none)."
+        )
+    values["attention_window"] = window
+    return values
+
+
+def prepare_config(values, model_type):
+    """LLaMA's, the window keys read by `sliding_layers`; `attention_bias`
+    and `mlp_bias` are not Qwen2's (its query, key and value projections
+    always have biases, its others none), so any are left out."""
+    values = sliding_layers(llama.prepare_config(values, model_type), model_type)
+    values.pop("attention_bias", None)
+    values.pop("mlp_bias", None)
+    return values
+
+
+QWEN2 = register_family(CheckpointFamily(
+    name="qwen2",
+    title="Qwen2",
+    description="Qwen2's (Hugging Face `model_type: qwen2`): LLaMA's names, query/key/value "
+    "biases",
+    model_types=("qwen2",),
+    config_aliases=llama.CONFIG_ALIASES,
+    prepare_config=prepare_config,
+    config_defaults=llama.defaults(32768),
+    ignored_keys=llama.IGNORED_KEYS,
+    default_variant="qwen2",
+    name_tables=llama.NAME_TABLES,
+    references=llama.REFERENCES,
+))
