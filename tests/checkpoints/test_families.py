@@ -133,6 +133,9 @@ MARKERS_BEFORE = (
     ("roformer.encoder.layer.", "RoFormer", "'roformer'"),
     ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
     ("bert/encoder/layer_", "BERT", "'bert'"),
+    # Added with the LLaMA-layout families (issue 32).
+    ("self_attn.q_norm", "Qwen3", "'qwen3'"),
+    ("self_attn.q_proj", "LLaMA", "'llama', 'mistral', 'qwen2' or 'qwen3'"),
 )
 
 

@@ -51,6 +51,9 @@ VARIANT_FIELDS = {
     "electra": dict(embedding_size=12),
     "t5.1.1": dict(tie_word_embeddings=False, feed_forward_gated=True),
     "mt5.1.1": dict(tie_word_embeddings=False, attention_head_size=6),
+    # Grouped-query attention: one key/value head for the two query heads.
+    "llama": dict(num_key_value_heads=1),
+    "qwen3": dict(num_key_value_heads=1, attention_head_size=6),
 }
 
 # The registry as collected: tests that register a variant of their own

@@ -1,0 +1,178 @@
+"""LLaMA, Mistral, Qwen2 and Qwen3 against transformers: logits with right
+and left padding, greedy generation (Mistral past its sliding window), the
+grouped-query cache's size, and the configs this builder refuses.
+
+One tiny random model per family, deliberately off the defaults: key/value
+heads 1 and 2 under 4 or 6 query heads, `head_dim` other than
+`hidden_size / heads` (LLaMA, Qwen3), tied and untied heads, odd
+vocabularies, biases, a rope scaling, a window shorter than the prompts."""
+
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn.generation.cached_forward import CachedForward
+from tests.checkpoint_files import perturb
+from tests.harness import to_numpy
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+COMMON = dict(num_hidden_layers=2, intermediate_size=40, bos_token_id=1, eos_token_id=2)
+FAMILIES = {
+    # Multi-query attention, head_dim 8 != 24 / 4, every bias, a tied head,
+    # Llama 3.1's rope scaling.
+    "llama": ("LlamaConfig", "Llama", dict(
+        vocab_size=99, hidden_size=24, num_attention_heads=4, num_key_value_heads=1,
+        head_dim=8, attention_bias=True, mlp_bias=True, tie_word_embeddings=True,
+        rope_parameters=dict(rope_type="llama3", rope_theta=500.0, factor=4.0,
+                             low_freq_factor=1.0, high_freq_factor=4.0,
+                             original_max_position_embeddings=8),
+    )),
+    # A window of 4 under prompts of up to 6 tokens and 6 more generated;
+    # linear position interpolation.
+    "mistral": ("MistralConfig", "Mistral", dict(
+        vocab_size=101, hidden_size=24, num_attention_heads=6, num_key_value_heads=2,
+        sliding_window=4, rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0),
+    )),
+    "qwen2": ("Qwen2Config", "Qwen2", dict(
+        vocab_size=97, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        rope_parameters=dict(rope_type="default", rope_theta=1000.0),
+    )),
+    # head_dim 10 != 24 / 6, one key/value head, biases, a tied head.
+    "qwen3": ("Qwen3Config", "Qwen3", dict(
+        vocab_size=99, hidden_size=24, num_attention_heads=6, num_key_value_heads=1,
+        head_dim=10, attention_bias=True, tie_word_embeddings=True,
+    )),
+}
+IDS = np.array([[5, 17, 3, 44, 9, 28, 2, 61], [7, 12, 50, 33, 8, 0, 0, 0]])
+RIGHT = np.array([[1] * 8, [1] * 5 + [0] * 3])
+LEFT = RIGHT[:, ::-1].copy()
+PROMPTS = [[5, 17, 3, 44], [7, 12], [30, 2, 8, 19, 21, 6]]
+STEPS = 6
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, tmp_path_factory):
+    """`(name, transformers model, its directory)`, saved once per module."""
+    name = request.param
+    config_class, _, fields = FAMILIES[name]
+    torch.manual_seed(0)
+    config = getattr(transformers, config_class)(**COMMON, **fields)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    # Weights large enough that the next token depends on the context.
+    model = perturb(model, seed=1).eval()
+    directory = tmp_path_factory.mktemp(name)
+    model.save_pretrained(directory)
+    return name, model, directory
+
+
+@pytest.fixture(scope="module")
+def ours(family):
+    return keras_attn.build_transformer_model(family[2], padding_mask_input=True)
+
+
+@pytest.mark.parametrize("padding", ["right", "left"])
+def test_logits_equal_transformers(family, ours, padding):
+    name, reference, _ = family
+    assert type(ours.template).__name__ == FAMILIES[name][1]
+    assert ours.application == "lm"
+    mask = RIGHT if padding == "right" else LEFT
+    ids = np.where(mask == 1, IDS, 0) if padding == "right" else np.stack(
+        [IDS[0], np.concatenate([[0] * 3, IDS[1, :5]])]
+    )
+    logits = to_numpy(ours({"token_ids": ids, "padding_mask": mask}))
+    with torch.no_grad():
+        expected = reference(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
+    real = mask.astype(bool)
+    np.testing.assert_allclose(logits[real], expected[real], atol=1e-4)
+
+
+def test_greedy_generation_equals_transformers_generate(family):
+    """Prompts of three lengths in one batch (padded by `generate`); for
+    Mistral, prompt and steps run past its window of 4."""
+    _, reference, directory = family
+    model = keras_attn.build_transformer_model(directory)
+    tokens = model.generate(PROMPTS, STEPS)
+    for prompt, row in zip(PROMPTS, tokens):
+        with torch.no_grad():
+            expected = reference.generate(
+                torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=STEPS, do_sample=False, pad_token_id=0, eos_token_id=None,
+            )[0, len(prompt):]
+        assert row.tolist() == expected.tolist()
+
+
+def test_encoder_equals_the_base_model(family):
+    """`application="encoder"`: the last hidden state after the final norm."""
+    name, reference, directory = family
+    if name != "qwen3":
+        pytest.skip("one family is enough: the blocks are the language model's")
+    encoder = keras_attn.build_transformer_model(
+        directory, application="encoder", padding_mask_input=True
+    )
+    hidden = to_numpy(encoder({"token_ids": IDS, "padding_mask": RIGHT}))
+    with torch.no_grad():
+        expected = reference.model(
+            torch.tensor(IDS), attention_mask=torch.tensor(RIGHT)
+        ).last_hidden_state.numpy()
+    real = RIGHT.astype(bool)
+    np.testing.assert_allclose(hidden[real], expected[real], atol=1e-5)
+
+
+def small_llama(**fields):
+    config = dict(
+        model_type="llama", vocab_size=31, hidden_size=32, num_hidden_layers=1,
+        num_attention_heads=8, intermediate_size=16, **fields,
+    )
+    return keras_attn.build_transformer_model(config)
+
+
+def cache_bytes(model, batch=2, capacity=10):
+    cache = CachedForward(model).empty_cache(batch, capacity)
+    return sum(
+        to_numpy(part).nbytes for layer in cache.layers for part in (layer.keys, layer.values)
+    )
+
+
+@pytest.mark.parametrize("key_value_heads", [1, 2, 4])
+def test_grouped_query_cache_holds_only_the_key_value_heads(key_value_heads):
+    full = cache_bytes(small_llama())
+    grouped = small_llama(num_key_value_heads=key_value_heads)
+    assert cache_bytes(grouped) * 8 == full * key_value_heads
+    attention = grouped.get_layer("Transformer-0-MultiHeadSelfAttention")
+    assert attention.key_dense.kernel.shape == (32, key_value_heads * 4)
+    assert attention.value_dense.kernel.shape == (32, key_value_heads * 4)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(num_key_value_heads=3),
+     r"num_attention_heads=8 is not a multiple of num_key_value_heads=3"),
+    (dict(num_key_value_heads=0), r"`num_key_value_heads` must be an integer >= 1"),
+    (dict(rope_scaling={"rope_type": "longrope", "factor": 2.0}), r"Unknown `rope_type` 'longrope'"),
+    (dict(attention_bias="yes"), r"`attention_bias` must be true or false"),
+    (dict(head_dim=2.5), r"`head_dim` \(read as `attention_head_size`\) must be an integer"),
+])
+def test_bad_llama_config_values_are_clear_errors(fields, message):
+    with pytest.raises(ValueError, match=message):
+        small_llama(**fields)
+
+
+def test_qwen_window_in_some_layers_only_is_refused():
+    config = dict(
+        model_type="qwen2", vocab_size=31, hidden_size=16, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=16, use_sliding_window=True,
+        sliding_window=4, max_window_layers=1,
+    )
+    with pytest.raises(ValueError, match=r"sliding window in some layers only"):
+        keras_attn.build_transformer_model(config)
+    # Every layer windowed is one window for the model.
+    model = keras_attn.build_transformer_model(dict(config, max_window_layers=0))
+    assert model.get_layer("Transformer-1-MultiHeadSelfAttention").attention_window == 4
+    model = keras_attn.build_transformer_model(dict(config, use_sliding_window=False))
+    assert model.get_layer("Transformer-1-MultiHeadSelfAttention").attention_window is None
+
+
+def test_grouped_query_attention_layer_checks_its_heads():
+    with pytest.raises(ValueError, match=r"heads=6 and key_value_heads=4"):
+        keras_attn.MultiHeadAttention(heads=6, head_size=4, key_value_heads=4)
