@@ -54,6 +54,8 @@ lists (`references`, see `keras_attn.checkpoints.families`):
 | T5, mT5 (`t5_encoder`) | encoder     | `T5EncoderModel`'s `last_hidden_state`      |
 | ELECTRA                | encoder     | `AutoModel`'s `last_hidden_state`           |
 | ELECTRA                | discriminator | `ElectraForPreTraining`'s `logits`        |
+| LLaMA, Mistral, Qwen2, Qwen3 | lm    | `AutoModelForCausalLM`'s `logits`           |
+| LLaMA, Mistral, Qwen2, Qwen3 | encoder | `AutoModel`'s `last_hidden_state`         |
 
 The last line says which of these ran.
 

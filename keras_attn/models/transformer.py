@@ -91,7 +91,8 @@ class Transformer:
 
     - the attention: `attention_layer` (a `keras_attn.MultiHeadAttention`
       subclass) and `position_encoding` (`None`, `"rotary"`, `"xpos"` or
-      NEZHA's `"functional_relative"`, applied inside it), or
+      NEZHA's `"functional_relative"`, applied inside it), the layer's
+      arguments (`attention_arguments(index)`: LLaMA's rotary layout), or
       `make_attention(index)`;
     - the position encoding: `make_position_embedding()` (an absolute
       position layer named `Embedding-Position`, or `None`) and
