@@ -29,11 +29,12 @@ FAMILIES = {
                              low_freq_factor=1.0, high_freq_factor=4.0,
                              original_max_position_embeddings=8),
     )),
-    # A window of 4 under prompts of up to 6 tokens and 6 more generated;
+    # A window of 3 under prompts of up to 6 tokens and 6 more generated
+    # (and under the 8 tokens of the logits' batch: the banded path);
     # linear position interpolation.
     "mistral": ("MistralConfig", "Mistral", dict(
         vocab_size=101, hidden_size=24, num_attention_heads=6, num_key_value_heads=2,
-        sliding_window=4, rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0),
+        sliding_window=3, rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0),
     )),
     "qwen2": ("Qwen2Config", "Qwen2", dict(
         vocab_size=97, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
@@ -90,7 +91,7 @@ def test_logits_equal_transformers(family, ours, padding):
 
 def test_greedy_generation_equals_transformers_generate(family, monkeypatch):
     """Prompts of three lengths in one batch (padded by `generate`); for
-    Mistral, prompt and steps run past its window of 4. On torch the steps
+    Mistral, prompt and steps run past its window of 3. On torch the steps
     run eagerly: `torch.compile` of each family's step would cost about 20 s
     for 6 steps (tests/generation/test_compiled_step.py checks that the
     compiled step computes the eager one)."""
@@ -126,9 +127,10 @@ def test_encoder_equals_the_base_model(family):
 
 def small_llama(**fields):
     config = dict(
-        model_type="llama", vocab_size=31, hidden_size=32, num_hidden_layers=1,
-        num_attention_heads=8, intermediate_size=16, **fields,
+        vocab_size=31, hidden_size=32, num_hidden_layers=1,
+        num_attention_heads=8, intermediate_size=16,
     )
+    config.update({"model_type": "llama", **fields})
     return keras_attn.build_transformer_model(config)
 
 
@@ -156,10 +158,33 @@ def test_grouped_query_cache_holds_only_the_key_value_heads(key_value_heads):
     (dict(rope_scaling={"rope_type": "longrope", "factor": 2.0}), r"Unknown `rope_type` 'longrope'"),
     (dict(attention_bias="yes"), r"`attention_bias` must be true or false"),
     (dict(head_dim=2.5), r"`head_dim` \(read as `attention_head_size`\) must be an integer"),
+    (dict(mlp_bias=None, attention_bias=1), r"`attention_bias` must be true or false"),
+    (dict(mlp_bias="no"), r"`mlp_bias` must be true or false"),
+    (dict(model_type="mistral", sliding_window=0),
+     r"`sliding_window` \(read as `attention_window`\) must be an integer >= 1"),
 ])
 def test_bad_llama_config_values_are_clear_errors(fields, message):
     with pytest.raises(ValueError, match=message):
         small_llama(**fields)
+
+
+def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_path):
+    """`dynamic` grows the base with the length encoded: 8 tokens past an
+    original length of 4."""
+    config = transformers.LlamaConfig(
+        **COMMON, vocab_size=53, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=4,
+        rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0),
+    )
+    torch.manual_seed(0)
+    reference = perturb(transformers.LlamaForCausalLM(config), seed=2).eval()
+    reference.save_pretrained(tmp_path)
+    model = keras_attn.build_transformer_model(tmp_path)
+    assert model.template.config.rope_scaling["rope_type"] == "dynamic"
+    ids = IDS[:, :8] % 53
+    with torch.no_grad():
+        expected = reference(torch.tensor(ids)).logits.numpy()
+    np.testing.assert_allclose(to_numpy(model({"token_ids": ids})), expected, atol=1e-4)
 
 
 def test_qwen_window_in_some_layers_only_is_refused():
