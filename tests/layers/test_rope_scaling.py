@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.layers.rope_scaling import CLIPPED_TYPES
 from keras_attn.layers.rope_scaling import ROPE_TYPES
 from tests import reference
 from tests.harness import run_layer_test, to_numpy
@@ -55,7 +56,7 @@ def test_rotation_matches_the_formulas(name):
         )
 
 
-@pytest.mark.parametrize("rope_type", sorted(ROPE_TYPES))
+@pytest.mark.parametrize("rope_type", sorted(set(ROPE_TYPES) - set(CLIPPED_TYPES)))
 def test_a_factor_of_one_is_plain_rope(rope_type):
     scaling = {**SCALINGS[rope_type], "factor": 1.0}
     if rope_type == "dynamic":
@@ -143,7 +144,8 @@ def test_scaled_rotary_embedding_through_the_harness(name, tmp_path):
     "scaling, message",
     [
         ({"rope_type": "longrope", "factor": 2.0},
-         "Unknown `rope_type` 'longrope'.*'dynamic', 'linear', 'llama3', 'ntk', 'yarn'"),
+         "Unknown `rope_type` 'longrope'.*'dynamic', 'leaky_rerope', 'linear', 'llama3', "
+         "'ntk', 'rerope', 'yarn'"),
         ({"rope_type": "linear", "factor": 0.0}, "`factor` must be a positive number; received 0.0"),
         ({"rope_type": "linear", "factor": "2"}, "`factor` must be a positive number; received '2'"),
         ({"rope_type": "yarn", "factor": 2.0}, r"missing \['original_max_position_embeddings'\]"),
