@@ -69,14 +69,14 @@ class ClippedRotaryLogits:
         query_positions = distance[:, 0]
         key_positions = distance[0, 0] - distance[0, :]
 
-        def scores(query_at, key_at):
+        def scores(query_at, keys):
             rotated_query = self.rotary.rotate(query, query_at)
-            rotated_key = self.rotary.rotate(key, key_at)
-            return ops.cast(ops.einsum("btnh,bsnh->bnts", rotated_query, rotated_key), "float32")
+            return ops.cast(ops.einsum("btnh,bsnh->bnts", rotated_query, keys), "float32")
 
-        near = scores(query_positions, key_positions)
+        near = scores(query_positions, self.rotary.rotate(key, key_positions))
         shift = self.window * (1.0 - self.inverse_k)
-        far_keys = key_positions * self.inverse_k
+        # Past the window the keys sit at `j / k`: unrotated for ReRoPE.
+        far_keys = key if not self.inverse_k else self.rotary.rotate(key, key_positions * self.inverse_k)
         after = scores(query_positions * self.inverse_k + shift, far_keys)
         before = scores(query_positions * self.inverse_k - shift, far_keys)
         return ops.where(
