@@ -126,6 +126,11 @@ def rope_scaling_frequencies(size, base, scaling, length=None):
         growth = factor
         if rope_type == "dynamic":
             growth = factor * max(length, original) / original - (factor - 1)
+        exponent = scaling.get("exponent", 1.0)
+        if exponent != 1.0:  # NTK-mixed: pair m divided by factor^((m / (d/2 - 1))^b)
+            return np.array([
+                plain[m] / factor ** ((m / (size // 2 - 1)) ** exponent) for m in range(size // 2)
+            ]), 1.0
         new_base = base * growth ** (size / (size - 2))
         return np.array([new_base ** (-2.0 * m / size) for m in range(size // 2)]), 1.0
     if rope_type == "llama3":

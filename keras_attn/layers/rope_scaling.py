@@ -12,10 +12,15 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
   "Extending Context Window of Large Language Models via Positional
   Interpolation", https://arxiv.org/abs/2306.15595): `w_m / factor`, i.e.
   position `n` is read as `n / factor`.
-- `ntk` (`factor`): NTK-aware scaling (bloc97, 2023, "NTK-Aware Scaled RoPE",
-  reddit.com/r/LocalLLaMA): the base grows to
+- `ntk` (`factor`, `exponent` 1): NTK-aware scaling (bloc97, 2023,
+  "NTK-Aware Scaled RoPE", reddit.com/r/LocalLLaMA): the base grows to
   `base * factor^(d / (d - 2))`, so the lowest frequency is interpolated by
-  `factor` and the highest is kept.
+  `factor` and the highest is kept: pair `m` is divided by
+  `factor^(m / (d/2 - 1))`. With `exponent` `b != 1`, Su's NTK-mixed
+  (2023, https://kexue.fm/archives/9706): pair `m` is divided by
+  `factor^((m / (d/2 - 1))^b)`, the same two ends (the first pair kept,
+  the last interpolated by `factor`) with the pairs in between interpolated
+  less (`b > 1`) or more (`b < 1`) than NTK's straight line in log scale.
 - `dynamic` (`factor`, `L`): NTK-aware scaling whose base follows the
   length `T` being encoded (emozilla's dynamic NTK):
   `base * (factor * T / L - (factor - 1))^(d / (d - 2))` once `T > L`,
@@ -69,7 +74,7 @@ from keras_attn.layers.sinusoids import sinusoid_frequencies
 # defaults (transformers' defaults).
 ROPE_TYPES = {
     "linear": (("factor",), {}),
-    "ntk": (("factor",), {}),
+    "ntk": (("factor",), {"exponent": 1.0}),
     "dynamic": (("factor", "original_max_position_embeddings"), {}),
     "yarn": (
         ("factor", "original_max_position_embeddings"),
@@ -96,7 +101,7 @@ CLIPPED_TYPES = ("rerope", "leaky_rerope")
 # The rope types that need the length being encoded.
 LENGTH_DEPENDENT = ("dynamic",)
 
-_POSITIVE = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+_POSITIVE = ("factor", "exponent", "original_max_position_embeddings", "beta_fast", "beta_slow",
              "attention_factor", "low_freq_factor", "high_freq_factor")
 
 
@@ -208,7 +213,10 @@ def scaled_frequencies(dim, base, scaling, length=None):
     if rope_type == "linear":
         return sinusoid_frequencies(dim, base) / factor, 1.0
     if rope_type == "ntk":
-        return sinusoid_frequencies(dim, base * factor ** (dim / (dim - 2))), 1.0
+        if scaling["exponent"] == 1:
+            return sinusoid_frequencies(dim, base * factor ** (dim / (dim - 2))), 1.0
+        pairs = ops.arange(dim // 2, dtype="float32") / (dim // 2 - 1)
+        return sinusoid_frequencies(dim, base) / factor ** ops.power(pairs, scaling["exponent"]), 1.0
     if rope_type == "dynamic":
         if length is None:
             raise ValueError("rope_type 'dynamic' needs the length being encoded.")

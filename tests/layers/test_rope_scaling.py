@@ -16,6 +16,7 @@ SIZE, LENGTH = 16, 7
 SCALINGS = {
     "linear": {"rope_type": "linear", "factor": 2.0},
     "ntk": {"rope_type": "ntk", "factor": 3.0},
+    "ntk_mixed": {"rope_type": "ntk", "factor": 3.0, "exponent": 0.625},
     "dynamic": {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4},
     "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048},
     "yarn_mscale": {
@@ -167,6 +168,18 @@ def test_rotary_scaling_needs_rotary_positions():
         keras_attn.layers.MultiHeadAttention(
             heads=2, head_size=8, rotary_scaling=SCALINGS["linear"]
         )
+
+
+def test_ntk_with_exponent_one_is_ntk_and_mixed_keeps_the_ends():
+    """NTK-mixed's straight line in log scale (exponent 1) is NTK's new
+    base exactly; another exponent moves the pairs in between, not the
+    first (kept) nor the last (divided by the factor)."""
+    ntk = reference.rope_scaling_frequencies(SIZE, 10000.0, SCALINGS["ntk"])[0]
+    line, _ = reference.rope_scaling_frequencies(SIZE, 10000.0, {**SCALINGS["ntk"], "exponent": 1.0 + 1e-12})
+    np.testing.assert_allclose(line, ntk, rtol=1e-9)
+    mixed, _ = reference.rope_scaling_frequencies(SIZE, 10000.0, SCALINGS["ntk_mixed"])
+    np.testing.assert_allclose(mixed[[0, -1]], ntk[[0, -1]], rtol=1e-9)
+    assert np.abs(mixed[1:-1] / ntk[1:-1] - 1).min() > 1e-3
 
 
 @pytest.mark.parametrize("name", ["linear", "dynamic", "yarn", "yarn_mscale", "llama3"])
