@@ -33,6 +33,7 @@ def attention(
     post_softmax=None,
     rotate=None,
     query_scale=None,
+    pair_logits=None,
 ):
     """Multi-head (optionally talking-heads) attention in float64 numpy.
 
@@ -41,7 +42,8 @@ def attention(
     `pre_softmax` `(h_k, h)` / `post_softmax` `(h, h_v)` are talking-heads
     mixing matrices. `rotate(q, k)` transforms the projected queries and keys
     (rotary encodings); `query_scale` `(batch, query_length)` multiplies the
-    scores of each query row (log-n scaling).
+    scores of each query row (log-n scaling); `pair_logits(q, k)` computes
+    the `(batch, heads, query, key)` products instead of `q . k` (ReRoPE).
     """
     value = query if value is None else value
     key = value if key is None else key
@@ -55,7 +57,7 @@ def attention(
     if rotate is not None:
         q, k = rotate(q, k)
 
-    logits = np.einsum("bqhd,bkhd->bhqk", q, k)
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) if pair_logits is None else pair_logits(q, k)
     if query_scale is not None:
         logits = logits * np.asarray(query_scale, np.float64)[:, None, :, None]
     if layer.attention_scale:
@@ -124,6 +126,11 @@ def rope_scaling_frequencies(size, base, scaling, length=None):
         growth = factor
         if rope_type == "dynamic":
             growth = factor * max(length, original) / original - (factor - 1)
+        exponent = scaling.get("exponent", 1.0)
+        if exponent != 1.0:  # NTK-mixed: pair m divided by factor^((m / (d/2 - 1))^b)
+            return np.array([
+                plain[m] / factor ** ((m / (size // 2 - 1)) ** exponent) for m in range(size // 2)
+            ]), 1.0
         new_base = base * growth ** (size / (size - 2))
         return np.array([new_base ** (-2.0 * m / size) for m in range(size // 2)]), 1.0
     if rope_type == "llama3":
@@ -165,6 +172,24 @@ def rope_scaling_frequencies(size, base, scaling, length=None):
         else:
             attention_factor = mscale(1.0)
     return np.array(out), attention_factor
+
+
+def rerope_logits(q, k, window, slope=0.0, base=10000.0):
+    """ReRoPE (`slope` 0) and Leaky ReRoPE (`slope` `1 / k`) products
+    `(batch, heads, query, key)` of unrotated `q`, `k`, pair by pair: the
+    query rotated by the clipped relative position `f(i - j)` (`i - j`
+    inside the window, `sign (window + (|i - j| - window) slope)` outside)
+    dotted with the unrotated key, as Su's definition reads."""
+    batch, query_length, heads, _ = q.shape
+    logits = np.empty((batch, heads, query_length, k.shape[1]))
+    for i in range(query_length):
+        for j in range(k.shape[1]):
+            d = i - j
+            if abs(d) >= window:
+                d = np.sign(d) * (window + (abs(d) - window) * slope)
+            rotated = rope(q[:, i : i + 1], base=base, positions=[d])[:, 0]
+            logits[:, :, i, j] = np.einsum("bhd,bhd->bh", rotated, k[:, j])
+    return logits
 
 
 def band(query_length, key_length, window, causal, blockwise=False):

@@ -212,6 +212,12 @@ class DotProductAttention:
             `sum_j p_ij a_ij` (with the probabilities the values get) to the
             result, `a_ij` its embedding at the call's `distance` `i - j`.
             Einsum path only.
+        position_logits: optional `f(query, key, distance) -> logits`, the
+            float32 `(batch, heads, query_length, key_length)` products
+            computed instead of `q_i . k_j` (of the scaled queries), from
+            the call's `distance`: ReRoPE's clipped rotary scores
+            (`keras_attn.layers.rerope.ClippedRotaryLogits`). Einsum path
+            only.
         normalization: one of `NORMALIZATIONS` (see above); another value
             is a ValueError naming them, as is `"softmax_plus"` with
             `log_n_train_length` (two log-n scalings).
@@ -224,6 +230,7 @@ class DotProductAttention:
     mix_logits: Optional[Callable] = None
     mix_probabilities: Optional[Callable] = None
     relative_position: Optional[keras.layers.Layer] = None
+    position_logits: Optional[Callable] = None
     normalization: str = "softmax"
 
     def __post_init__(self):
@@ -252,7 +259,7 @@ class DotProductAttention:
         `(batch, heads, query_length, key_length)`; `bias`: additive, finite,
         broadcastable to the same shape; `distance`: the int
         `(query_length, key_length)` matrix of `i - j` for `relative_position`
-        (default: both at `0, 1, ...`).
+        and `position_logits` (default: both at `0, 1, ...`).
         """
         if self.log_n_train_length is not None:
             query = ops.multiply(query, self.log_n_factor(mask, ops.shape(key)[1], query.dtype))
@@ -284,6 +291,8 @@ class DotProductAttention:
             return False
         if self.relative_position is not None or self.normalization == "squared_relu":
             return False
+        if self.position_logits is not None:
+            return False
         if keras.backend.standardize_dtype(dtype) == "float16" and jax_runs_on_cpu():
             return False
         return True
@@ -307,11 +316,14 @@ class DotProductAttention:
 
     def _einsum(self, query, key, value, mask, bias, training, distance=None):
         query = ops.multiply(query, ops.cast(self.scale, query.dtype))
-        logits = ops.cast(ops.einsum("btnh,bsnh->bnts", query, key), "float32")
         relative = self.relative_position
+        if distance is None and (relative is not None or self.position_logits is not None):
+            distance = relative_positions(ops.shape(query)[1], ops.shape(key)[1])
+        if self.position_logits is not None:
+            logits = self.position_logits(query, key, distance)
+        else:
+            logits = ops.cast(ops.einsum("btnh,bsnh->bnts", query, key), "float32")
         if relative is not None:
-            if distance is None:
-                distance = relative_positions(ops.shape(query)[1], ops.shape(key)[1])
             logits = logits + relative.key_logits(query, distance)
         if self.mix_logits is not None:
             logits = self.mix_logits(logits)

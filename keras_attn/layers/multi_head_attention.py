@@ -16,7 +16,10 @@ from keras_attn.layers.dot_product_attention import DotProductAttention
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
+from keras_attn.layers.rerope import ClippedRotaryLogits
 from keras_attn.layers.rms_normalization import RMSNormalization
+from keras_attn.layers.rope_scaling import CLIPPED_TYPES
+from keras_attn.layers.rope_scaling import standard_rope_scaling
 from keras_attn.layers.rotary_embedding import ROTARY_LAYOUTS
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
@@ -299,6 +302,14 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"position_encoding in {ROTARY_ENCODINGS}; received "
                 f"position_encoding={position_encoding!r}."
             )
+        clipped = (standard_rope_scaling(rotary_scaling) or {}).get("rope_type") in CLIPPED_TYPES
+        if clipped and (position_encoding != "rotary" or rotary_value):
+            raise ValueError(
+                f"rope_type {rotary_scaling.get('rope_type', rotary_scaling.get('type'))!r} "
+                "clips the relative positions of rotary scores and needs "
+                "position_encoding='rotary' without `rotary_value`; received "
+                f"position_encoding={position_encoding!r}, rotary_value={rotary_value!r}."
+            )
         check_positive_integer("heads", heads)
         check_positive_integer("head_size", head_size)
         if rotary_value and head_size % 2:
@@ -376,11 +387,18 @@ class MultiHeadAttention(keras.layers.Layer):
             self._rotary = RotaryEmbedding(
                 rotary_max_wavelength,
                 scale_base=xpos_scale_base if position_encoding == "xpos" else None,
-                scaling=rotary_scaling,
+                # ReRoPE's frequencies are RoPE's; its clipping is in the scores.
+                scaling=None if clipped else rotary_scaling,
                 layout=rotary_layout,
                 dtype=self.dtype_policy,
                 name="rotary_embedding",
             )
+        # ReRoPE / Leaky ReRoPE: the kernel computes the scores of unrotated
+        # heads (`keras_attn.layers.rerope`); None otherwise.
+        self._clipped_rotary = (
+            ClippedRotaryLogits.from_scaling(self._rotary, standard_rope_scaling(rotary_scaling))
+            if clipped else None
+        )
         self.query_norm = self.key_norm = None
         if query_key_norm_epsilon is not None:
             self.query_norm, self.key_norm = (
@@ -402,6 +420,7 @@ class MultiHeadAttention(keras.layers.Layer):
             fused=fused_attention,
             log_n_train_length=log_n_train_length,
             relative_position=self._make_relative_position(),
+            position_logits=self._clipped_rotary,
             normalization=normalization,
         )
 
@@ -599,7 +618,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 key_mask = value_mask
         self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
         query_heads, key_heads, value_heads, gate = self._project_heads(query, key, value)
-        if self._rotary is not None:
+        if self._rotary is not None and self._clipped_rotary is None:
             query_heads, key_heads = self._rotary(query_heads, key_heads)
         if self.rotary_value:
             value_positions = ops.arange(ops.shape(value_heads)[1], dtype="int32")
@@ -661,7 +680,8 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         self._check_call_arguments(query, query, query, None, use_causal_mask=True)
         query_heads, key_heads, value_heads, gate = self._project_heads(query, query, query)
-        if self._rotary is not None:
+        # ReRoPE's keys are cached unrotated; its kernel rotates at each step.
+        if self._rotary is not None and self._clipped_rotary is None:
             query_heads = self._rotary.rotate(query_heads, step.positions)
             key_heads = self._rotary.rotate(key_heads, step.positions)
         if self.rotary_value:
@@ -684,7 +704,7 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_bias = add_distance_bias(attention_bias, distance_bias, distance, length)
         mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
         distance = None
-        if self.position_encoding == "functional_relative":
+        if self.position_encoding == "functional_relative" or self._clipped_rotary is not None:
             distance = masking.relative_positions(
                 ops.shape(query)[1], ops.shape(cache.keys)[1],
                 step.positions, step.key_positions,

@@ -12,10 +12,15 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
   "Extending Context Window of Large Language Models via Positional
   Interpolation", https://arxiv.org/abs/2306.15595): `w_m / factor`, i.e.
   position `n` is read as `n / factor`.
-- `ntk` (`factor`): NTK-aware scaling (bloc97, 2023, "NTK-Aware Scaled RoPE",
-  reddit.com/r/LocalLLaMA): the base grows to
+- `ntk` (`factor`, `exponent` 1): NTK-aware scaling (bloc97, 2023,
+  "NTK-Aware Scaled RoPE", reddit.com/r/LocalLLaMA): the base grows to
   `base * factor^(d / (d - 2))`, so the lowest frequency is interpolated by
-  `factor` and the highest is kept.
+  `factor` and the highest is kept: pair `m` is divided by
+  `factor^(m / (d/2 - 1))`. With `exponent` `b != 1`, Su's NTK-mixed
+  (2023, https://kexue.fm/archives/9706): pair `m` is divided by
+  `factor^((m / (d/2 - 1))^b)`, the same two ends (the first pair kept,
+  the last interpolated by `factor`) with the pairs in between interpolated
+  less (`b > 1`) or more (`b < 1`) than NTK's straight line in log scale.
 - `dynamic` (`factor`, `L`): NTK-aware scaling whose base follows the
   length `T` being encoded (emozilla's dynamic NTK):
   `base * (factor * T / L - (factor - 1))^(d / (d - 2))` once `T > L`,
@@ -38,6 +43,22 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
   between `w_m ((1 - s) / factor + s)`, `s = (L / wavelength -
   low_freq_factor) / (high_freq_factor - low_freq_factor)`.
 
+Two types change the scores rather than the frequencies (Su, 2023,
+"ReRoPE", https://kexue.fm/archives/9708 and /9728): the score of query `i`
+and key `j` is `q_i . R(f(i - j)) k_j`, `R(n)` RoPE's rotation by `n`
+positions, with `f(d) = d` inside the window `|d| < window` and, outside,
+
+- `rerope` (`window`): `f(d) = sign(d) window`, relative positions clipped
+  at the window;
+- `leaky_rerope` (`window`, `k`): `f(d) = sign(d) (window + (|d| - window) / k)`,
+  positions that keep growing at slope `1 / k` past the window
+  (`k = 1` is plain RoPE, `k -> inf` is `rerope`).
+
+They are not rotations of the queries and keys alone, so
+`MultiHeadAttention(rotary_scaling=...)` computes them in its einsum path
+(`keras_attn.layers.rerope`) and keeps unrotated keys in its cache;
+`RotaryEmbedding` refuses them.
+
 `factor = 1` is plain RoPE for every type but `dynamic`, whose base still
 grows by `(T / L)^(d / (d - 2))` past `L` (transformers' formula); within `L`
 every type with `factor = 1`, and `dynamic` with any factor, is plain RoPE.
@@ -53,7 +74,7 @@ from keras_attn.layers.sinusoids import sinusoid_frequencies
 # defaults (transformers' defaults).
 ROPE_TYPES = {
     "linear": (("factor",), {}),
-    "ntk": (("factor",), {}),
+    "ntk": (("factor",), {"exponent": 1.0}),
     "dynamic": (("factor", "original_max_position_embeddings"), {}),
     "yarn": (
         ("factor", "original_max_position_embeddings"),
@@ -70,12 +91,17 @@ ROPE_TYPES = {
         ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
         {},
     ),
+    "rerope": (("window",), {}),
+    "leaky_rerope": (("window", "k"), {}),
 }
+
+# The rope types that clip relative positions (scores, not frequencies).
+CLIPPED_TYPES = ("rerope", "leaky_rerope")
 
 # The rope types that need the length being encoded.
 LENGTH_DEPENDENT = ("dynamic",)
 
-_POSITIVE = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+_POSITIVE = ("factor", "exponent", "original_max_position_embeddings", "beta_fast", "beta_slow",
              "attention_factor", "low_freq_factor", "high_freq_factor")
 
 
@@ -129,7 +155,21 @@ def standard_rope_scaling(scaling, original_max_position_embeddings=None):
             f"rope_type {rope_type!r} needs {list(required)}; missing {missing}."
         )
     for key, value in scaling.items():
-        if key == "truncate":
+        if key == "window":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"rope_type {rope_type!r}: `window` must be a positive integer (a "
+                    f"number of positions); received {value!r}."
+                )
+        elif key == "k":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                1 <= value < math.inf
+            ):
+                raise ValueError(
+                    f"rope_type {rope_type!r}: `k` (the inverse slope past the window) "
+                    f"must be a finite number >= 1; received {value!r}."
+                )
+        elif key == "truncate":
             if not isinstance(value, bool):
                 raise ValueError(
                     f"rope_type {rope_type!r}: `truncate` must be true or false; "
@@ -162,7 +202,7 @@ def scaled_frequencies(dim, base, scaling, length=None):
     or None for plain RoPE): float32 `(dim // 2,)` and a Python float that
     multiplies the cosines and sines. `length`, the number of positions
     being encoded (an int or a scalar tensor), is read by `dynamic` only."""
-    if scaling is None:
+    if scaling is None or scaling["rope_type"] in CLIPPED_TYPES:
         return sinusoid_frequencies(dim, base), 1.0
     rope_type, factor = scaling["rope_type"], float(scaling["factor"])
     if rope_type in ("ntk", "dynamic") and dim <= 2:
@@ -173,7 +213,10 @@ def scaled_frequencies(dim, base, scaling, length=None):
     if rope_type == "linear":
         return sinusoid_frequencies(dim, base) / factor, 1.0
     if rope_type == "ntk":
-        return sinusoid_frequencies(dim, base * factor ** (dim / (dim - 2))), 1.0
+        if scaling["exponent"] == 1:
+            return sinusoid_frequencies(dim, base * factor ** (dim / (dim - 2))), 1.0
+        pairs = ops.arange(dim // 2, dtype="float32") / (dim // 2 - 1)
+        return sinusoid_frequencies(dim, base) / factor ** ops.power(pairs, scaling["exponent"]), 1.0
     if rope_type == "dynamic":
         if length is None:
             raise ValueError("rope_type 'dynamic' needs the length being encoded.")

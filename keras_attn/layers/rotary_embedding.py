@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn.layers.rope_scaling import CLIPPED_TYPES
 from keras_attn.layers.rope_scaling import LENGTH_DEPENDENT
 from keras_attn.layers.rope_scaling import scaled_frequencies
 from keras_attn.layers.rope_scaling import standard_rope_scaling
@@ -88,6 +89,13 @@ class RotaryEmbedding(keras.layers.Layer):
         self.scaling = scaling
         # Checked now, with every default filled in.
         self._scaling = standard_rope_scaling(scaling)
+        if self._scaling is not None and self._scaling["rope_type"] in CLIPPED_TYPES:
+            raise ValueError(
+                f"rope_type {self._scaling['rope_type']!r} clips relative positions in "
+                "the scores, which no rotation of the queries and keys alone gives; "
+                "give it to `MultiHeadAttention(position_encoding='rotary', "
+                "rotary_scaling=...)` (or a model's `rope_scaling`)."
+            )
 
     def call(self, query, key):
         size = query.shape[-1]

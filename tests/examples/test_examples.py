@@ -25,6 +25,7 @@ RESEARCH_EXAMPLES = [
     ("talking_heads.py", "talking_heads"),
     ("tta_vs_mlm.py", "tta_vs_mlm"),
     ("length_extrapolation.py", "length_extrapolation"),
+    ("rope_scaling_extrapolation.py", "rope_scaling_extrapolation"),
 ]
 
 

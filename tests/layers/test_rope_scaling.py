@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.layers.rope_scaling import CLIPPED_TYPES
 from keras_attn.layers.rope_scaling import ROPE_TYPES
 from tests import reference
 from tests.harness import run_layer_test, to_numpy
@@ -15,6 +16,7 @@ SIZE, LENGTH = 16, 7
 SCALINGS = {
     "linear": {"rope_type": "linear", "factor": 2.0},
     "ntk": {"rope_type": "ntk", "factor": 3.0},
+    "ntk_mixed": {"rope_type": "ntk", "factor": 3.0, "exponent": 0.625},
     "dynamic": {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4},
     "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048},
     "yarn_mscale": {
@@ -55,7 +57,7 @@ def test_rotation_matches_the_formulas(name):
         )
 
 
-@pytest.mark.parametrize("rope_type", sorted(ROPE_TYPES))
+@pytest.mark.parametrize("rope_type", sorted(set(ROPE_TYPES) - set(CLIPPED_TYPES)))
 def test_a_factor_of_one_is_plain_rope(rope_type):
     scaling = {**SCALINGS[rope_type], "factor": 1.0}
     if rope_type == "dynamic":
@@ -143,7 +145,8 @@ def test_scaled_rotary_embedding_through_the_harness(name, tmp_path):
     "scaling, message",
     [
         ({"rope_type": "longrope", "factor": 2.0},
-         "Unknown `rope_type` 'longrope'.*'dynamic', 'linear', 'llama3', 'ntk', 'yarn'"),
+         "Unknown `rope_type` 'longrope'.*'dynamic', 'leaky_rerope', 'linear', 'llama3', "
+         "'ntk', 'rerope', 'yarn'"),
         ({"rope_type": "linear", "factor": 0.0}, "`factor` must be a positive number; received 0.0"),
         ({"rope_type": "linear", "factor": "2"}, "`factor` must be a positive number; received '2'"),
         ({"rope_type": "yarn", "factor": 2.0}, r"missing \['original_max_position_embeddings'\]"),
@@ -165,6 +168,18 @@ def test_rotary_scaling_needs_rotary_positions():
         keras_attn.layers.MultiHeadAttention(
             heads=2, head_size=8, rotary_scaling=SCALINGS["linear"]
         )
+
+
+def test_ntk_with_exponent_one_is_ntk_and_mixed_keeps_the_ends():
+    """NTK-mixed's straight line in log scale (exponent 1) is NTK's new
+    base exactly; another exponent moves the pairs in between, not the
+    first (kept) nor the last (divided by the factor)."""
+    ntk = reference.rope_scaling_frequencies(SIZE, 10000.0, SCALINGS["ntk"])[0]
+    line, _ = reference.rope_scaling_frequencies(SIZE, 10000.0, {**SCALINGS["ntk"], "exponent": 1.0 + 1e-12})
+    np.testing.assert_allclose(line, ntk, rtol=1e-9)
+    mixed, _ = reference.rope_scaling_frequencies(SIZE, 10000.0, SCALINGS["ntk_mixed"])
+    np.testing.assert_allclose(mixed[[0, -1]], ntk[[0, -1]], rtol=1e-9)
+    assert np.abs(mixed[1:-1] / ntk[1:-1] - 1).min() > 1e-3
 
 
 @pytest.mark.parametrize("name", ["linear", "dynamic", "yarn", "yarn_mscale", "llama3"])

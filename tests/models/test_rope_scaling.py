@@ -46,16 +46,58 @@ def test_generation_past_the_original_length_equals_the_full_pass(model):
 def test_each_cached_step_equals_the_full_pass(model):
     """Logits, not only their argmax: a cached step rotating without the
     scaling (or without YaRN's attention factor) fails here."""
-    ids = np.random.default_rng(0).integers(3, 40, size=(2, 20)).astype("int32")
+    assert_each_cached_step_equals_the_full_pass(model)
+
+
+def assert_each_cached_step_equals_the_full_pass(model, length=20, prompt=6):
+    ids = np.random.default_rng(0).integers(3, 40, size=(2, length)).astype("int32")
     full = to_numpy(model({"token_ids": ids, "segment_ids": np.zeros_like(ids)}))
     forward = CachedForward(model)
-    logits, cache = forward(ids[:, :6], 0, forward.empty_cache(2, forward.capacity(6, 20)))
-    for position in range(6, 20):
+    logits, cache = forward(ids[:, :prompt], 0, forward.empty_cache(2, forward.capacity(prompt, length)))
+    for position in range(prompt, length):
         logits, cache = forward(ids[:, position : position + 1], position, cache)
         np.testing.assert_allclose(
             to_numpy(logits)[:, 0], full[:, position], atol=1e-5, rtol=1e-5,
             err_msg=f"position {position}",
         )
+
+
+RE = {"rope_type": "rerope", "window": 3}
+LEAKY = {"rope_type": "leaky_rerope", "window": 3, "k": 4}
+
+
+@pytest.fixture(scope="module")
+def rerope_model():
+    return keras_attn.build_transformer_model(
+        CONFIG, variant="roformer", application="lm", rope_scaling=RE, log_n_train_length=8,
+    )
+
+
+def test_rerope_generation_past_the_window_equals_the_full_pass(rerope_model):
+    """The cache holds unrotated keys; each step scores them with the
+    clipped positions, as the full pass does (issue 33, item 2)."""
+    generated = rerope_model.generate(PROMPTS, max_new_tokens=8)
+    np.testing.assert_array_equal(generated, uncached_greedy(rerope_model, PROMPTS, 8))
+
+
+def test_leaky_rerope_with_a_window_cache_equals_the_full_pass():
+    """Leaky ReRoPE under a local window: the full pass takes the banded
+    path at 20 tokens and decoding a windowed cache."""
+    model = keras_attn.build_transformer_model(
+        CONFIG, variant="roformer", application="lm", rope_scaling=LEAKY, attention_window=6,
+    )
+    assert_each_cached_step_equals_the_full_pass(model)
+
+
+def test_leaky_rerope_unilm_generation_equals_the_full_pass(monkeypatch):
+    """UniLM's prompt attends both ways (negative distances past the
+    window) in the cached prompt pass too."""
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")  # the rerope lm compiles
+    model = keras_attn.build_transformer_model(
+        CONFIG, variant="roformer", application="unilm", rope_scaling=LEAKY,
+    )
+    generated = model.generate(PROMPTS, max_new_tokens=6)
+    np.testing.assert_array_equal(generated, uncached_greedy(model, PROMPTS, 6))
 
 
 def test_a_keras_file_keeps_the_scaling(model, tmp_path):
