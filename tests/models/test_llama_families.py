@@ -1,6 +1,7 @@
 """LLaMA, Mistral, Qwen2 and Qwen3 against transformers: logits with right
-and left padding, greedy generation (Mistral past its sliding window), the
-grouped-query cache's size, and the configs this builder refuses.
+and left padding, hidden states, greedy and beam generation (Mistral past
+its sliding window), `dynamic` rope scaling, the grouped-query cache's
+size, and the configs this builder refuses.
 
 One tiny random model per family, deliberately off the defaults: key/value
 heads 1 and 2 under 4 or 6 query heads, `head_dim` other than
@@ -203,3 +204,20 @@ def test_qwen_window_in_some_layers_only_is_refused():
 def test_grouped_query_attention_layer_checks_its_heads():
     with pytest.raises(ValueError, match=r"heads=6 and key_value_heads=4"):
         keras_attn.MultiHeadAttention(heads=6, head_size=4, key_value_heads=4)
+
+
+def test_beam_search_equals_transformers_best_beam(family, monkeypatch):
+    """4 beams, no end token: both searches keep every beam to the last
+    step and return the highest-scoring one (as tests/models/test_gpt2.py)."""
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    _, reference, directory = family
+    model = keras_attn.build_transformer_model(directory)
+    tokens = model.generate(PROMPTS, 4, sampler=keras_attn.samplers.BeamSearch(4))
+    for prompt, row in zip(PROMPTS, tokens):
+        with torch.no_grad():
+            expected = reference.generate(
+                torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=4, num_beams=4, do_sample=False, early_stopping=False,
+                pad_token_id=0, eos_token_id=None,
+            )[0, len(prompt):]
+        assert row.tolist() == expected.tolist()
