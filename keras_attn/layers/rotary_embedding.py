@@ -89,6 +89,10 @@ class RotaryEmbedding(keras.layers.Layer):
         self.scaling = scaling
         # Checked now, with every default filled in.
         self._scaling = standard_rope_scaling(scaling)
+        # No weights: built from the start, so `Model.quantize`, which
+        # refuses unbuilt layers, passes over an attention's rotary sublayer
+        # (the attention calls `rotate` directly in decoding and ReRoPE).
+        self.built = True
         if self._scaling is not None and self._scaling["rope_type"] in CLIPPED_TYPES:
             raise ValueError(
                 f"rope_type {self._scaling['rope_type']!r} clips relative positions in "

@@ -221,3 +221,14 @@ def test_beam_search_equals_transformers_best_beam(family, monkeypatch):
                 pad_token_id=0, eos_token_id=None,
             )[0, len(prompt):]
         assert row.tolist() == expected.tolist()
+
+
+def test_int8_quantized_llama_stays_close():
+    """`model.quantize("int8")` passes over the weightless rotary sublayer
+    (it refused rotary models as an unbuilt layer before)."""
+    model = small_llama(num_key_value_heads=2)
+    ids = np.array([[5, 6, 7, 8, 9]])
+    before = to_numpy(model({"token_ids": ids}))
+    model.quantize("int8")
+    after = to_numpy(model({"token_ids": ids}))
+    assert np.abs(after - before).max() < 0.05 * np.abs(before).max()
