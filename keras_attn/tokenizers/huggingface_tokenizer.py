@@ -1,5 +1,6 @@
-"""A checkpoint folder's `tokenizer.json` on the `tokenizers` package, with
-the special tokens of its `tokenizer_config.json`."""
+"""A checkpoint folder's `tokenizer.json` (or LLaMA's SentencePiece
+`tokenizer.model`) on the `tokenizers` package, with the special tokens of
+its `tokenizer_config.json`."""
 
 import os
 
@@ -8,8 +9,11 @@ from keras_attn.tokenizers.base_tokenizer import check_file
 from keras_attn.tokenizers.base_tokenizer import check_integer
 from keras_attn.tokenizers.base_tokenizer import check_text
 from keras_attn.tokenizers.base_tokenizer import read_json
+from keras_attn.tokenizers.sentencepiece_conversion import llama_pipeline
 
 SPECIAL_ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
+# The tokenizer classes whose tokenizer.model transformers converts as LLaMA's.
+LLAMA_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast"}
 
 
 def _token_content(value, path, key):
@@ -44,7 +48,9 @@ def _read_settings(directory):
             if role in document:
                 tokens[role] = _token_content(document[role], path, role)
                 sources[role] = path
-        for key in ("clean_up_tokenization_spaces",):
+        if isinstance(document.get("tokenizer_class"), str):
+            settings["tokenizer_class"] = document["tokenizer_class"]
+        for key in ("add_bos_token", "add_eos_token", "legacy", "clean_up_tokenization_spaces"):
             if key in document:
                 if not isinstance(document[key], bool):
                     raise ValueError(
@@ -77,8 +83,14 @@ class HuggingFaceTokenizer(BaseTokenizer):
     This is the tokenizer of LLaMA-2 and LLaMA-3, Mistral, Qwen2 and Qwen3
     folders (byte-level BPE, or SentencePiece BPE with byte fallback written
     as a `tokenizer.json`), and of any other model whose folder has a
-    `tokenizer.json`. For a LLaMA-2 folder that has only the SentencePiece
-    `tokenizer.model`, use `keras_attn.SpTokenizer(path, sep_token=None)`.
+    `tokenizer.json`. A folder with LLaMA-2's SentencePiece `tokenizer.model`
+    and no `tokenizer.json` (its `tokenizer_config.json` naming
+    `LlamaTokenizer` or `LlamaTokenizerFast`) is converted as transformers 5
+    converts it: the pieces as a byte-fallback BPE, `legacy` and
+    `add_bos_token`/`add_eos_token` read from the config (transformers'
+    defaults: `legacy` false, neither token added). That conversion can
+    differ from SentencePiece itself on runs of spaces;
+    `keras_attn.SpTokenizer(path, sep_token=None)` runs SentencePiece.
 
     Special tokens: `bos_token`, `eos_token`, `pad_token` and `unk_token` are
     read from `tokenizer_config.json` (else `special_tokens_map.json`), as a
@@ -100,16 +112,20 @@ class HuggingFaceTokenizer(BaseTokenizer):
     it: never to a BPE model).
 
     Args:
-        path: a checkpoint folder holding `tokenizer.json`, or the path of a
-            `tokenizer.json` (the settings files are read from its folder).
+        path: a checkpoint folder holding `tokenizer.json` (preferred) or
+            `tokenizer.model`, or the path of either file (the settings
+            files are read from its folder).
 
     Raises:
-        FileNotFoundError: the folder has no `tokenizer.json` (the message
-            names the folder), or the file does not exist.
+        FileNotFoundError: the folder has neither file (the message names
+            the folder), or the file does not exist.
         ValueError: a `tokenizer.json` that is empty, not JSON or not a
-            tokenizer the `tokenizers` package can load, or a settings file
-            naming a special token the tokenizer lacks (the message names
-            the file, the key and the token).
+            tokenizer the `tokenizers` package can load; a `tokenizer.model`
+            that is unreadable, not BPE, or without a LLaMA
+            `tokenizer_class` in its config; or a settings file naming a
+            special token the tokenizer lacks (the message names the file,
+            the key and the token).
+        ImportError: reading a `tokenizer.model` needs `protobuf`.
 
     Example:
 
@@ -124,35 +140,52 @@ class HuggingFaceTokenizer(BaseTokenizer):
 
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(
-                "path must be a checkpoint folder or a tokenizer.json path (str or "
+                "path must be a checkpoint folder or the path of a tokenizer.json or tokenizer.model (str or "
                 f"os.PathLike), got {type(path).__name__}: {path!r}."
             )
         path = os.fspath(path)
         if os.path.isdir(path):
-            candidate = os.path.join(path, "tokenizer.json")
-            if not os.path.exists(candidate):
-                hint = (
-                    " It has a SentencePiece tokenizer.model: load it with "
-                    "keras_attn.SpTokenizer(path, sep_token=None) (LLaMA-2's <s> first, no </s>)."
-                    if os.path.isfile(os.path.join(path, "tokenizer.model"))
-                    else ""
+            names = [name for name in ("tokenizer.json", "tokenizer.model") if os.path.exists(os.path.join(path, name))]
+            if not names:
+                raise FileNotFoundError(
+                    f"Directory {path!r} holds no tokenizer: neither a tokenizer.json nor a "
+                    "SentencePiece tokenizer.model."
                 )
-                raise FileNotFoundError(f"Directory {path!r} holds no tokenizer.json.{hint}")
-            path = candidate
-        path = check_file(path, "Tokenizer file")
-        description = read_json(path, "Tokenizer file")
-        if not isinstance(description, dict) or not isinstance(description.get("model"), dict):
-            raise ValueError(
-                f"Tokenizer file {path!r} is not a `tokenizers` tokenizer: it has no "
-                "`model` object."
-            )
-        try:
-            fast = FastTokenizer.from_file(path)
-        except Exception as error:  # the tokenizers package raises plain Exception
-            raise ValueError(f"Tokenizer file {path!r} could not be loaded: {error}") from None
+            path = os.path.join(path, names[0])
+        tokens, settings, sources = _read_settings(os.path.dirname(path))
+        if path.endswith(".model"):
+            tokenizer_class = settings.get("tokenizer_class")
+            if tokenizer_class not in LLAMA_CLASSES:
+                raise ValueError(
+                    f"SentencePiece model {path!r}: HuggingFaceTokenizer reads a tokenizer.model "
+                    f"as transformers' LlamaTokenizer does, which needs a tokenizer_config.json "
+                    f"beside it with tokenizer_class one of {sorted(LLAMA_CLASSES)} (found "
+                    f"{tokenizer_class!r}). Load other SentencePiece models with keras_attn.SpTokenizer."
+                )
+            fast, proto = llama_pipeline(path, settings.get("legacy", False))
+            self._model_type = "BPE"
+            unknown = proto.trainer_spec.unk_id
+            for role, index in (("bos_token", proto.trainer_spec.bos_id), ("eos_token", proto.trainer_spec.eos_id)):
+                if role not in tokens and index >= 0:
+                    tokens[role] = proto.pieces[index].piece
+            tokens.setdefault("unk_token", proto.pieces[unknown].piece if unknown >= 0 else None)
+        else:
+            path = check_file(path, "Tokenizer file")
+            description = read_json(path, "Tokenizer file")
+            if not isinstance(description, dict) or not isinstance(description.get("model"), dict):
+                raise ValueError(
+                    f"Tokenizer file {path!r} is not a `tokenizers` tokenizer: it has no "
+                    "`model` object."
+                )
+            try:
+                fast = FastTokenizer.from_file(path)
+            except Exception as error:  # the tokenizers package raises plain Exception
+                raise ValueError(f"Tokenizer file {path!r} could not be loaded: {error}") from None
+            self._model_type = description["model"].get("type")
+            if tokens.get("unk_token") is None:
+                tokens["unk_token"] = description["model"].get("unk_token")
         self.path = path
         self._fast = fast
-        self._model_type = description["model"].get("type")
         self._vocab = fast.get_vocab(with_added_tokens=True)
         self._inverse = {i: token for token, i in self._vocab.items()}
         absent = next((i for i in range(len(self._inverse)) if i not in self._inverse), None)
@@ -165,19 +198,14 @@ class HuggingFaceTokenizer(BaseTokenizer):
             token.content for token in fast.get_added_tokens_decoder().values() if token.special
         }
 
-        tokens, settings, sources = _read_settings(os.path.dirname(path))
         for role, token in tokens.items():
             if token is not None and token not in self._vocab:
-                raise ValueError(
-                    f"Tokenizer settings file {sources[role]!r}: {role} {token!r} is not "
-                    f"a token of {path!r}."
-                )
+                where = f"Tokenizer settings file {sources[role]!r}" if role in sources else f"Tokenizer {path!r}"
+                raise ValueError(f"{where}: {role} {token!r} is not a token of {path!r}.")
         self._bos = tokens.get("bos_token")
         self._eos = tokens.get("eos_token")
         self._pad = tokens.get("pad_token")
         self._unk = tokens.get("unk_token")
-        if self._unk is None:
-            self._unk = description["model"].get("unk_token")
         self._mask = None
         # transformers adds a configured special token that the file has as a
         # plain vocabulary token as a special added token: split out of text.
@@ -187,13 +215,28 @@ class HuggingFaceTokenizer(BaseTokenizer):
             fast.add_special_tokens(sorted(set(missing)))
         self._special |= {token for token in tokens.values() if token}
         self._clean_up = settings.get("clean_up_tokenization_spaces", False) and self._model_type != "BPE"
-        if fast.post_processor is None:
-            from tokenizers import processors
-
-            # transformers' `update_post_processor` without bos and eos: the
-            # second text of a pair gets type id 1.
-            fast.post_processor = processors.TemplateProcessing(single="$A:0", pair="$A:0 $B:1")
+        if path.endswith(".model"):
+            self._use_template(settings.get("add_bos_token", False), settings.get("add_eos_token", False))
+        elif fast.post_processor is None:
+            # transformers 5 ignores add_bos_token/add_eos_token beside a
+            # tokenizer.json and gives one without a post-processor `$A`.
+            self._use_template(False, False)
         self._cls, self._sep = self._start_and_end()
+
+    def _use_template(self, add_bos, add_eos):
+        """transformers' `update_post_processor`: `bos $A eos` and `bos $A eos
+        bos $B eos`, with the tokens the config adds."""
+        from tokenizers import processors
+
+        add_bos = add_bos and self._bos is not None
+        add_eos = add_eos and self._eos is not None
+        single = f"{(self._bos + ':0 ') if add_bos else ''}$A:0{(' ' + self._eos + ':0') if add_eos else ''}"
+        pair = f"{single}{(' ' + self._bos + ':1') if add_bos else ''} $B:1{(' ' + self._eos + ':1') if add_eos else ''}"
+        special_tokens = [(self._bos, self._vocab[self._bos])] if add_bos else []
+        special_tokens += [(self._eos, self._vocab[self._eos])] if add_eos else []
+        self._fast.post_processor = processors.TemplateProcessing(
+            single=single, pair=pair, special_tokens=special_tokens
+        )
 
     def _start_and_end(self):
         """The one special token put before and after a single text (None

@@ -1,7 +1,8 @@
-"""HuggingFaceTokenizer (a folder's tokenizer.json) and SpTokenizer on
-LLaMA-2's SentencePiece model against transformers' AutoTokenizer, on
-tokenizers trained here: a Qwen2/LLaMA-3 style byte-level BPE and a LLaMA-2
-style SentencePiece BPE with byte fallback."""
+"""HuggingFaceTokenizer (a folder's tokenizer.json, or LLaMA-2's
+tokenizer.model) and SpTokenizer on LLaMA-2's SentencePiece model against
+transformers' AutoTokenizer, on tokenizers trained here: Qwen2- and
+LLaMA-3-style byte-level BPEs and a LLaMA-2-style SentencePiece BPE with
+byte fallback."""
 
 import json
 import shutil
@@ -219,11 +220,11 @@ def test_the_tokenizer_json_decides_the_added_tokens_as_in_transformers(tmp_path
 
 
 def test_sentencepiece_model_alone_equals_transformers_llama(llama2_model, transformers, tmp_path):
-    """LLaMA-2's `tokenizer.model` alone: `SpTokenizer(path, sep_token=None)`
-    gives `<s>` then SentencePiece's pieces, as transformers' LlamaTokenizer
-    does; SentencePiece and transformers' conversion of it differ on runs of
-    spaces, so texts with such runs are left out here (a released folder's
-    tokenizer.json is exact through HuggingFaceTokenizer)."""
+    """`SpTokenizer(path, sep_token=None)` runs SentencePiece itself: `<s>`
+    then SentencePiece's pieces, as transformers' LlamaTokenizer gives them
+    except on runs of spaces, where SentencePiece and transformers'
+    conversion of the model merge differently (HuggingFaceTokenizer follows
+    transformers there)."""
     folder = tmp_path / "model_only"
     folder.mkdir()
     shutil.copy(llama2_model, folder / "tokenizer.model")
@@ -239,12 +240,59 @@ def test_sentencepiece_model_alone_equals_transformers_llama(llama2_model, trans
         assert tokenizer.decode(token_ids) == reference.decode(token_ids, skip_special_tokens=True), text
 
 
-def test_missing_and_corrupt_files_are_named(tmp_path, llama2_model):
-    with pytest.raises(FileNotFoundError, match="holds no tokenizer.json"):
+MODEL_ONLY_CONFIGS = {
+    "llama2": {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False, "legacy": False},
+    "legacy_with_eos": {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": True, "add_eos_token": True, "legacy": True},
+    "llama_class_defaults": {"tokenizer_class": "LlamaTokenizer"},
+}
+
+
+@pytest.mark.parametrize("name", MODEL_ONLY_CONFIGS)
+def test_sentencepiece_model_folder_equals_transformers(name, tmp_path, llama2_model, transformers):
+    """A folder with LLaMA-2's tokenizer.model and no tokenizer.json: the
+    model converted as transformers converts it, whitespace runs included."""
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copy(llama2_model, folder / "tokenizer.model")
+    (folder / "tokenizer_config.json").write_text(json.dumps(MODEL_ONLY_CONFIGS[name]), "utf-8")
+    reference = transformers.AutoTokenizer.from_pretrained(str(folder))
+    tokenizer = keras_attn.HuggingFaceTokenizer(folder)
+    for text in TEXTS + ["x <s> y </s> z", "<unk>", "a<s>b"]:
+        token_ids, _ = tokenizer.encode(text)
+        assert token_ids == reference(text)["input_ids"], text
+        for skip in (True, False):
+            assert tokenizer.decode(token_ids, skip_special_tokens=skip) == reference.decode(
+                token_ids, skip_special_tokens=skip
+            ), (text, skip)
+    assert tokenizer.encode("a b", "c")[0] == reference("a b", "c")["input_ids"]
+    assert tokenizer.id_to_token(tokenizer.eos_id) == "</s>"
+    model = keras_attn.HuggingFaceTokenizer(folder / "tokenizer.model")
+    assert model.encode("Ça va? 😀")[0] == tokenizer.encode("Ça va? 😀")[0]
+
+
+def test_missing_and_corrupt_files_are_named(tmp_path, llama2_model, sentencepiece_model):
+    with pytest.raises(FileNotFoundError, match="holds no tokenizer"):
         keras_attn.HuggingFaceTokenizer(tmp_path)
-    shutil.copy(llama2_model, tmp_path / "tokenizer.model")
-    with pytest.raises(FileNotFoundError, match="SpTokenizer"):
-        keras_attn.HuggingFaceTokenizer(tmp_path)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "tokenizer.model").write_bytes(b"\x00not a model")
+    (broken / "tokenizer_config.json").write_text('{"tokenizer_class": "LlamaTokenizer"}', "utf-8")
+    with pytest.raises(ValueError, match="broken/tokenizer.model"):
+        keras_attn.HuggingFaceTokenizer(broken)
+    unknown = tmp_path / "unknown"
+    unknown.mkdir()
+    shutil.copy(llama2_model, unknown / "tokenizer.model")
+    with pytest.raises(ValueError, match="tokenizer.model.*tokenizer_class.*found None.*SpTokenizer"):
+        keras_attn.HuggingFaceTokenizer(unknown)
+    unigram = tmp_path / "unigram"
+    unigram.mkdir()
+    shutil.copy(sentencepiece_model, unigram / "tokenizer.model")
+    (unigram / "tokenizer_config.json").write_text('{"tokenizer_class": "LlamaTokenizer"}', "utf-8")
+    with pytest.raises(ValueError, match="unigram/tokenizer.model.*not a BPE model"):
+        keras_attn.HuggingFaceTokenizer(unigram)
+    (unknown / "tokenizer_config.json").write_text('{"tokenizer_class": "T5Tokenizer"}', "utf-8")
+    with pytest.raises(ValueError, match="found 'T5Tokenizer'"):
+        keras_attn.HuggingFaceTokenizer(unknown / "tokenizer.model")
     with pytest.raises(FileNotFoundError, match="nowhere.json"):
         keras_attn.HuggingFaceTokenizer(tmp_path / "nowhere.json")
     path = tmp_path / "tokenizer.json"
