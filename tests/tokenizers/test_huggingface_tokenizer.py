@@ -380,3 +380,41 @@ def test_special_tokens_map_and_added_token_objects(tmp_path, qwen_folder, trans
     assert tokenizer.id_to_token(tokenizer.eos_id) == "<|im_end|>"
     with pytest.raises(ValueError, match="padding"):
         tokenizer.pad_id
+
+
+def test_wordpiece_tokenizer_json_with_clean_up_equals_transformers(tmp_path, vocab_file, transformers):
+    """Any model's tokenizer.json: a BERT WordPiece one, whose decode
+    transformers cleans up (`clean_up_tokenization_spaces`, never applied
+    to BPE), with `[CLS] a [SEP] b [SEP]` from its post-processor."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    vocabulary = {token: i for i, token in enumerate(open(vocab_file, encoding="utf-8").read().split("\n")[:-1])}
+    tokenizer = Tokenizer(models.WordPiece(vocabulary, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.post_processor = processors.BertProcessing(
+        ("[SEP]", vocabulary["[SEP]"]), ("[CLS]", vocabulary["[CLS]"])
+    )
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "[UNK]",
+        "pad_token": "[PAD]",
+        "clean_up_tokenization_spaces": True,
+    }
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), "utf-8")
+    reference = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    ours = keras_attn.HuggingFaceTokenizer(tmp_path)
+    for text in TEXTS + ["Hello , world ! it 's here ."]:
+        token_ids, segment_ids = ours.encode(text)
+        assert token_ids == reference(text)["input_ids"], text
+        for skip in (True, False):
+            assert ours.decode(token_ids, skip_special_tokens=skip) == reference.decode(
+                token_ids, skip_special_tokens=skip
+            ), (text, skip)
+    expected = reference("first text", "second", return_token_type_ids=True)
+    assert ours.encode("first text", "second") == (expected["input_ids"], expected["token_type_ids"])
+    assert ours.tokenize("the json")[0] == "[CLS]" and ours.tokenize("the json")[-1] == "[SEP]"
+    numpy = pytest.importorskip("numpy")
+    assert ours.decode(numpy.array(token_ids)) == ours.decode(token_ids)
