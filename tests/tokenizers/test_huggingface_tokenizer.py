@@ -99,7 +99,8 @@ def llama3_folder(tmp_path_factory, corpus, transformers):
 @pytest.fixture(scope="module")
 def llama2_model(tmp_path_factory, corpus):
     """A LLaMA-2-style SentencePiece BPE: byte fallback, digits split,
-    identity normalisation, whitespace kept, `<unk>` 0, `<s>` 1, `</s>` 2."""
+    identity normalisation, whitespace kept, `<unk>` 0, `<s>` 1, `</s>` 2,
+    plus user-defined pieces (`[INST]`) and a control piece."""
     import sentencepiece
 
     folder = tmp_path_factory.mktemp("llama2")
@@ -118,6 +119,8 @@ def llama2_model(tmp_path_factory, corpus):
         eos_id=2,
         pad_id=-1,
         character_coverage=0.9995,
+        user_defined_symbols=["[INST]", "<|user|>"],
+        control_symbols=["<ctrl>"],
         minloglevel=2,
     )
     (folder / "tokenizer.vocab").unlink()
@@ -257,7 +260,7 @@ def test_sentencepiece_model_folder_equals_transformers(name, tmp_path, llama2_m
     (folder / "tokenizer_config.json").write_text(json.dumps(MODEL_ONLY_CONFIGS[name]), "utf-8")
     reference = transformers.AutoTokenizer.from_pretrained(str(folder))
     tokenizer = keras_attn.HuggingFaceTokenizer(folder)
-    for text in TEXTS + ["x <s> y </s> z", "<unk>", "a<s>b"]:
+    for text in TEXTS + ["x <s> y </s> z", "<unk>", "a<s>b", "[INST] hi <|user|>x<ctrl> y", "a[INST]b"]:
         token_ids, _ = tokenizer.encode(text)
         assert token_ids == reference(text)["input_ids"], text
         for skip in (True, False):
