@@ -8,7 +8,8 @@ held-out source with each method applied at inference only (the same
 weights, rebuilt with another `rope_scaling` / `log_n_train_length`):
 
 - Baseline (plain RoPE) and Baseline-logn (log-n scaling, train length 128),
-- PI (`linear`), NTK (`ntk`, the fixed NTK-aware base) and NTK-logn, YaRN
+- PI (`linear`), NTK (`ntk`, the fixed NTK-aware base) and NTK-logn,
+  NTK-mixed (`ntk` with `exponent` 0.625) and NTK-mixed-logn, YaRN
   (`yarn`), each with factor 8 = 1024 / 128, fixed over the lengths as in
   Su's table,
 - ReRoPE with windows 32 and 48 (below half the training length), ReRoPE-w32
@@ -69,6 +70,9 @@ METHODS = {
     "PI": {"rope_scaling": {"rope_type": "linear", "factor": FACTOR}},
     "NTK": {"rope_scaling": {"rope_type": "ntk", "factor": FACTOR}},
     "NTK-logn": {"rope_scaling": {"rope_type": "ntk", "factor": FACTOR}, **LOG_N},
+    "NTK-mixed": {"rope_scaling": {"rope_type": "ntk", "factor": FACTOR, "exponent": 0.625}},
+    "NTK-mixed-logn": {"rope_scaling": {"rope_type": "ntk", "factor": FACTOR, "exponent": 0.625},
+                       **LOG_N},
     "YaRN": {"rope_scaling": {"rope_type": "yarn", "factor": FACTOR,
                               "original_max_position_embeddings": TRAIN_LENGTH}},
     "ReRoPE-w32": {"rope_scaling": rerope(32)},

@@ -38,6 +38,7 @@ from keras_attn.models import load_checkpoint  # noqa: E402
 from keras_attn.models import register_variant  # noqa: E402
 from keras_attn.preprocessing import sequence_padding  # noqa: E402
 from keras_attn.tokenizers import BpeTokenizer  # noqa: E402
+from keras_attn.tokenizers import HuggingFaceTokenizer  # noqa: E402
 from keras_attn.tokenizers import SpTokenizer  # noqa: E402
 from keras_attn.tokenizers import T5Tokenizer  # noqa: E402
 from keras_attn.tokenizers import Tokenizer  # noqa: E402
@@ -49,6 +50,7 @@ __all__ = [
     "BpeTokenizer",
     "CheckpointError",
     "Generator",
+    "HuggingFaceTokenizer",
     "InputError",
     "LocalMaskBaseline",
     "MultiHeadAttention",

@@ -77,7 +77,7 @@ def test_linear_scaling_reads_positions_divided_by_the_factor():
     np.testing.assert_allclose(to_numpy(rotated), expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["ntk", "yarn", "llama3"])
+@pytest.mark.parametrize("name", ["linear", "ntk", "ntk_mixed", "yarn", "llama3"])
 def test_a_cached_step_rotates_as_the_full_pass(name):
     layer = keras_attn.layers.RotaryEmbedding(scaling=SCALINGS[name])
     x = features()
