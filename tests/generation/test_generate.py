@@ -112,8 +112,16 @@ def test_generation_runs_past_the_training_length_with_a_windowed_cache():
     np.testing.assert_array_equal(generated, uncached_greedy(model, [[2, 7, 9]], 40))
 
 
-def test_sampling_is_reproducible_under_a_seed():
-    model = keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
+@pytest.fixture(scope="module")
+def roformer_lm():
+    """A RoFormer `"lm"` model shared by the two tests below, which decode
+    PROMPTS for 10 tokens: on torch one compiled step serves both."""
+    keras.utils.set_random_seed(0)
+    return keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
+
+
+def test_sampling_is_reproducible_under_a_seed(roformer_lm):
+    model = roformer_lm
     sampler = keras_attn.samplers.RandomSampler(temperature=2.0)
     first = model.generate(PROMPTS, max_new_tokens=10, sampler=sampler, seed=3)
     np.testing.assert_array_equal(model.generate(PROMPTS, max_new_tokens=10, sampler=sampler, seed=3), first)
@@ -163,13 +171,13 @@ def test_seed_none_draws_a_fresh_seed_each_call_without_recompiling(monkeypatch)
             model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=seed)
 
 
-def test_a_reloaded_model_generates_the_same(tmp_path):
-    model = keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
+def test_a_reloaded_model_generates_the_same(tmp_path, roformer_lm):
+    model = roformer_lm
     path = str(tmp_path / "lm.keras")
     model.save(path)
     reloaded = keras.saving.load_model(path)
     np.testing.assert_array_equal(
-        reloaded.generate(PROMPTS, max_new_tokens=5), model.generate(PROMPTS, max_new_tokens=5)
+        reloaded.generate(PROMPTS, max_new_tokens=10), model.generate(PROMPTS, max_new_tokens=10)
     )
 
 
