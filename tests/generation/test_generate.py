@@ -19,17 +19,22 @@ PROMPTS = [[2, 7, 9], [2, 11, 5, 31, 8, 17, 4], [2, 21]]
 def _uncached_seq2seq_greedy(model, sources, max_new_tokens):
     """An encoder-decoder's greedy decoding by the full pass: each source
     padded with the pad id (masked in the encoder), the decoder run on the
-    start token and every token so far, the last position's argmax next."""
+    start token and every token so far, the argmax at the last of them
+    next. The decoder's input has one width throughout (the start token and
+    `max_new_tokens` slots, those not generated yet holding the pad id): its
+    causal mask keeps later slots out of earlier positions' logits, and one
+    shape lets JAX compile its eager ops once, not once per step."""
     config = model.template.config
     width = max(len(source) for source in sources)
     encoder_ids = np.full((len(sources), width), config.pad_token_id, "int32")
     for r, source in enumerate(sources):
         encoder_ids[r, : len(source)] = source
     start = config.decoder_start_token_id
-    decoder_ids = np.full((len(sources), 1), config.pad_token_id if start is None else start, "int32")
-    for _ in range(max_new_tokens):
+    decoder_ids = np.full((len(sources), max_new_tokens + 1), config.pad_token_id, "int32")
+    decoder_ids[:, 0] = config.pad_token_id if start is None else start
+    for step in range(max_new_tokens):
         logits = to_numpy(model({"encoder_token_ids": encoder_ids, "decoder_token_ids": decoder_ids}))
-        decoder_ids = np.concatenate([decoder_ids, logits[:, -1].argmax(-1)[:, None]], axis=1)
+        decoder_ids[:, step + 1] = logits[:, step].argmax(-1)
     return decoder_ids[:, 1:]
 
 
@@ -107,8 +112,16 @@ def test_generation_runs_past_the_training_length_with_a_windowed_cache():
     np.testing.assert_array_equal(generated, uncached_greedy(model, [[2, 7, 9]], 40))
 
 
-def test_sampling_is_reproducible_under_a_seed():
-    model = keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
+@pytest.fixture(scope="module")
+def roformer_lm():
+    """A RoFormer `"lm"` model shared by the two tests below, which decode
+    PROMPTS for 10 tokens: on torch one compiled step serves both."""
+    keras.utils.set_random_seed(0)
+    return keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
+
+
+def test_sampling_is_reproducible_under_a_seed(roformer_lm):
+    model = roformer_lm
     sampler = keras_attn.samplers.RandomSampler(temperature=2.0)
     first = model.generate(PROMPTS, max_new_tokens=10, sampler=sampler, seed=3)
     np.testing.assert_array_equal(model.generate(PROMPTS, max_new_tokens=10, sampler=sampler, seed=3), first)
@@ -158,13 +171,13 @@ def test_seed_none_draws_a_fresh_seed_each_call_without_recompiling(monkeypatch)
             model.generate(prompts, max_new_tokens=10, sampler=sampler, seed=seed)
 
 
-def test_a_reloaded_model_generates_the_same(tmp_path):
-    model = keras_attn.build_transformer_model(CONFIG, variant="roformer", application="lm")
+def test_a_reloaded_model_generates_the_same(tmp_path, roformer_lm):
+    model = roformer_lm
     path = str(tmp_path / "lm.keras")
     model.save(path)
     reloaded = keras.saving.load_model(path)
     np.testing.assert_array_equal(
-        reloaded.generate(PROMPTS, max_new_tokens=5), model.generate(PROMPTS, max_new_tokens=5)
+        reloaded.generate(PROMPTS, max_new_tokens=10), model.generate(PROMPTS, max_new_tokens=10)
     )
 
 
@@ -181,8 +194,18 @@ def test_tta_cannot_generate():
         model.generate([[2, 3]], max_new_tokens=3)
 
 
-def test_tokenizer_style_prompts_are_right_padded_rows():
-    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+@pytest.fixture(scope="module")
+def bert_lm():
+    """One `"lm"` model for the tests below that compare its calls with one
+    another or check what it refuses, never with fixed tokens: calls of one
+    shape share its compiled decoding loop (one compilation, not one per
+    test or parameter)."""
+    keras.utils.set_random_seed(0)
+    return keras_attn.build_transformer_model(CONFIG, application="lm")
+
+
+def test_tokenizer_style_prompts_are_right_padded_rows(bert_lm):
+    model = bert_lm
     ids = np.array([[2, 7, 9, 0, 0], [2, 11, 5, 31, 8]], "int32")
     mask = (ids != 0).astype("int32")
     np.testing.assert_array_equal(
@@ -204,8 +227,8 @@ def test_tokenizer_style_prompts_are_right_padded_rows():
         ([[2, 3]], {"max_new_tokens": 3, "min_new_tokens": 4}, "min_new_tokens"),
     ],
 )
-def test_bad_generation_requests_are_errors(prompts, kwargs, message):
-    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+def test_bad_generation_requests_are_errors(prompts, kwargs, message, bert_lm):
+    model = bert_lm
     with pytest.raises(ValueError, match=message):
         model.generate(prompts, **kwargs)
 
@@ -219,10 +242,10 @@ def test_bad_generation_requests_are_errors(prompts, kwargs, message):
         {"token_ids": np.array([[2.0, 7.6, 9.0]]), "padding_mask": np.ones((1, 3), "int32")},
     ],
 )
-def test_fractional_prompt_ids_are_refused_as_the_model_refuses_them(prompts):
+def test_fractional_prompt_ids_are_refused_as_the_model_refuses_them(prompts, bert_lm):
     """The ids the model's own call refuses (7.6 is no token) are refused,
     not truncated to 7; whole floats are the ids they name."""
-    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    model = bert_lm
     fraction = r"non-integer value 7\.[56]\d*"  # 7.6 as float64 prints 7.5999999999999996
     with pytest.raises(ValueError, match=fraction) as from_model:
         model({"token_ids": np.array([[2.0, 7.6, 9.0]]), "segment_ids": np.zeros((1, 3), "int32")})
@@ -260,19 +283,19 @@ def test_fractional_prompt_ids_are_refused_as_the_model_refuses_them(prompts):
         (np.array([["a", "b"]]), ValueError, "integer token ids; received dtype <U1"),
     ],
 )
-def test_malformed_prompts_are_named_errors(prompts, error, message):
+def test_malformed_prompts_are_named_errors(prompts, error, message, bert_lm):
     """Prompts that are not token ids are refused naming the row, the
     element or the shapes, not with numpy's message."""
-    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    model = bert_lm
     with pytest.raises(error, match=message):
         model.generate(prompts, 4)
 
 
-def test_prompts_of_every_accepted_form_generate_the_same():
+def test_prompts_of_every_accepted_form_generate_the_same(bert_lm):
     """A prompt as a list, a tuple, a 1D array, a (1, length) array among
     lists, or numpy integers gives the same tokens: the checks above refuse
     only what is not a flat sequence of ids."""
-    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    model = bert_lm
     expected = model.generate([[2, 7, 9], [2, 11]], 3)
     for prompts in (
         ([2, 7, 9], (2, 11)),

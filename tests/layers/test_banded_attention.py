@@ -54,7 +54,10 @@ def with_lengths(cases, lengths):
     """`cases` x `lengths` x `fused_attention`: the einsum path at every
     length (one whose last block is partial, one of whole blocks), the fused
     kernel at the first only; the banding is the same code for both paths,
-    and each fused case costs seconds of compilation on JAX."""
+    and each fused case costs seconds of compilation on JAX. The tests
+    here share the lengths 17 (a partial last block for every window but
+    1) and 24 (whole blocks): JAX compiles its eager ops once per shape, so
+    each further length costs compilations, not coverage."""
     return [
         (*case, length, fused)
         for case in cases
@@ -97,8 +100,8 @@ def test_banded_equals_dense_masked_attention(window, causal, blockwise, length,
 def test_banded_talking_heads_rotary_and_log_n(causal):
     """Everything that acts on the blocks' heads: talking heads' mixing,
     rotary positions (applied before blocking) and log-n scaling (counted
-    on the blocked mask)."""
-    length, window = 29, 6
+    on the blocked mask). Length 17: a partial last block for both bands."""
+    length, window = 17, 6
     query = RNG.normal(size=(2, length, 8)).astype("float32")
     keep = padding(2, length)
     for layer in (
@@ -162,7 +165,7 @@ BIASED_BANDS = [
 
 
 @pytest.mark.parametrize(
-    "kind, causal, window, length, fused_attention", with_lengths(BIASED_BANDS, (19, 24))
+    "kind, causal, window, length, fused_attention", with_lengths(BIASED_BANDS, (17, 24))
 )
 def test_banded_relative_position_biases(kind, causal, window, length, fused_attention):
     """ALiBi, KERPLE and Sandwich given by distance band like the mask: the
@@ -194,7 +197,7 @@ def test_banded_relative_position_biases(kind, causal, window, length, fused_att
 
 
 def test_banded_talking_heads_with_a_bias_by_distance():
-    length, window = 27, 6
+    length, window = 17, 6
     query = RNG.normal(size=(2, length, 8)).astype("float32")
     keep = padding(2, length)
     layer = keras_attn.TalkingHeadsAttention(
