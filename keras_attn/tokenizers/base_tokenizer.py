@@ -92,6 +92,21 @@ def check_integer(value, description):
         ) from None
 
 
+def vocabulary_of(fast, source):
+    """`(token -> id, id -> token)` of a `tokenizers.Tokenizer`, added tokens
+    included; a ValueError naming `source` (the file it was read from) when
+    its ids are not `0..n-1`."""
+    vocabulary = fast.get_vocab(with_added_tokens=True)
+    inverse = {i: token for token, i in vocabulary.items()}
+    absent = next((i for i in range(len(inverse)) if i not in inverse), None)
+    if absent is not None:
+        raise ValueError(
+            f"Tokenizer file {source!r} has no token with id {absent}; its ids must "
+            f"be 0..{len(inverse) - 1}."
+        )
+    return vocabulary, inverse
+
+
 def truncate_pair(first, second, budget):
     """Pops tokens off the end of the longer sequence (the first on ties)
     until both fit in `budget` (>= 0), as bert4keras does."""

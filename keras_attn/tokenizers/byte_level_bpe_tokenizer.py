@@ -5,6 +5,7 @@ import os
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
 from keras_attn.tokenizers.base_tokenizer import read_json
+from keras_attn.tokenizers.base_tokenizer import vocabulary_of
 
 END_TOKEN = "<|endoftext|>"
 
@@ -232,14 +233,7 @@ class BpeTokenizer(BaseTokenizer):
 
     def _setup(self, fast):
         self._fast = fast
-        self._vocab = fast.get_vocab(with_added_tokens=True)
-        self._inverse = {i: token for token, i in self._vocab.items()}
-        absent = next((i for i in range(len(self._inverse)) if i not in self._inverse), None)
-        if absent is not None:
-            raise ValueError(
-                f"Tokenizer {self.vocab_path!r} has no token with id {absent}; its "
-                f"ids must be 0..{len(self._inverse) - 1}."
-            )
+        self._vocab, self._inverse = vocabulary_of(fast, self.vocab_path)
         added = fast.get_added_tokens_decoder()
         self._added = {token.content for token in added.values()}
         self._special = {token.content for token in added.values() if token.special}

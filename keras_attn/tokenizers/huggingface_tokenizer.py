@@ -9,6 +9,7 @@ from keras_attn.tokenizers.base_tokenizer import check_file
 from keras_attn.tokenizers.base_tokenizer import check_integer
 from keras_attn.tokenizers.base_tokenizer import check_text
 from keras_attn.tokenizers.base_tokenizer import read_json
+from keras_attn.tokenizers.base_tokenizer import vocabulary_of
 from keras_attn.tokenizers.sentencepiece_conversion import llama_pipeline
 
 SPECIAL_ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -186,14 +187,7 @@ class HuggingFaceTokenizer(BaseTokenizer):
                 tokens["unk_token"] = description["model"].get("unk_token")
         self.path = path
         self._fast = fast
-        self._vocab = fast.get_vocab(with_added_tokens=True)
-        self._inverse = {i: token for token, i in self._vocab.items()}
-        absent = next((i for i in range(len(self._inverse)) if i not in self._inverse), None)
-        if absent is not None:
-            raise ValueError(
-                f"Tokenizer file {path!r} has no token with id {absent}; its ids must "
-                f"be 0..{len(self._inverse) - 1}."
-            )
+        self._vocab, self._inverse = vocabulary_of(fast, path)
         self._special = {
             token.content for token in fast.get_added_tokens_decoder().values() if token.special
         }
