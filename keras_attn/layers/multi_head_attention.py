@@ -302,7 +302,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"position_encoding in {ROTARY_ENCODINGS}; received "
                 f"position_encoding={position_encoding!r}."
             )
-        clipped = (standard_rope_scaling(rotary_scaling) or {}).get("rope_type") in CLIPPED_TYPES
+        standard_scaling = standard_rope_scaling(rotary_scaling)
+        clipped = (standard_scaling or {}).get("rope_type") in CLIPPED_TYPES
         if clipped and (position_encoding != "rotary" or rotary_value):
             raise ValueError(
                 f"rope_type {rotary_scaling.get('rope_type', rotary_scaling.get('type'))!r} "
@@ -396,7 +397,7 @@ class MultiHeadAttention(keras.layers.Layer):
         # ReRoPE / Leaky ReRoPE: the kernel computes the scores of unrotated
         # heads (`keras_attn.layers.rerope`); None otherwise.
         self._clipped_rotary = (
-            ClippedRotaryLogits.from_scaling(self._rotary, standard_rope_scaling(rotary_scaling))
+            ClippedRotaryLogits.from_scaling(self._rotary, standard_scaling)
             if clipped else None
         )
         self.query_norm = self.key_norm = None
