@@ -1,6 +1,7 @@
 """LLaMA, Mistral, Qwen2 and Qwen3 against transformers: logits with right
 and left padding, hidden states, greedy and beam generation (Mistral past
-its sliding window), `dynamic` rope scaling, the grouped-query cache's
+its sliding window), `yarn` rope scaling (Qwen2), `dynamic` in one pass
+and at each cached step, the grouped-query cache's
 size, and the configs this builder refuses.
 
 One tiny random model per family, deliberately off the defaults: key/value
@@ -37,9 +38,13 @@ FAMILIES = {
         vocab_size=101, hidden_size=24, num_attention_heads=6, num_key_value_heads=2,
         sliding_window=3, rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0),
     )),
+    # YaRN from 4 positions to 16 (every test sequence passes 4), with its
+    # attention factor and `beta_fast` off the default.
     "qwen2": ("Qwen2Config", "Qwen2", dict(
         vocab_size=97, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
-        rope_parameters=dict(rope_type="default", rope_theta=1000.0),
+        max_position_embeddings=16,
+        rope_parameters=dict(rope_type="yarn", rope_theta=1000.0, factor=4.0,
+                             original_max_position_embeddings=4, beta_fast=16.0),
     )),
     # head_dim 10 != 24 / 6, one key/value head, biases, a tied head.
     "qwen3": ("Qwen3Config", "Qwen3", dict(
@@ -167,9 +172,12 @@ def test_bad_llama_config_values_are_clear_errors(fields, message):
         small_llama(**fields)
 
 
-def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_path):
+def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_path, monkeypatch):
     """`dynamic` grows the base with the length encoded: 8 tokens past an
-    original length of 4."""
+    original length of 4 in one pass, and cached generation from 3 tokens
+    to 11, where each step rotates its query and key with the base of the
+    length so far (`n + 1` at position `n`) and the cache keeps what earlier
+    steps rotated, as transformers' `generate` does."""
     config = transformers.LlamaConfig(
         **COMMON, vocab_size=53, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=4,
@@ -184,6 +192,27 @@ def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_p
     with torch.no_grad():
         expected = reference(torch.tensor(ids)).logits.numpy()
     np.testing.assert_allclose(to_numpy(model({"token_ids": ids})), expected, atol=1e-4)
+    # Each cached step's logits against transformers' (a full pass over the
+    # whole prefix, with one base for every position, differs by 2.6e-3).
+    with torch.no_grad():
+        generated = reference.generate(
+            torch.tensor(ids[:1, :3]), attention_mask=torch.ones(1, 3, dtype=torch.long),
+            max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None,
+            return_dict_in_generate=True, output_logits=True,
+        )
+    tokens = generated.sequences.numpy()
+    expected = np.stack([step.numpy()[0] for step in generated.logits])
+    forward = CachedForward(model)
+    logits, cache = forward(tokens[:, :3], 0, forward.empty_cache(1, forward.capacity(3, 11)))
+    steps = [to_numpy(logits)[0, -1]]
+    for position in range(3, 10):
+        logits, cache = forward(tokens[:, position : position + 1], position, cache)
+        steps.append(to_numpy(logits)[0, 0])
+    np.testing.assert_allclose(np.stack(steps), expected, atol=1e-4)
+    full = to_numpy(model({"token_ids": tokens[:, :10]}))[0, 2:]
+    assert np.abs(full - expected).max() > 1e-3
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    assert model.generate(tokens[:, :3].tolist(), 8)[0].tolist() == tokens[0, 3:].tolist()
 
 
 def test_qwen_window_in_some_layers_only_is_refused():
