@@ -46,8 +46,27 @@ MEGATRON_AXES = {
     "MultiHeadSelfAttention/output_dense/kernel": ("model", None),
     "FeedForward/intermediate_dense/kernel": (None, "model"),
     "FeedForward/intermediate_dense/bias": ("model",),
+    "FeedForward/gate_dense/kernel": (None, "model"),
+    "FeedForward/gate_dense/bias": ("model",),
     "FeedForward/output_dense/kernel": ("model", None),
 }
+# The models the layout is checked on: their application, their fields
+# beyond CONFIG and their sharded variables per block. LLaMA has two
+# key/value heads under four query heads (its key and value kernels are
+# half as wide; four devices hold half a key/value head each), a gated
+# feed-forward and biases on the feed-forward only.
+SETUPS = {
+    "bert": ("mlm", {}, 10),
+    "talking_heads": ("mlm", {}, 10),
+    "llama": ("lm", {"num_key_value_heads": 2, "mlp_bias": True}, 9),
+}
+
+
+def build_setup(variant):
+    application, fields, _ = SETUPS[variant]
+    return keras_attn.build_transformer_model(
+        dict(CONFIG, **fields), variant=variant, application=application
+    )
 
 
 def expected_axes(path):
@@ -140,9 +159,9 @@ def fake_mesh(shape=(2, 4), axis_names=("batch", "model")):
     return keras.distribution.DeviceMesh(shape, list(axis_names), devices=devices)
 
 
-@pytest.mark.parametrize("variant", ["bert", "talking_heads"])
+@pytest.mark.parametrize("variant", SETUPS)
 def test_layout_map_gives_megatron_axes_to_every_variable(variant):
-    model = keras_attn.build_transformer_model(CONFIG, variant=variant, application="mlm")
+    model = build_setup(variant)
     mesh = fake_mesh()
     layout_map = keras_attn.get_layout_map(mesh)
     sharded = 0
@@ -156,7 +175,7 @@ def test_layout_map_gives_megatron_axes_to_every_variable(variant):
                 assert layout.device_mesh is mesh
                 assert len(layout.axes) == len(variable.shape), path
         sharded += expected is not None
-    assert sharded == CONFIG["num_layers"] * len(MEGATRON_AXES)
+    assert sharded == CONFIG["num_layers"] * SETUPS[variant][2]
     if variant == "talking_heads":
         mixing = [v.path for v in model.weights if "softmax_kernel" in v.path]
         assert len(mixing) == 2 * CONFIG["num_layers"]
@@ -277,8 +296,8 @@ def test_data_parallel_fit_matches_one_device():
 
 MODEL_PARALLEL = """
 rng = np.random.default_rng(1)
-inputs, _ = dataset(count=16)
-tokens = inputs["token_ids"]
+inputs_all, _ = dataset(count=16)
+tokens = inputs_all["token_ids"]
 mesh = keras.distribution.DeviceMesh(
     (2, 4), ["batch", "model"], keras.distribution.list_devices()
 )
@@ -287,9 +306,16 @@ model_parallel = keras.distribution.ModelParallel(
 )
 
 
+SETUPS = {setups!r}
+
+
 def build(variant):
-    model = keras_attn.build_transformer_model(CONFIG, variant=variant, application="mlm")
-    # The mlm application predicts its own input tokens (padding ignored).
+    application, fields, _ = SETUPS[variant]
+    model = keras_attn.build_transformer_model(
+        dict(CONFIG, **fields), variant=variant, application=application
+    )
+    # The mlm application predicts its own input tokens, the lm application
+    # the next ones (padding ignored).
     model.compile(
         optimizer=keras.optimizers.Adam(1e-3),
         loss=keras_attn.TokenCrossEntropy(ignore_id=0, from_logits=True),
@@ -297,13 +323,15 @@ def build(variant):
     return model
 
 
-def train(model):
+def train(model, inputs):
     history = model.fit(inputs, tokens, batch_size=8, epochs=3, shuffle=False, verbose=0)
     return history.history["loss"]
 
 
 results = {}
-for variant in ("bert", "talking_heads"):
+for variant in SETUPS:
+    # LLaMA has no token types.
+    inputs = {key: inputs_all[key] for key in inputs_all if variant != "llama" or key == "token_ids"}
     keras.distribution.set_distribution(None)
     reference = build(variant)
     # Weights far from their small initial values, so every kernel matters.
@@ -313,13 +341,13 @@ for variant in ("bert", "talking_heads"):
     ]
     reference.set_weights(weights)
     expected = np.asarray(reference.predict(inputs, batch_size=8, verbose=0))
-    reference_losses = train(reference)
+    reference_losses = train(reference, inputs)
 
     keras.distribution.set_distribution(model_parallel)
     model = build(variant)
     model.set_weights(weights)
     outputs = np.asarray(model.predict(inputs, batch_size=8, verbose=0))
-    losses = train(model)
+    losses = train(model, inputs)
 
     def layouts(variables):
         found = {}
@@ -347,8 +375,8 @@ report(**results)
 
 @jax_only
 def test_model_parallel_shards_kernels_and_matches_unsharded():
-    result = run_on_eight_jax_cpus(MODEL_PARALLEL)
-    assert sorted(result) == ["bert", "talking_heads"]
+    result = run_on_eight_jax_cpus(MODEL_PARALLEL.replace("{setups!r}", repr(SETUPS)))
+    assert sorted(result) == sorted(SETUPS)
     for variant, values in result.items():
         sharded = 0
         for path, layout in values["weights"].items():
@@ -363,7 +391,7 @@ def test_model_parallel_shards_kernels_and_matches_unsharded():
             expected_shard = list(layout["shape"])
             expected_shard[split] //= 4
             assert layout["shard_shape"] == expected_shard, (variant, path, layout)
-        assert sharded == CONFIG["num_layers"] * len(MEGATRON_AXES), variant
+        assert sharded == CONFIG["num_layers"] * SETUPS[variant][2], variant
         # Adam's slots are laid out like their variables.
         slots = {
             path: layout

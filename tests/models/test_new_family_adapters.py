@@ -1,6 +1,7 @@
-"""LoRA, int8 and `.keras` files on the GPT-2 and T5 families: adapters on
-every projection (T5's cross-attention and gated feed-forward included) and
-only they train; generation with adapters is the greedy argmax of the full
+"""LoRA, int8 and `.keras` files on the GPT-2 and T5 families, and LoRA on
+LLaMA: adapters on every projection (T5's cross-attention, the gated
+feed-forwards and LLaMA's grouped-query keys and values included) and only
+they train; generation with adapters is the greedy argmax of the full
 pass; merged adapters and int8 weights keep the outputs; a saved model
 reloads with the same outputs and tokens."""
 
@@ -33,14 +34,26 @@ T5 = dict(
     intermediate_size=32, attention_head_size=8, tie_word_embeddings=False,
     feed_forward_gated=True, decoder_start_token_id=0, initializer_range=0.2,
 )
-FAMILIES = {"gpt2": (GPT2, "gpt2"), "t5": (T5, "t5.1.1")}
-# GPT-2's prompts (of two lengths); T5's sources.
-PROMPTS = {"gpt2": [[3, 4, 5, 1], [7, 2]], "t5": [[3, 4, 5, 1], [9, 8, 2, 1]]}
+# LLaMA with one key/value head under two query heads: its key and value
+# projections are 8 wide, not 16. (int8 and `.keras` files of the LLaMA
+# layout: tests/models/test_llama_families.py and the model harness.)
+LLAMA = dict(
+    vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    num_key_value_heads=1, intermediate_size=32, initializer_range=0.2,
+)
+FAMILIES = {"gpt2": (GPT2, "gpt2"), "t5": (T5, "t5.1.1"), "llama": (LLAMA, "llama")}
+LORA_ONLY = ("llama",)
+# GPT-2's and LLaMA's prompts (of two lengths); T5's sources.
+PROMPTS = {
+    "gpt2": [[3, 4, 5, 1], [7, 2]], "t5": [[3, 4, 5, 1], [9, 8, 2, 1]],
+    "llama": [[3, 4, 5, 1], [7, 2]],
+}
 # A batch for full passes, of the shapes `greedy_full_pass` runs (JAX's
 # eager ops compile once per shape): T5's source and target of different
 # lengths, the second source padded.
 INPUTS = {
     "gpt2": {"token_ids": np.array([[3, 4, 5, 1, 9, 12, 0, 33], [7, 2, 30, 0, 41, 6, 8, 1]], "int32")},
+    "llama": {"token_ids": np.array([[3, 4, 5, 1, 9, 12, 0, 33], [7, 2, 30, 0, 41, 6, 8, 1]], "int32")},
     "t5": {
         "encoder_token_ids": np.array([[3, 4, 5, 1], [9, 8, 0, 0]], "int32"),
         "decoder_token_ids": np.array([[0, 6, 2, 17, 5], [0, 11, 40, 3, 3]], "int32"),
@@ -56,9 +69,11 @@ ADAPTER_WEIGHTS = {
     # Encoder blocks: self-attention and gated feed-forward; decoder
     # blocks: self-attention, cross-attention and gated feed-forward.
     "t5": 2 * (ATTENTION + FEED_FORWARD + GATE) + 2 * (2 * ATTENTION + FEED_FORWARD + GATE),
+    # Queries and outputs 16 -> 16, keys and values 16 -> 8 (one head).
+    "llama": 2 * (2 * RANK * (16 + 16) + 2 * RANK * (16 + 8) + FEED_FORWARD + GATE),
 }
 # Adapted projections: GPT-2 2 x (4 + 2); T5 2 x (4 + 3) + 2 x (4 + 4 + 3).
-ADAPTED_PROJECTIONS = {"gpt2": 12, "t5": 36}
+ADAPTED_PROJECTIONS = {"gpt2": 12, "t5": 36, "llama": 14}
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +114,7 @@ def greedy_full_pass(model, family, prompts, max_new_tokens=MAX_NEW_TOKENS):
     logits: the rows sit in one buffer of one width (zeros after each row),
     one shape for every step, so that JAX compiles its eager ops once, not
     once per step. (T5's sources have one length: nothing is padded.)"""
-    if family == "gpt2":
+    if family != "t5":
         rows = [list(prompt) for prompt in prompts]
     else:
         rows = [[T5["decoder_start_token_id"]] for _ in prompts]
@@ -108,7 +123,7 @@ def greedy_full_pass(model, family, prompts, max_new_tokens=MAX_NEW_TOKENS):
         buffer = np.zeros((len(rows), width), "int32")
         for index, row in enumerate(rows):
             buffer[index, : len(row)] = row
-        if family == "gpt2":
+        if family != "t5":
             inputs = {"token_ids": buffer}
         else:
             inputs = {"encoder_token_ids": np.array(prompts, "int32"), "decoder_token_ids": buffer}
@@ -119,7 +134,7 @@ def greedy_full_pass(model, family, prompts, max_new_tokens=MAX_NEW_TOKENS):
 
 
 def targets(family):
-    ids = INPUTS[family]["token_ids" if family == "gpt2" else "decoder_token_ids"]
+    ids = INPUTS[family]["decoder_token_ids" if family == "t5" else "token_ids"]
     return np.roll(ids, -1, axis=1)
 
 
@@ -137,6 +152,10 @@ def test_lora_adapts_every_projection_and_trains_only_adapters(family, base_weig
         assert "Decoder-Transformer-1-MultiHeadCrossAttention/key_dense" in paths
         assert "Encoder-Transformer-0-FeedForward/gate_dense" in paths
         assert "Decoder-Transformer-1-FeedForward/gate_dense" in paths
+    if family == "llama":
+        for projection in ("key_dense", "value_dense"):
+            kernel = model.get_layer("Transformer-1-MultiHeadSelfAttention")
+            assert getattr(kernel, projection).lora_kernel_b.shape[-1] == 8
     trainable = model.trainable_variables
     assert trainable and all("lora_kernel" in v.path for v in trainable)
     # `B` starts at zero: the adapted model computes the base model (to
@@ -157,8 +176,16 @@ def test_lora_adapts_every_projection_and_trains_only_adapters(family, base_weig
     assert np.abs(to_numpy(model(inputs)) - expected).max() > 1e-4
 
 
+def eager_torch_steps_for_lora_only(family, monkeypatch):
+    """GPT-2 and T5 check the compiled torch step with adapters; LLaMA's
+    steps run eagerly (its `torch.compile` would add about 25 s)."""
+    if family in LORA_ONLY:
+        monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-def test_generate_with_adapters_is_greedy_over_the_full_pass(family, base_weights):
+def test_generate_with_adapters_is_greedy_over_the_full_pass(family, base_weights, monkeypatch):
+    eager_torch_steps_for_lora_only(family, monkeypatch)
     model = adapted_copy(family, base_weights)
     base = copy_of(family, base_weights)
     inputs = INPUTS[family]
@@ -168,7 +195,8 @@ def test_generate_with_adapters_is_greedy_over_the_full_pass(family, base_weight
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_merged_adapters_keep_outputs_and_tokens(family, base_weights):
+def test_merged_adapters_keep_outputs_and_tokens(family, base_weights, monkeypatch):
+    eager_torch_steps_for_lora_only(family, monkeypatch)
     model = adapted_copy(family, base_weights)
     inputs = INPUTS[family]
     expected = to_numpy(model(inputs))
@@ -182,7 +210,7 @@ def test_merged_adapters_keep_outputs_and_tokens(family, base_weights):
     np.testing.assert_array_equal(model.generate(PROMPTS[family], MAX_NEW_TOKENS), tokens)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in LORA_ONLY])
 def test_int8_keeps_outputs_close_and_generates(family, base_weights):
     model = copy_of(family, base_weights)
     inputs = INPUTS[family]
@@ -216,7 +244,7 @@ def test_int8_keeps_outputs_close_and_generates(family, base_weights):
     np.testing.assert_array_equal(generated, greedy_full_pass(model, family, PROMPTS[family]))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f not in LORA_ONLY])
 def test_keras_file_round_trip(family, base_weights, tmp_path):
     model = copy_of(family, base_weights)
     inputs = INPUTS[family]
