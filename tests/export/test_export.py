@@ -1,7 +1,8 @@
 """Exported builder models reproduce the Keras outputs on tokenized text.
 
 Keras' export API on the three variants the issue names (BERT, RoBERTa+
-with a decoupled key width, a windowed RoPE model), reloaded with the
+with a decoupled key width, a windowed RoPE model) and LLaMA (grouped-query
+attention, a causal mask, token ids alone), reloaded with the
 format's own runtime (`tf.saved_model.load`, onnxruntime) and compared with
 the Keras model on WordPiece-tokenized sentences of different lengths,
 padded into one batch."""
@@ -22,6 +23,8 @@ VARIANTS = {
     "bert": dict(variant="bert"),
     "roberta+": dict(variant="roberta+", attention_key_size=4),
     "roformer": dict(variant="roformer", attention_window=3),
+    # One key/value head under two query heads.
+    "llama": dict(variant="llama", num_key_value_heads=1),
 }
 SENTENCES = [
     ("Wrap a single paragraph of text.", None),
@@ -70,19 +73,24 @@ def batch(tokenizer):
 
 def build(variant, tokenizer):
     options = dict(VARIANTS[variant])
-    return keras_attn.build_transformer_model(
-        dict(
-            vocab_size=tokenizer.vocab_size,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=64,
-            type_vocab_size=2,
-        ),
-        variant=options.pop("variant"),
-        **options,
+    config = dict(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        type_vocab_size=2,
     )
+    if variant == "llama":
+        config["type_vocab_size"] = 0
+        config["num_key_value_heads"] = options.pop("num_key_value_heads")
+    return keras_attn.build_transformer_model(config, variant=options.pop("variant"), **options)
+
+
+def inputs_of(model, batch):
+    """The batch's inputs that `model` takes (LLaMA: token ids alone)."""
+    return {name: batch[name] for name in model.input_contract.names}
 
 
 def _missing(module):
@@ -106,7 +114,8 @@ def test_tf_saved_model_reproduces_keras(variant, tokenizer, batch, tmp_path):
     reloaded = tf.saved_model.load(path)
 
     _, signature = reloaded.signatures["serving_default"].structured_input_signature
-    assert sorted(signature) == ["segment_ids", "token_ids"]
+    batch = inputs_of(model, batch)
+    assert sorted(signature) == sorted(batch)
     assert all(spec.shape.as_list() == [None, None] for spec in signature.values())
     checked = [batch]
     if variant == "roformer":
@@ -162,6 +171,7 @@ def test_onnx_reproduces_keras(variant, tokenizer, batch, tmp_path):
         pytest.importorskip("onnxscript", reason='pip install "keras_attn[export]"')
 
     model = build(variant, tokenizer)
+    batch = inputs_of(model, batch)
     path = str(tmp_path / "model.onnx")
     signature = None
     if backend == "torch":
@@ -176,7 +186,7 @@ def test_onnx_reproduces_keras(variant, tokenizer, batch, tmp_path):
         ]
     model.export(path, format="onnx", verbose=False, input_signature=signature)
     session = ort.InferenceSession(path)
-    assert sorted(node.name for node in session.get_inputs()) == ["segment_ids", "token_ids"]
+    assert sorted(node.name for node in session.get_inputs()) == sorted(batch)
     exported = session.run(None, {node.name: batch[node.name] for node in session.get_inputs()})[0]
     expected = keras.ops.convert_to_numpy(model(batch))
     np.testing.assert_allclose(exported, expected, atol=1e-4, rtol=0)

@@ -95,6 +95,24 @@ def test_logits_equal_transformers(family, ours, padding):
     np.testing.assert_allclose(logits[real], expected[real], atol=1e-4)
 
 
+def test_the_converter_checks_against_transformers_and_keeps_the_model(family, tmp_path, capsys):
+    """`keras-attn-convert` on each family's folder: verified against
+    `AutoModelForCausalLM`, and the written config and weights rebuild the
+    same model (key/value heads, head_dim, rope scaling, window, norms)."""
+    from keras_attn.convert import main
+
+    _, reference, directory = family
+    output = str(tmp_path / "converted")
+    assert main([str(directory), output, "--quiet"]) == 0
+    assert "transformers.AutoModelForCausalLM's logits" in capsys.readouterr().out
+    converted = keras_attn.build_transformer_model(
+        f"{output}/config.json", f"{output}/model.weights.h5"
+    )
+    with torch.no_grad():
+        expected = reference(torch.tensor(IDS[:1])).logits.numpy()
+    np.testing.assert_allclose(to_numpy(converted({"token_ids": IDS[:1]})), expected, atol=1e-4)
+
+
 def test_greedy_generation_equals_transformers_generate(family, monkeypatch):
     """Prompts of three lengths in one batch (padded by `generate`); for
     Mistral, prompt and steps run past its window of 3. On torch the steps
