@@ -15,18 +15,11 @@ halves, the activated one (`intermediate_dense`) first, then the linear one
 """
 
 from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import torch_linear
 
 _BLOCK = "layers.{layer}"
 _ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
 _FEED_FORWARD = "Transformer-{layer}-FeedForward"
-
-
-def _dense(layer, stored, part=None):
-    """A `torch.nn.Linear`'s kernel and bias, or their `part` `(index, count)`."""
-    return {
-        f"{layer}/kernel": Source(f"{stored}.weight", transpose=True, part=part),
-        f"{layer}/bias": Source(f"{stored}.bias", part=part),
-    }
 
 
 def _norm(layer, stored):
@@ -41,17 +34,17 @@ TABLE = {
     "Embedding-Token/embeddings": Source("embeddings.tok_embeddings.weight"),
     **_norm("Embedding-Norm", "embeddings.norm"),
     **_norm(f"{_ATTENTION}-Norm", f"{_BLOCK}.attn_norm"),
-    **_dense(f"{_ATTENTION}/query_dense", f"{_BLOCK}.attn.Wqkv", part=(0, 3)),
-    **_dense(f"{_ATTENTION}/key_dense", f"{_BLOCK}.attn.Wqkv", part=(1, 3)),
-    **_dense(f"{_ATTENTION}/value_dense", f"{_BLOCK}.attn.Wqkv", part=(2, 3)),
-    **_dense(f"{_ATTENTION}/output_dense", f"{_BLOCK}.attn.Wo"),
+    **torch_linear(f"{_ATTENTION}/query_dense", f"{_BLOCK}.attn.Wqkv", part=(0, 3)),
+    **torch_linear(f"{_ATTENTION}/key_dense", f"{_BLOCK}.attn.Wqkv", part=(1, 3)),
+    **torch_linear(f"{_ATTENTION}/value_dense", f"{_BLOCK}.attn.Wqkv", part=(2, 3)),
+    **torch_linear(f"{_ATTENTION}/output_dense", f"{_BLOCK}.attn.Wo"),
     **_norm(f"{_FEED_FORWARD}-Norm", f"{_BLOCK}.mlp_norm"),
-    **_dense(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.Wi", part=(0, 2)),
-    **_dense(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.Wi", part=(1, 2)),
-    **_dense(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.Wo"),
+    **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.Wi", part=(0, 2)),
+    **torch_linear(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.Wi", part=(1, 2)),
+    **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.Wo"),
     **_norm("Output-Norm", "final_norm"),
     # `ModernBertForMaskedLM`'s head.
-    **_dense("MLM-Dense", "head.dense"),
+    **torch_linear("MLM-Dense", "head.dense"),
     **_norm("MLM-Norm", "head.norm"),
     "MLM-Bias/bias": Source("decoder.bias"),
     # An untied decoder (`tie_word_embeddings: false`), `(vocab, hidden)`.
