@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import keras_attn
+from keras_attn.convert import main as convert
 from keras_attn.generation.cached_forward import CachedForward
 from tests.checkpoint_files import perturb
 from tests.harness import to_numpy
@@ -85,6 +86,22 @@ def test_encoder_equals_the_base_model(reference, tmp_path):
             torch.tensor(IDS), attention_mask=torch.tensor(REAL.astype(int))
         ).last_hidden_state.numpy()
     np.testing.assert_allclose(hidden[REAL], expected[REAL], atol=1e-5)
+
+
+@pytest.mark.parametrize("reference", ["biases"], indirect=True)
+def test_the_converter_checks_the_masked_lm_logits(reference, tmp_path, capsys):
+    """`keras-attn-convert` converts a `ModernBertForMaskedLM` folder with
+    its head and compares it with `AutoModelForMaskedLM`'s logits (one case:
+    the converter's first run is seconds)."""
+    model, directory = reference
+    output = tmp_path / "converted"
+    assert convert([str(directory), str(output), "--quiet"]) == 0
+    assert "transformers.AutoModelForMaskedLM's logits" in capsys.readouterr().out
+    reloaded = keras_attn.build_transformer_model(
+        output / "config.json", output / "model.weights.h5", application="mlm"
+    )
+    logits = to_numpy(reloaded(IDS))
+    np.testing.assert_allclose(logits[REAL], expected_logits(model)[REAL], atol=1e-4)
 
 
 def released_spelling(directory, target):
