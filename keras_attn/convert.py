@@ -96,6 +96,7 @@ APPLICATION_CHOICES = ("encoder", "mlm", "lm", "unilm", "discriminator", "seq2se
 ARCHITECTURE_APPLICATIONS = {
     "ElectraForPreTraining": "discriminator",
     "ElectraForMaskedLM": "mlm",
+    "ModernBertForMaskedLM": "mlm",
 }
 
 # Our input names -> the keywords `transformers` models take them by.

@@ -15,33 +15,26 @@ The gated feed-forward's activated branch (`intermediate_dense`) is
 """
 
 from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import torch_linear
 
 _BLOCK = "layers.{layer}"
 _ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
 _FEED_FORWARD = "Transformer-{layer}-FeedForward"
 
 
-def _dense(layer, stored):
-    """A `torch.nn.Linear`'s kernel and bias (present where the config has one)."""
-    return {
-        f"{layer}/kernel": Source(f"{stored}.weight", transpose=True),
-        f"{layer}/bias": Source(f"{stored}.bias"),
-    }
-
-
 TABLE = {
     "Embedding-Token/embeddings": Source("embed_tokens.weight"),
     f"{_ATTENTION}-Norm/scale": Source(f"{_BLOCK}.input_layernorm.weight"),
-    **_dense(f"{_ATTENTION}/query_dense", f"{_BLOCK}.self_attn.q_proj"),
-    **_dense(f"{_ATTENTION}/key_dense", f"{_BLOCK}.self_attn.k_proj"),
-    **_dense(f"{_ATTENTION}/value_dense", f"{_BLOCK}.self_attn.v_proj"),
-    **_dense(f"{_ATTENTION}/output_dense", f"{_BLOCK}.self_attn.o_proj"),
+    **torch_linear(f"{_ATTENTION}/query_dense", f"{_BLOCK}.self_attn.q_proj"),
+    **torch_linear(f"{_ATTENTION}/key_dense", f"{_BLOCK}.self_attn.k_proj"),
+    **torch_linear(f"{_ATTENTION}/value_dense", f"{_BLOCK}.self_attn.v_proj"),
+    **torch_linear(f"{_ATTENTION}/output_dense", f"{_BLOCK}.self_attn.o_proj"),
     f"{_ATTENTION}/query_norm/scale": Source(f"{_BLOCK}.self_attn.q_norm.weight"),
     f"{_ATTENTION}/key_norm/scale": Source(f"{_BLOCK}.self_attn.k_norm.weight"),
     f"{_FEED_FORWARD}-Norm/scale": Source(f"{_BLOCK}.post_attention_layernorm.weight"),
-    **_dense(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.gate_proj"),
-    **_dense(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.up_proj"),
-    **_dense(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.down_proj"),
+    **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.gate_proj"),
+    **torch_linear(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.up_proj"),
+    **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.down_proj"),
     "Output-Norm/scale": Source("norm.weight"),
     # An untied head (`tie_word_embeddings: false`), `(vocab, hidden)`.
     "MLM-Decoder/kernel": Source("lm_head.weight", transpose=True),

@@ -35,3 +35,14 @@ class Source:
             width = array.shape[-1] // count
             array = array[..., index * width : (index + 1) * width]
         return array
+
+
+def torch_linear(layer, stored, part=None):
+    """The name-table entries of a Keras `Dense` named `layer` stored as the
+    `torch.nn.Linear` `stored`: its kernel, `(out, in)` hence transposed, and
+    its bias (read where the model has one), or their `part` `(index,
+    count)` of a fused projection."""
+    return {
+        f"{layer}/kernel": Source(f"{stored}.weight", transpose=True, part=part),
+        f"{layer}/bias": Source(f"{stored}.bias", part=part),
+    }

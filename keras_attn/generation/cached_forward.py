@@ -168,6 +168,14 @@ class CachedForward:
         self.max_length = getattr(position, "max_length", None)
         self.vocab_size = template.config.vocab_size
         attention = self.blocks[0].attention
+        windows = sorted({str(block.attention.attention_window) for block in self.blocks})
+        if len(windows) > 1:
+            # One cache capacity serves every layer.
+            raise ValueError(
+                f"{type(template).__name__}'s layers attend within different windows "
+                f"({', '.join(windows)}: the config's `layer_types`); cached decoding "
+                "keeps one window for the whole model."
+            )
         self.attention_window = attention.attention_window
         self.blockwise = attention.blockwise_attention
 

@@ -48,3 +48,4 @@ from keras_attn.models.llama import Llama
 from keras_attn.models.mistral import Mistral
 from keras_attn.models.qwen2 import Qwen2
 from keras_attn.models.qwen3 import Qwen3
+from keras_attn.models.modernbert import ModernBert

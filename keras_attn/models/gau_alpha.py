@@ -59,12 +59,12 @@ class GauAlpha(RoformerV2):
             normalization="softmax_plus",
             use_bias=self.use_bias,
             attention_dropout=config.attention_dropout_rate,
-            attention_window=config.attention_window,
+            attention_window=config.layer_window(index),
             blockwise_attention=config.blockwise_attention,
             position_encoding=self.position_encoding,
             log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),
-            **self.rotary_arguments(),
+            **self.rotary_arguments(index),
             name=self.attention_name(index),
         )
 

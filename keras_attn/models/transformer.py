@@ -217,6 +217,9 @@ class Transformer:
     # Whether the attention and feed-forward projections and the embedding
     # mapping have biases (RoFormer-v2's have none).
     use_bias = True
+    # Whether the masked-LM head's dense layer (`MLM-Dense`) has a bias
+    # (ModernBERT's has none).
+    mlm_dense_bias = True
     # The blocks' order: post-LN (BERT) or pre-LN (`True`, GPT-2).
     norm_first = False
     # Whether the model has token types (`segment_ids`) when its config has
@@ -369,13 +372,13 @@ class Transformer:
             use_bias=use_bias,
             attention_dropout=config.attention_dropout_rate,
             attention_scale=self.attention_scale(index),
-            attention_window=config.attention_window,
+            attention_window=config.layer_window(index),
             blockwise_attention=config.blockwise_attention,
             position_encoding=self.position_encoding,
             rotary_value=config.rotary_value,
             log_n_train_length=config.log_n_train_length,
             max_relative_position=config.max_relative_position,
-            **self.rotary_arguments(),
+            **self.rotary_arguments(index),
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )
@@ -383,13 +386,14 @@ class Transformer:
             arguments["key_value_heads"] = config.num_key_value_heads
         return arguments
 
-    def rotary_arguments(self):
-        """The attention's RoPE base and scaling, the config's `rotary_base`
-        and `rope_scaling`; none for a variant without rotary positions."""
+    def rotary_arguments(self, index):
+        """Block `index`'s RoPE base and scaling, the config's
+        `layer_rotary_base(index)` and `rope_scaling`; none for a variant
+        without rotary positions."""
         if self.position_encoding not in ROTARY_ENCODINGS:
             return {}
         return {
-            "rotary_max_wavelength": self.config.rotary_base,
+            "rotary_max_wavelength": self.config.layer_rotary_base(index),
             "rotary_scaling": self.config.rope_scaling,
         }
 
@@ -399,7 +403,7 @@ class Transformer:
             return
         given = {
             name: getattr(config, name)
-            for name in ("rope_scaling", "rotary_base")
+            for name in ("rope_scaling", "rotary_base", "sliding_rotary_base")
             if getattr(config, name) != getattr(TransformerConfig, name)
         }
         if given:
@@ -830,7 +834,14 @@ class Transformer:
         """A LayerNorm, or a `ConditionalLayerNormalization` when the model
         has a `condition` input (applied by `apply_norm`)."""
         if self.conditional_layer_norm is None:
-            return keras.layers.LayerNormalization(epsilon=self.norm_epsilon(), name=name)
+            return keras.layers.LayerNormalization(
+                epsilon=self.norm_epsilon(), center=self.config.norm_bias, name=name
+            )
+        if not self.config.norm_bias:
+            raise ValueError(
+                "Conditional LayerNorms have a bias; a config with `norm_bias: false` "
+                "is built without conditional_layer_norm."
+            )
         return layers.ConditionalLayerNormalization(
             hidden_size=self.conditional_layer_norm_hidden_size,
             hidden_activation=self.conditional_layer_norm_activation,
@@ -897,6 +908,7 @@ class Transformer:
             head["mlm_dense"] = keras.layers.Dense(
                 config.embedding_width,
                 activation=resolve_activation(self.hidden_act()),
+                use_bias=self.mlm_dense_bias,
                 kernel_initializer=self.initializer(),
                 name="MLM-Dense",
             )

@@ -115,6 +115,10 @@ ACTIVATIONS = {
 
 CONFIG_FILE_NAMES = ("config.json", "bert_config.json")
 
+# The entries of `layer_types`: attention within `attention_window`, or
+# over every key.
+LAYER_TYPES = ("sliding_attention", "full_attention")
+
 
 @dataclasses.dataclass
 class TransformerConfig:
@@ -178,6 +182,11 @@ class TransformerConfig:
     # (LocalMaskBaseline) and log-n scaling relative to a training length.
     attention_window: int | None = None
     log_n_train_length: int | None = None
+    # Which layers attend within `attention_window`: None (every layer), or
+    # one entry per layer, "sliding_attention" (the window) or
+    # "full_attention" (every key), as transformers 5's `layer_types`
+    # (ModernBERT's global and local layers).
+    layer_types: list | None = None
     # Learned absolute positions past the table: True (alpha 0.4) or alpha
     # in (0, 1) makes a table of n rows number n * n positions
     # (bert4keras's `hierarchical_position`; see `PositionEmbedding`).
@@ -200,6 +209,11 @@ class TransformerConfig:
     # Its `original_max_position_embeddings` defaults to `max_position`.
     rotary_base: float = 10000.0
     rope_scaling: dict | None = None
+    # The RoPE base of the "sliding_attention" layers of `layer_types`
+    # (ModernBERT's `local_rope_theta`); None: `rotary_base`.
+    sliding_rotary_base: float | None = None
+    # Whether the LayerNorms have a bias (`beta`); ModernBERT's `norm_bias`.
+    norm_bias: bool = True
     # GPT-2's `scale_attn_by_inverse_layer_idx`: block `i`'s scores are
     # also divided by `i + 1`.
     inverse_layer_attention_scale: bool = False
@@ -232,10 +246,32 @@ class TransformerConfig:
                 f"num_key_value_heads={self.num_key_value_heads} (each key/value head "
                 "serves num_attention_heads / num_key_value_heads query heads)."
             )
+        if not any(errors):
+            errors.append(layer_types_error(
+                self.layer_types, self.num_layers, self.attention_window,
+                self.sliding_rotary_base,
+            ))
         for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
         self.rope_scaling = standard_rope_scaling(self.rope_scaling, self.max_position)
+        if self.layer_types is not None:
+            # A list, as a JSON round trip gives it back.
+            self.layer_types = list(self.layer_types)
+
+    def layer_window(self, index):
+        """Block `index`'s attention window: `attention_window`, or None in a
+        "full_attention" layer of `layer_types`."""
+        if self.layer_types is not None and self.layer_types[index] == "full_attention":
+            return None
+        return self.attention_window
+
+    def layer_rotary_base(self, index):
+        """Block `index`'s RoPE base: `sliding_rotary_base` in a
+        "sliding_attention" layer of `layer_types`, else `rotary_base`."""
+        if self.sliding_rotary_base is not None and self.layer_types[index] == "sliding_attention":
+            return self.sliding_rotary_base
+        return self.rotary_base
 
     @property
     def head_size(self):
@@ -313,6 +349,13 @@ def _rope_scaling(value):
     return None
 
 
+def _layer_types(value):
+    expected = f"a list of {list(LAYER_TYPES)}"
+    if not isinstance(value, (list, tuple)):
+        return expected
+    return None if all(entry in LAYER_TYPES for entry in value) else expected
+
+
 def _optional(check):
     return lambda value: None if value is None else check(value)
 
@@ -346,6 +389,7 @@ FIELD_RULES = {
     "mask_token_id": _optional(_integer(0)),
     "attention_window": _optional(_integer(1)),
     "log_n_train_length": _optional(_integer(1)),
+    "layer_types": _optional(_layer_types),
     "hierarchical_position": _boolean_or(_real(0, 1, low_open=True)),
     "blockwise_attention": _boolean,
     "tta_diagonal_mask": _boolean,
@@ -354,6 +398,8 @@ FIELD_RULES = {
     "rotary_value": _boolean,
     "rotary_base": _real(1, low_open=True),
     "rope_scaling": _optional(_rope_scaling),
+    "sliding_rotary_base": _optional(_real(1, low_open=True)),
+    "norm_bias": _boolean,
     "inverse_layer_attention_scale": _boolean,
     "tie_word_embeddings": _boolean,
     "encoder_only": _boolean,
@@ -586,6 +632,30 @@ def load_config(source, **overrides):
             f"num_heads={config.num_heads}."
         )
     return config
+
+
+def layer_types_error(layer_types, num_layers, attention_window, sliding_rotary_base):
+    """Why `layer_types` (and `sliding_rotary_base`, which only its
+    "sliding_attention" layers read) cannot describe a model of
+    `num_layers` layers, or None."""
+    if layer_types is None:
+        if sliding_rotary_base is not None:
+            return (
+                f"`sliding_rotary_base={sliding_rotary_base!r}` is the RoPE base of the "
+                "\"sliding_attention\" layers of `layer_types`, which is not given."
+            )
+        return None
+    if len(layer_types) != num_layers:
+        return (
+            f"`layer_types` has {len(layer_types)} entries for num_layers={num_layers}; "
+            "give one per layer."
+        )
+    if "sliding_attention" in layer_types and attention_window is None:
+        return (
+            "`layer_types` has \"sliding_attention\" layers but `attention_window` "
+            "(their window) is not given."
+        )
+    return None
 
 
 def token_id_error(vocab_size, pad_token_id, mask_token_id, decoder_start_token_id=None):

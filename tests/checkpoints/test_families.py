@@ -136,6 +136,8 @@ MARKERS_BEFORE = (
     # Added with the LLaMA-layout families (issue 32).
     ("self_attn.q_norm", "Qwen3", "'qwen3'"),
     ("self_attn.q_proj", "LLaMA", "'llama', 'mistral', 'qwen2' or 'qwen3'"),
+    # Added with ModernBERT (issue 32, item 4).
+    ("attn.Wqkv", "ModernBERT", "'modernbert'"),
 )
 
 

@@ -68,3 +68,31 @@ def test_unknown_file_fields_warn_instead_of_vanishing():
 def test_conflicting_spellings_are_an_error():
     with pytest.raises(ValueError, match="twice"):
         load_config(dict(GOOGLE, num_layers=6))
+
+
+def test_layer_types_give_each_layer_its_window_and_rope_base():
+    config = load_config(dict(
+        GOOGLE, num_hidden_layers=3, attention_window=8, rope_theta=100.0,
+        layer_types=("full_attention", "sliding_attention", "full_attention"),
+        sliding_rotary_base=10.0,
+    ))
+    assert config.layer_types == ["full_attention", "sliding_attention", "full_attention"]
+    assert [config.layer_window(index) for index in range(3)] == [None, 8, None]
+    assert [config.layer_rotary_base(index) for index in range(3)] == [100.0, 10.0, 100.0]
+    # Without `layer_types` every layer has the window and the base.
+    plain = load_config(dict(GOOGLE, attention_window=8))
+    assert (plain.layer_window(5), plain.layer_rotary_base(5)) == (8, 10000.0)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"layer_types": ["full_attention"]}, "`layer_types` has 1 entries for num_layers=12"),
+        ({"layer_types": ["local"] * 12}, "`layer_types` must be a list of"),
+        ({"layer_types": ["sliding_attention"] * 12}, "`attention_window`.*not given"),
+        ({"sliding_rotary_base": 10.0}, "`sliding_rotary_base=10.0`.*not given"),
+    ],
+)
+def test_bad_layer_types_are_errors(change, match):
+    with pytest.raises(ValueError, match=match):
+        load_config(dict(GOOGLE, **change))

@@ -7,8 +7,10 @@ from keras_attn.checkpoints.families.family import register_family
 
 
 def prepare_config(values, model_type):
-    """`sliding_window: null` is full causal attention."""
+    """`sliding_window: null` is full causal attention; `layer_types`, which
+    transformers' Mistral does not read, is left out."""
     values = llama.prepare_config(values, model_type)
+    values.pop("layer_types", None)
     if "sliding_window" in values and values["sliding_window"] is None:
         del values["sliding_window"]
     return values
