@@ -531,6 +531,11 @@ class Transformer:
         if len(self.embedding_parts()) > 1:
             self.embedding_add()
         self.position_bias = self.own(self.make_position_bias())
+        if self.shared_block and len(set(self.config.layer_types or ())) > 1:
+            raise ValueError(
+                f"{type(self).__name__} shares one block between its layers, so they "
+                f"attend alike; `layer_types={self.config.layer_types}` differs by layer."
+            )
         shared = self.own_block(self.make_block(0)) if self.shared_block else None
         self.blocks = [
             shared or self.own_block(self.make_block(index))

@@ -36,7 +36,9 @@ COMMON = dict(
 )
 CASES = {
     "bias_free": dict(),
-    "biases": dict(norm_bias=True, attention_bias=True, mlp_bias=True, tie_word_embeddings=False),
+    # An odd window: 3 keys on each side, as transformers reads 7 // 2.
+    "biases": dict(norm_bias=True, attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
+                   local_attention=7),
 }
 # Right padding (pad id 0): the second row has 8 real tokens.
 IDS = np.array([
@@ -51,7 +53,7 @@ def reference(request, tmp_path_factory):
     """`(transformers ModernBertForMaskedLM, its directory)`, saved once."""
     torch.manual_seed(0)
     config = transformers.ModernBertConfig(
-        **COMMON, **CASES[request.param], attn_implementation="eager"
+        **dict(COMMON, **CASES[request.param]), attn_implementation="eager"
     )
     model = transformers.ModernBertForMaskedLM(config)
     # Weights large enough that every output depends on the context.
@@ -135,7 +137,7 @@ def test_released_config_spelling_reads_the_same(reference, tmp_path):
         "full_attention", "sliding_attention", "sliding_attention", "full_attention"
     ]
     assert (config.attention_window, config.rotary_base, config.sliding_rotary_base) == (
-        4, 1000.0, 50.0
+        model.config.local_attention, 1000.0, 50.0
     )
     logits = to_numpy(ours(IDS))
     np.testing.assert_allclose(logits[REAL], expected_logits(model)[REAL], atol=1e-4)
@@ -159,8 +161,8 @@ TINY = dict(
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(local_attention=5), "`local_attention`.*positive even integer; received 5"),
-    (dict(local_attention=0), "`local_attention`.*positive even integer; received 0"),
+    (dict(local_attention=2.5), "`local_attention`.*positive integer; received 2.5"),
+    (dict(local_attention=0), "`local_attention`.*positive integer; received 0"),
     (dict(layer_types=["full_attention", "chunked_attention", "full_attention"]),
      "`layer_types` must be a list of"),
     (dict(layer_types=["full_attention", "sliding_attention"]),
@@ -191,3 +193,19 @@ def test_cached_decoding_refuses_windows_in_some_layers_only():
     )
     with pytest.raises(ValueError, match="different windows.*one window for the whole model"):
         CachedForward(model)
+
+
+def test_a_shared_block_refuses_layer_types_that_differ():
+    """ALBERT's one block cannot attend locally in some layers only."""
+    config = dict(
+        vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=16, attention_window=4,
+    )
+    with pytest.raises(ValueError, match=r"Albert shares one block.*differs by layer"):
+        keras_attn.build_transformer_model(
+            dict(config, layer_types=["full_attention", "sliding_attention"]), variant="albert"
+        )
+    model = keras_attn.build_transformer_model(
+        dict(config, layer_types=["sliding_attention"] * 2), variant="albert"
+    )
+    assert model.get_layer("Transformer-MultiHeadSelfAttention").attention_window == 4

@@ -79,11 +79,13 @@ def prepare_config(values, model_type):
             for index in range(values.get("num_hidden_layers", NUM_LAYERS))
         ]
     window = values.pop("local_attention", LOCAL_ATTENTION)
-    if isinstance(window, bool) or not isinstance(window, int) or window < 2 or window % 2:
+    # An odd width reads as transformers reads it: `local_attention // 2`
+    # keys on each side, the bidirectional band's `attention_window // 2`.
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise ValueError(
             f"A {model_type} config's `local_attention` is the width of the local "
             "layers' window, `local_attention // 2` keys on each side of the query: "
-            f"a positive even integer; received {window!r}."
+            f"a positive integer; received {window!r}."
         )
     values["attention_window"] = window
     values["rope_theta"], values["sliding_rotary_base"] = rope_thetas(values, model_type)
