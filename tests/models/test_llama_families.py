@@ -255,19 +255,24 @@ def test_grouped_query_attention_layer_checks_its_heads():
 
 def test_beam_search_equals_transformers_best_beam(family, monkeypatch):
     """4 beams, no end token: both searches keep every beam to the last
-    step and return the highest-scoring one (as tests/models/test_gpt2.py)."""
+    step and return the highest-scoring one (as tests/models/test_gpt2.py),
+    with the same score (1e-4)."""
     monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
     _, reference, directory = family
     model = keras_attn.build_transformer_model(directory)
-    tokens = model.generate(PROMPTS, 4, sampler=keras_attn.samplers.BeamSearch(4))
-    for prompt, row in zip(PROMPTS, tokens):
+    # transformers' default length penalty (this library's is 0).
+    sequences, scores = model.generator.beam_search(PROMPTS, 4, num_beams=4, length_penalty=1.0)
+    for prompt, row, score in zip(PROMPTS, sequences[:, 0], scores[:, 0]):
         with torch.no_grad():
             expected = reference.generate(
                 torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                 max_new_tokens=4, num_beams=4, do_sample=False, early_stopping=False,
-                pad_token_id=0, eos_token_id=None,
-            )[0, len(prompt):]
-        assert row.tolist() == expected.tolist()
+                pad_token_id=0, eos_token_id=None, return_dict_in_generate=True,
+                output_scores=True,
+            )
+        assert row.tolist() == expected.sequences[0, len(prompt):].tolist()
+        # The best beam's length-normalised log-probability.
+        np.testing.assert_allclose(score, expected.sequences_scores[0].item(), atol=1e-4)
 
 
 def test_int8_quantized_llama_stays_close():
