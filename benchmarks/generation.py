@@ -58,6 +58,12 @@ float32, this measures:
      `transformers.BertLMHeadModel` (`is_decoder=True`), saved; keras_attn
      builds `application="lm"` from that directory; against transformers'
      `generate` (`use_cache=True`) on the same weights.
+   - LLaMA, about 100M parameters (`--parts llama`: 12 layers, hidden 768,
+     12 query heads over 3 key/value heads, SwiGLU 2048, vocabulary 32000,
+     tied head): one random `transformers.LlamaForCausalLM`, saved; keras_attn
+     and keras-hub (`Llama3Backbone.from_preset` on the directory) read the
+     same weights; against keras-hub's `Llama3CausalLM.generate` and, on
+     torch, transformers' `generate`.
    The contenders take turns within each repetition. On torch keras_attn is
    warmed up by a full call (its step compiles once per shape, see
    `keras_attn.generation.generator.CompiledStep`) and the others by an 8-token call
@@ -70,7 +76,8 @@ float32, this measures:
 Results go to `benchmarks/results/generation_<backend>.json` (parts 1 and
 2), with `cached_over_uncached_tokens_per_second` and
 `keras_attn_over_keras_hub_tokens_per_second` fields, and
-`benchmarks/results/generation_gpt2_t5_<backend>.json` (part 3), with
+`benchmarks/results/generation_gpt2_t5_<backend>.json` (part 3; LLaMA in
+`generation_llama_<backend>.json`), with
 `keras_attn_over_keras_hub_tokens_per_second` and, on torch,
 `keras_attn_over_transformers_tokens_per_second` per model; so a run of
 some parts never overwrites another part's results. `report.py` prints the
@@ -80,6 +87,7 @@ tables.
     KERAS_BACKEND=jax python benchmarks/generation.py
     KERAS_BACKEND=jax python benchmarks/generation.py --quick  # 1 repeat, window to 4k
     KERAS_BACKEND=torch python benchmarks/generation.py --parts gpt2 t5 --new-tokens 64
+    KERAS_BACKEND=torch python benchmarks/generation.py --parts llama --new-tokens 64 --no-keras-hub
 
 Not part of the test suite.
 """
@@ -122,6 +130,13 @@ BERT_BASE_DECODER = dict(
 T5_SMALL = dict(
     vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
     feed_forward_proj="relu",
+)
+# About 100M parameters: LLaMA's layout with grouped-query attention, 4
+# query heads per key/value head, a tied head (as Llama 3.2).
+LLAMA_100M = dict(
+    vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+    num_attention_heads=12, num_key_value_heads=3, max_position_embeddings=2048,
+    tie_word_embeddings=True,
 )
 AGREEMENT_TOKENS = 16
 TORCH_WARM_UP_TOKENS = 8
@@ -418,6 +433,8 @@ def random_transformers_model(family, directory):
     elif family == "bert":
         config = transformers.BertConfig(**BERT_BASE_DECODER)
         model = transformers.BertLMHeadModel(config)
+    elif family == "llama":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_100M))
     else:
         model = transformers.T5ForConditionalGeneration(transformers.T5Config(**T5_SMALL))
     model.eval()
@@ -456,8 +473,27 @@ def keras_hub_gpt2(directory, prompt_ids):
     saved in `directory`: `generate(new_tokens)`."""
     import keras_hub
 
-    backbone = keras_hub.models.GPT2Backbone.from_preset(directory)
-    causal_lm = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
+    return keras_hub_causal_lm(
+        keras_hub.models.GPT2Backbone, keras_hub.models.GPT2CausalLM, directory, prompt_ids
+    )
+
+
+def keras_hub_llama(directory, prompt_ids):
+    """keras-hub's `Llama3CausalLM.generate` (keras-hub reads a `model_type:
+    llama` folder as Llama 3), greedy, on the weights saved in `directory`."""
+    import keras_hub
+
+    return keras_hub_causal_lm(
+        keras_hub.models.Llama3Backbone, keras_hub.models.Llama3CausalLM, directory, prompt_ids
+    )
+
+
+def keras_hub_causal_lm(backbone_class, causal_lm_class, directory, prompt_ids):
+    """`generate(new_tokens)` of a keras-hub causal LM read from the
+    transformers folder `directory` (`from_preset`), greedy, preprocessor
+    off, prompts right-padded with a padding mask, no stop token."""
+    backbone = backbone_class.from_preset(directory)
+    causal_lm = causal_lm_class(backbone, preprocessor=None)
     causal_lm.compile(sampler="greedy")
 
     def generate(new_tokens):
@@ -540,6 +576,17 @@ PRETRAINED_SHAPES = {
         "vocab_size": T5_SMALL["vocab_size"],
         "keras_hub": ("keras-hub T5Seq2SeqLM", keras_hub_t5, False),
         "transformers": "transformers T5ForConditionalGeneration",
+    },
+    "llama": {
+        "description": (
+            "LLaMA shape, about 100M parameters (variant 'llama'): 12 layers, hidden 768, 12 "
+            "query heads and 3 key/value heads of 64, SwiGLU 2048, vocabulary 32000, tied head, "
+            "float32, random weights: one transformers LlamaForCausalLM, saved and loaded by "
+            "keras_attn and by keras-hub (Llama3Backbone.from_preset)"
+        ),
+        "vocab_size": LLAMA_100M["vocab_size"],
+        "keras_hub": ("keras-hub Llama3CausalLM", keras_hub_llama, True),
+        "transformers": "transformers LlamaForCausalLM",
     },
 }
 
@@ -646,7 +693,8 @@ def main():
     parser.add_argument("--uncached", choices=["loop", "estimate"], default=None,
                         help="run the uncached loop for real (default on a GPU) or estimate it "
                              "from steps at a few prefix lengths (default on CPU)")
-    parser.add_argument("--parts", nargs="+", choices=["windowed", "cached", "gpt2", "t5", "bert"],
+    parser.add_argument("--parts", nargs="+",
+                        choices=["windowed", "cached", "gpt2", "t5", "bert", "llama"],
                         default=["windowed", "cached", "gpt2", "t5"])
     parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS,
                         help="new tokens per row for the gpt2 and t5 parts")
@@ -668,14 +716,20 @@ def main():
         )
     if {"windowed", "cached"} & set(arguments.parts):
         write_result(result, arguments.output, f"generation_{BACKEND}.json")
-    shapes = [family for family in PRETRAINED_SHAPES if family in arguments.parts]
-    if shapes:
+    # GPT-2, T5 and BERT in one file, LLaMA in its own.
+    for shapes, name in (
+        (("gpt2", "t5", "bert"), f"generation_gpt2_t5_{BACKEND}.json"),
+        (("llama",), f"generation_llama_{BACKEND}.json"),
+    ):
+        shapes = [family for family in shapes if family in arguments.parts]
+        if not shapes:
+            continue
         result = {"device": device, "repeats": repeats}
         for family in shapes:
             result[family] = pretrained_shape(
                 family, arguments.new_tokens, repeats, not arguments.no_keras_hub
             )
-        write_result(result, arguments.output, f"generation_gpt2_t5_{BACKEND}.json")
+        write_result(result, arguments.output, name)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ per-device folders, such as h100/): BERT-base (`<backend>.json`, from
 bert_base.py), banded attention (`banded_attention_*.json`), fused attention
 for decoupled widths (`fused_widths_*.json`), the input contract's cost
 (`input_contract_*.json`) and generation (`generation_*.json`; the GPT-2
-small and T5-small rows from `generation_gpt2_t5_*.json`)."""
+small, T5-small and BERT-decoder rows from `generation_gpt2_t5_*.json`, the
+LLaMA rows from `generation_llama_*.json`)."""
 
 import glob
 import json
@@ -100,12 +101,16 @@ def device_of(path, result):
     return result.get("device") or ("cpu" if folder == RESULTS else os.path.basename(folder))
 
 
+# The files of `benchmarks/generation.py`'s pretrained shapes.
+PRETRAINED_SHAPE_FILES = ("generation_gpt2_t5_", "generation_llama_")
+
+
 def generation_table():
     """Cached against uncached and keras-hub (tokens per second, batch 8,
     prompt 32, 256 new tokens), then the windowed cache over length."""
     files = [
         (path, load(path)) for path in results("generation_*.json")
-        if not os.path.basename(path).startswith("generation_gpt2_t5_")
+        if not os.path.basename(path).startswith(PRETRAINED_SHAPE_FILES)
     ]
     print("\n| backend | device | generator | sampler | tokens/s | how | cached / this |")
     print("| --- | --- | --- | --- | ---: | --- | ---: |")
@@ -153,14 +158,19 @@ def generation_table():
 
 
 def pretrained_shapes_table():
-    """GPT-2 small and T5-small, greedy: keras_attn's `generate` against
-    keras-hub's and transformers', measured side by side in one run."""
+    """GPT-2 small, T5-small and the LLaMA shape, greedy: keras_attn's
+    `generate` against keras-hub's and transformers', measured side by side
+    in one run."""
     print("\n| backend | device | model | generator | new tokens | tokens/s | keras_attn / this "
           "| greedy rows equal to keras_attn (first 16 / all) |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: | --- |")
-    for path in results("generation_gpt2_t5_*.json"):
+    paths = [path for prefix in PRETRAINED_SHAPE_FILES for path in results(f"{prefix}*.json")]
+    for path in paths:
         result = load(path)
-        for family, label in (("gpt2", "GPT-2 small"), ("t5", "T5-small")):
+        for family, label in (
+            ("gpt2", "GPT-2 small"), ("t5", "T5-small"), ("bert", "BERT-base decoder"),
+            ("llama", "LLaMA ~100M"),
+        ):
             shape = result.get(family)
             if not shape:
                 continue
