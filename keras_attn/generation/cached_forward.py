@@ -168,15 +168,12 @@ class CachedForward:
         self.max_length = getattr(position, "max_length", None)
         self.vocab_size = template.config.vocab_size
         attention = self.blocks[0].attention
-        windows = sorted({str(block.attention.attention_window) for block in self.blocks})
-        if len(windows) > 1:
-            # One cache capacity serves every layer.
-            raise ValueError(
-                f"{type(template).__name__}'s layers attend within different windows "
-                f"({', '.join(windows)}: the config's `layer_types`); cached decoding "
-                "keeps one window for the whole model."
-            )
-        self.attention_window = attention.attention_window
+        # Each block's window. One capacity serves every layer: a window
+        # shared by all of them makes the cache a ring of the keys it needs;
+        # windows that differ by layer (the config's `layer_types`) keep
+        # every position, and each layer's mask keeps its own band.
+        self.windows = tuple(block.attention.attention_window for block in self.blocks)
+        self.attention_window = self.windows[0] if len(set(self.windows)) == 1 else None
         self.blockwise = attention.blockwise_attention
 
     # Sizes ---------------------------------------------------------------
@@ -307,16 +304,19 @@ class CachedForward:
             orders if self.unilm else None,
             key_orders if self.unilm else None,
         )
-        mask = masking.merge_attention_masks(
-            attention_mask=mask,
-            use_causal_mask=self.causal,
-            query_length=length,
-            key_length=capacity,
-            attention_window=self.attention_window,
-            blockwise=self.blockwise,
-            query_positions=positions,
-            key_positions=key_positions,
-        )
+        masks = {
+            window: masking.merge_attention_masks(
+                attention_mask=mask,
+                use_causal_mask=self.causal,
+                query_length=length,
+                key_length=capacity,
+                attention_window=window,
+                blockwise=self.blockwise,
+                query_positions=positions,
+                key_positions=key_positions,
+            )
+            for window in dict.fromkeys(self.windows)
+        }
         # The bias of every distance a query can have to a slot: a chunk
         # never wraps, so the slots hold positions within `capacity` of its
         # last token.
@@ -342,7 +342,8 @@ class CachedForward:
                     "encoder_mask": ops.expand_dims(source.valid, 1),
                 }
             hidden, layer_cache = block(
-                hidden, attention_mask=mask, distance_bias=distance_bias, condition=condition,
+                hidden, attention_mask=masks[self.windows[index]], distance_bias=distance_bias,
+                condition=condition,
                 cache=layer_cache, cache_step=step, **cross,
             )
             layers.append(layer_cache)

@@ -10,10 +10,12 @@ class Qwen2(Llama):
     (the attention's output projection and the feed-forward have none).
 
     Yang et al. (2024), "Qwen2 Technical Report",
-    https://arxiv.org/abs/2407.10671. A config attending within a sliding
+    https://arxiv.org/abs/2407.10671. A config may attend within a sliding
     window in some layers only (`use_sliding_window` with
-    `max_window_layers`, or mixed `layer_types`) is refused; the released
-    checkpoints have none.
+    `max_window_layers`: the layers from that index on, or transformers 5's
+    `layer_types`): those layers get `attention_window`, the others attend
+    to every earlier token, and cached decoding keeps every position (each
+    layer masks its own band). The released checkpoints have no window.
 
     Checkpoints: Hugging Face `model_type: qwen2` directories, LLaMA's
     names.

@@ -67,8 +67,15 @@ def family(request, tmp_path_factory):
     torch.manual_seed(0)
     config = getattr(transformers, config_class)(**COMMON, **fields)
     model = transformers.AutoModelForCausalLM.from_config(config)
-    # Weights large enough that the next token depends on the context.
+    # Weights large enough that the next token depends on the context: with
+    # small block weights a tied head (LLaMA's, Qwen3's here) predicts the
+    # token it was given, and greedy rows repeat one token.
     model = perturb(model, seed=1).eval()
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for key, parameter in model.named_parameters():
+            if key.startswith("model.layers.") and parameter.ndim == 2:
+                parameter.add_(0.4 * torch.randn(parameter.shape, generator=generator))
     directory = tmp_path_factory.mktemp(name)
     model.save_pretrained(directory)
     return name, model, directory
@@ -93,6 +100,40 @@ def test_logits_equal_transformers(family, ours, padding):
         expected = reference(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
     real = mask.astype(bool)
     np.testing.assert_allclose(logits[real], expected[real], atol=1e-4)
+
+
+def test_a_left_padded_batch_with_an_end_token_equals_transformers(family, monkeypatch):
+    """transformers' `generate` on the prompts left-padded into one batch,
+    with an end token that a row generates after its first step (rows
+    finish at different steps): each row's tokens up to its end token are
+    ours."""
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    _, reference, directory = family
+    model = keras_attn.build_transformer_model(directory)
+    free = model.generate(PROMPTS, STEPS).tolist()
+    # A token some row generates first after its first step.
+    ending, stop = next(
+        (r, i) for r in range(len(free) - 1, -1, -1) for i, token in enumerate(free[r])
+        if i >= 1 and token not in free[r][:i]
+    )
+    end = free[ending][stop]
+    tokens = model.generate(PROMPTS, STEPS, end_token_id=end)
+    width = max(len(prompt) for prompt in PROMPTS)
+    ids = np.array([[0] * (width - len(p)) + p for p in PROMPTS])
+    mask = np.array([[0] * (width - len(p)) + [1] * len(p) for p in PROMPTS])
+    with torch.no_grad():
+        expected = reference.generate(
+            torch.tensor(ids), attention_mask=torch.tensor(mask),
+            max_new_tokens=STEPS, do_sample=False, pad_token_id=0, eos_token_id=end,
+        )[:, width:].numpy()
+
+    def until_end(row):
+        row = list(row)
+        return row[: row.index(end) + 1] if end in row else row
+
+    assert len(until_end(tokens[ending])) == stop + 1
+    for ours, theirs in zip(tokens, expected):
+        assert until_end(ours) == until_end(theirs)
 
 
 def test_the_converter_checks_against_transformers_and_keeps_the_model(family, tmp_path, capsys):
@@ -233,19 +274,45 @@ def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_p
     assert model.generate(tokens[:, :3].tolist(), 8)[0].tolist() == tokens[0, 3:].tolist()
 
 
-def test_qwen_window_in_some_layers_only_is_refused():
-    config = dict(
-        model_type="qwen2", vocab_size=31, hidden_size=16, num_hidden_layers=2,
-        num_attention_heads=2, intermediate_size=16, use_sliding_window=True,
-        sliding_window=4, max_window_layers=1,
+def test_qwen_window_in_some_layers_equals_transformers(tmp_path, monkeypatch):
+    """`use_sliding_window` with `max_window_layers=1`: layer 0 attends to
+    every earlier token, layer 1 within 3 (transformers' `layer_types`).
+    Logits of 8 tokens and greedy generation past the window equal
+    transformers'; the decoding cache keeps every position and each layer
+    masks its own band."""
+    config = transformers.Qwen2Config(
+        **COMMON, vocab_size=61, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
+        use_sliding_window=True, sliding_window=3, max_window_layers=1,
     )
-    with pytest.raises(ValueError, match=r"sliding window in some layers only"):
-        keras_attn.build_transformer_model(config)
-    # Every layer windowed is one window for the model.
-    model = keras_attn.build_transformer_model(dict(config, max_window_layers=0))
-    assert model.get_layer("Transformer-1-MultiHeadSelfAttention").attention_window == 4
-    model = keras_attn.build_transformer_model(dict(config, use_sliding_window=False))
-    assert model.get_layer("Transformer-1-MultiHeadSelfAttention").attention_window is None
+    assert config.layer_types == ["full_attention", "sliding_attention"]
+    torch.manual_seed(0)
+    reference = perturb(transformers.Qwen2ForCausalLM(config), seed=3).eval()
+    reference.save_pretrained(tmp_path)
+    model = keras_attn.build_transformer_model(tmp_path)
+    windows = [model.get_layer(f"Transformer-{i}-MultiHeadSelfAttention").attention_window
+               for i in range(2)]
+    assert windows == [None, 3]
+    ids = IDS[:1] % 61
+    with torch.no_grad():
+        expected = reference(torch.tensor(ids)).logits.numpy()
+    np.testing.assert_allclose(to_numpy(model({"token_ids": ids})), expected, atol=1e-4)
+    # Each layer's window is in play at 8 tokens: without it, or with it in
+    # both layers (`layer_types` overrides the folder's), the logits differ.
+    for kinds in (["full_attention"] * 2, ["sliding_attention"] * 2):
+        other = keras_attn.build_transformer_model(tmp_path, layer_types=kinds)
+        assert np.abs(to_numpy(other({"token_ids": ids})) - expected).max() > 1e-3, kinds
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    forward = CachedForward(model)
+    assert forward.capacity(4, 12) == 12  # every position
+    tokens = model.generate(PROMPTS, STEPS)
+    for prompt, row in zip(PROMPTS, tokens):
+        with torch.no_grad():
+            expected = reference.generate(
+                torch.tensor([prompt]),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=STEPS, do_sample=False, pad_token_id=0, eos_token_id=None,
+            )[0, len(prompt):]
+        assert row.tolist() == expected.tolist()
 
 
 def test_grouped_query_attention_layer_checks_its_heads():

@@ -18,7 +18,6 @@ import pytest
 
 import keras_attn
 from keras_attn.convert import main as convert
-from keras_attn.generation.cached_forward import CachedForward
 from tests.checkpoint_files import perturb
 from tests.harness import to_numpy
 
@@ -181,18 +180,6 @@ TINY = dict(
 def test_unsupported_configs_are_clear_errors(fields, message):
     with pytest.raises(ValueError, match=message):
         keras_attn.build_transformer_model({**TINY, **fields}, application="mlm")
-
-
-def test_cached_decoding_refuses_windows_in_some_layers_only():
-    """`layer_types` serves any variant's full pass; the decoding cache
-    keeps one window for the whole model."""
-    model = keras_attn.build_transformer_model(
-        dict(model_type="llama", vocab_size=31, hidden_size=16, num_hidden_layers=2,
-             num_attention_heads=2, intermediate_size=16),
-        layer_types=["full_attention", "sliding_attention"], attention_window=4,
-    )
-    with pytest.raises(ValueError, match="different windows.*one window for the whole model"):
-        CachedForward(model)
 
 
 def test_a_shared_block_refuses_layer_types_that_differ():

@@ -13,10 +13,10 @@ def sliding_layers(values, model_type):
     """`values` with the window keys of a Qwen config (`layer_types`, as
     transformers 5 writes it, else `use_sliding_window`, `max_window_layers`
     and `sliding_window`: layers from `max_window_layers` on attend within
-    the window) read: none of them when every layer attends to every earlier
-    token, `sliding_window` (read as `attention_window`) when every layer
-    has the window. A window in some layers only is refused: cached
-    decoding keeps one window for the whole model."""
+    the window) read: `sliding_window` as `attention_window` when some layer
+    has the window, and `layer_types` kept where it was given or only some
+    layers have the window (so that an override of it replaces the
+    folder's); none of them when no layer has a window."""
     values = dict(values)
     window = values.get("sliding_window")
     layers = values.get("num_hidden_layers")
@@ -31,19 +31,15 @@ def sliding_layers(values, model_type):
             f"A {model_type} config's `layer_types` holds {unknown}; this builder reads "
             "'full_attention' and 'sliding_attention'."
         )
+    given = values.get("layer_types")
     for key in WINDOW_KEYS:
         values.pop(key, None)
-    if "sliding_attention" not in kinds:
-        return values
-    if "full_attention" in kinds:
-        raise ValueError(
-            f"This {model_type} config attends within a sliding window in some layers "
-            f"only (layer_types={kinds}; use_sliding_window with max_window_layers="
-            "...); this builder gives every layer the same attention. Use a config "
-            "without use_sliding_window (the released Qwen2 and Qwen3 checkpoints "
-            "have none)."
-        )
-    values["attention_window"] = window
+    if "sliding_attention" in kinds and window is not None:
+        # (An override of `layer_types` alone keeps the folder's window.)
+        values["attention_window"] = window
+    if given is not None or len(set(kinds)) > 1:
+        # A `layer_types` given is kept: as an override it replaces the folder's.
+        values["layer_types"] = list(kinds)
     return values
 
 
