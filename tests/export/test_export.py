@@ -8,7 +8,6 @@ the Keras model on WordPiece-tokenized sentences of different lengths,
 padded into one batch."""
 
 import inspect
-import os
 import textwrap
 
 import keras

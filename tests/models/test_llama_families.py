@@ -164,6 +164,11 @@ def test_greedy_generation_equals_transformers_generate(family, monkeypatch):
     _, reference, directory = family
     model = keras_attn.build_transformer_model(directory)
     tokens = model.generate(PROMPTS, STEPS)
+    # The sampling loop (top-k of 1: the argmax) reads the grouped-query
+    # cache as the greedy one does.
+    np.testing.assert_array_equal(
+        model.generate(PROMPTS, STEPS, sampler=keras_attn.samplers.TopKSampler(1), seed=3), tokens
+    )
     for prompt, row in zip(PROMPTS, tokens):
         with torch.no_grad():
             expected = reference.generate(
