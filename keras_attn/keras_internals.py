@@ -9,6 +9,9 @@ Checked against Keras 3.15.1 (`CHECKED_KERAS_VERSION`). After upgrading Keras,
 run `tests/test_keras_internals.py` on every backend, then raise the version.
 """
 
+import contextlib
+import gc
+
 import keras
 from keras import ops
 
@@ -46,6 +49,35 @@ def drop_variable(layer, attribute):
     """
     layer._untrack_variable(getattr(layer, attribute))
     object.__delattr__(layer, attribute)
+
+
+@contextlib.contextmanager
+def one_garbage_collection():
+    """Inside the block `gc.collect()` only notes that it was called; one
+    collection runs when the block ends, if any was asked for.
+
+    Keras' `Layer.__delattr__` runs a full garbage collection after each
+    variable it removes (so that a device frees the buffer), and
+    `Model.quantize` removes the float kernel of every quantized layer: in
+    a process holding many objects each collection takes seconds (a
+    one-block LLaMA took 35 to 76 s to quantize late in the test suite,
+    10 s alone). One collection at the end frees the same buffers. The
+    swap is process-wide while the block runs (another thread's
+    `gc.collect()` is deferred too)."""
+    collect = gc.collect
+    asked = []
+
+    def note(*args, **kwargs):
+        asked.append(True)
+        return 0
+
+    gc.collect = note
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        if asked:
+            collect()
 
 
 def zero_pad(x, pad_width):

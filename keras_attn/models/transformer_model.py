@@ -236,6 +236,13 @@ class TransformerModel(keras.Model):
 
     # Every way in -------------------------------------------------------------
 
+    def quantize(self, mode=None, **kwargs):
+        """Keras' `Model.quantize`, with one garbage collection at the end
+        instead of Keras' one per quantized layer
+        (`keras_internals.one_garbage_collection`)."""
+        with keras_internals.one_garbage_collection():
+            super().quantize(mode, **kwargs)
+
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self._checked(inputs), *args, **kwargs)
 
