@@ -230,6 +230,10 @@ def test_grouped_query_cache_holds_only_the_key_value_heads(key_value_heads):
     (dict(mlp_bias="no"), r"`mlp_bias` must be true or false"),
     (dict(model_type="mistral", sliding_window=0),
      r"`sliding_window` \(read as `attention_window`\) must be an integer >= 1"),
+    (dict(model_type="qwen2", layer_types=["local"]),
+     r"`layer_types` must be a list of \['sliding_attention', 'full_attention'\]"),
+    (dict(model_type="qwen2", layer_types=["local"], sliding_window=4),
+     r"`layer_types` must be a list of"),
 ])
 def test_bad_llama_config_values_are_clear_errors(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -24,13 +24,9 @@ def sliding_layers(values, model_type):
     if kinds is None and values.get("use_sliding_window") and window is not None:
         first = values.get("max_window_layers", 28)
         kinds = ["sliding_attention" if i >= first else "full_attention" for i in range(layers or 0)]
+    # Entries other than "full_attention" and "sliding_attention" are
+    # refused by the config's own rule for `layer_types`, where they stay.
     kinds = kinds or []
-    unknown = sorted(set(kinds) - {"full_attention", "sliding_attention"})
-    if unknown:
-        raise ValueError(
-            f"A {model_type} config's `layer_types` holds {unknown}; this builder reads "
-            "'full_attention' and 'sliding_attention'."
-        )
     given = values.get("layer_types")
     for key in WINDOW_KEYS:
         values.pop(key, None)
