@@ -11,6 +11,7 @@ these tests are marked `install` and left out of a plain `pytest` run;
 import glob
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import venv
@@ -45,10 +46,15 @@ print("backend", keras.config.backend(), "installed", installed,
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    """keras_attn's wheel, built once from this checkout."""
+    """keras_attn's wheel, built once from a copy of this checkout: a build
+    writes `build/` and `*.egg-info` into its source folder, which
+    `.ci/run`'s editable install of the checkout writes at the same time."""
+    source = tmp_path_factory.mktemp("source") / "keras_attn"
+    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", "site"))
     directory = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(REPO_ROOT),
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(source),
          "--wheel-dir", str(directory)],
         check=True, capture_output=True, text=True,
     )
