@@ -282,7 +282,7 @@ class CachedForward:
             return ops.sum(values if writes is None else values * writes, axis=1)
 
         counted = ops.cast(real, "int32")
-        orders = cache.segment_sums[:, None] + ops.cumsum(segment_ids, axis=1)
+        orders = masking.unilm_orders(segment_ids, cache.segment_sums)
         key_valid = write_slots(cache.key_valid, real, slot, write_rows)
         key_orders = write_slots(cache.key_orders, orders, slot, write_rows)
         token_positions = positions
@@ -295,8 +295,7 @@ class CachedForward:
                     cache.key_valid, ops.less(cache.key_positions, position)[None]
                 )
                 before = ops.where(write_rows, before, ops.sum(ops.cast(earlier, "int32"), axis=1))
-            numbered = before[:, None] + ops.cumsum(counted, axis=1) - 1
-            token_positions = ops.where(real, numbered, -1)
+            token_positions = masking.real_token_positions(real, before)
         step = CacheStep(slot, positions, key_positions, write_rows)
 
         mask = masking.sequence_mask(

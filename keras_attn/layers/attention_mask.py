@@ -56,7 +56,7 @@ class AttentionMask(keras.layers.Layer):
         if self.mode == "unilm":
             if segment_ids is None:
                 raise ValueError("The 'unilm' mask needs `segment_ids`.")
-            orders = ops.cumsum(ops.cast(segment_ids, "int32"), axis=1)
+            orders = masking.unilm_orders(segment_ids)
         positions = None
         if self.mask_diagonal:
             positions = ops.arange(ops.shape(token_ids)[1], dtype="int32")

@@ -198,6 +198,27 @@ def real_tokens(token_ids, pad_token_id, padding_mask=None):
     return ops.not_equal(token_ids, pad_token_id)
 
 
+def unilm_orders(segment_ids, before=None):
+    """UniLM's order of each token, int `(batch, length)`: the cumulative
+    sum of the segment ids (see `sequence_mask`), plus `before` `(batch,)`,
+    the sum over the tokens a decoding cache already holds (None: none).
+    The full pass and a decoding step both number tokens here."""
+    orders = ops.cumsum(ops.cast(segment_ids, "int32"), axis=1)
+    return orders if before is None else ops.expand_dims(before, 1) + orders
+
+
+def real_token_positions(real, before=None):
+    """RoBERTa's position numbering, int `(batch, length)`: real tokens
+    (boolean `real`, see `real_tokens`) count 0, 1, ... over real tokens
+    only, after the `before` `(batch,)` real tokens a decoding cache already
+    holds (None: none); padding is -1. The full pass and a decoding step
+    both number tokens here."""
+    numbered = ops.cumsum(ops.cast(real, "int32"), axis=1) - 1
+    if before is not None:
+        numbered = ops.expand_dims(before, 1) + numbered
+    return ops.where(ops.cast(real, "bool"), numbered, -1)
+
+
 def sequence_mask(
     key_valid, query_orders=None, key_orders=None, query_positions=None, key_positions=None
 ):

@@ -5,6 +5,8 @@ import numbers
 import keras
 from keras import ops
 
+from keras_attn.layers import masking
+
 # bert4keras's default weight of the coarse position in `hierarchical=True`.
 DEFAULT_HIERARCHICAL_ALPHA = 0.4
 
@@ -116,9 +118,7 @@ class PositionEmbedding(keras.layers.Layer):
                 f"{', hierarchical' if self.hierarchical else ''}); truncate the inputs."
             )
         elif self.count_from_padding and padding_mask is not None:
-            # Real tokens count 0, 1, ... over real tokens only; padding is -1.
-            keep = ops.cast(padding_mask, "int32")
-            positions = ops.cumsum(keep, axis=1) * keep - 1
+            positions = masking.real_token_positions(padding_mask)
         else:
             positions = ops.arange(length, dtype="int32")
         rows = self._embed_positions(positions)

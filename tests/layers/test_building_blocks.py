@@ -84,6 +84,37 @@ def test_position_embedding_counts_real_tokens_from_padding():
     np.testing.assert_array_equal(output[1], table[[2, 3, 4, 1, 1]])
 
 
+def test_the_full_pass_and_a_decoding_step_number_tokens_alike():
+    """RoBERTa's numbering and UniLM's orders of a sequence equal those of
+    its two halves, the second continuing from the first's counts (what a
+    cached step carries), against a loop over the tokens."""
+    from keras_attn.layers import masking
+
+    rng = np.random.default_rng(0)
+    real = rng.random((3, 9)) < 0.7
+    segments = (rng.random((3, 9)) < 0.5).astype("int32")
+    expected_positions = np.full((3, 9), -1)
+    expected_orders = np.zeros((3, 9), int)
+    for row in range(3):
+        count = order = 0
+        for column in range(9):
+            order += segments[row, column]
+            expected_orders[row, column] = order
+            if real[row, column]:
+                expected_positions[row, column] = count
+                count += 1
+    np.testing.assert_array_equal(to_numpy(masking.real_token_positions(real)), expected_positions)
+    np.testing.assert_array_equal(to_numpy(masking.unilm_orders(segments)), expected_orders)
+    before_real = real[:, :4].sum(axis=1).astype("int32")
+    before_orders = segments[:, :4].sum(axis=1).astype("int32")
+    np.testing.assert_array_equal(
+        to_numpy(masking.real_token_positions(real[:, 4:], before_real)), expected_positions[:, 4:]
+    )
+    np.testing.assert_array_equal(
+        to_numpy(masking.unilm_orders(segments[:, 4:], before_orders)), expected_orders[:, 4:]
+    )
+
+
 def test_position_embedding_rejects_long_sequences():
     layer = keras_attn.layers.PositionEmbedding(6, 3, offset=2)
     with pytest.raises(ValueError, match="Sequence length 5 exceeds the 4 positions"):
