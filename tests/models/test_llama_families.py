@@ -324,6 +324,40 @@ def test_qwen_window_in_some_layers_equals_transformers(tmp_path, monkeypatch):
         assert row.tolist() == expected.tolist()
 
 
+def test_a_layer_types_override_on_a_mistral_folder_is_honoured(tmp_path):
+    """transformers' Mistral ignores a config file's `layer_types` (so does
+    this builder), but `layer_types=` given to the builder is the user's:
+    the layers attend as it says, equal to transformers' Ministral (Mistral
+    with `layer_types`) on the same weights; without it the window is in
+    every layer, as in the folder's `MistralForCausalLM`."""
+    fields = dict(**COMMON, vocab_size=61, hidden_size=24, num_attention_heads=6,
+                  num_key_value_heads=2, head_dim=4, sliding_window=3)
+    kinds = ["full_attention", "sliding_attention"]
+    torch.manual_seed(0)
+    mistral = perturb(transformers.MistralForCausalLM(transformers.MistralConfig(**fields)),
+                      seed=5).eval()
+    mistral.config.layer_types = ["full_attention"] * 2  # in the file, not read
+    mistral.save_pretrained(tmp_path)
+    ministral = transformers.MinistralForCausalLM(
+        transformers.MinistralConfig(**fields, layer_types=kinds)
+    ).eval()
+    ministral.load_state_dict(mistral.state_dict())
+    ids = torch.tensor(IDS[:1] % 61)
+    with torch.no_grad():
+        folder_logits = mistral(ids).logits.numpy()
+        overridden_logits = ministral(ids).logits.numpy()
+    assert np.abs(folder_logits - overridden_logits).max() > 1e-3
+    model = keras_attn.build_transformer_model(tmp_path)
+    np.testing.assert_allclose(to_numpy(model({"token_ids": IDS[:1] % 61})), folder_logits,
+                               atol=1e-4)
+    model = keras_attn.build_transformer_model(tmp_path, layer_types=kinds)
+    windows = [model.get_layer(f"Transformer-{i}-MultiHeadSelfAttention").attention_window
+               for i in range(2)]
+    assert windows == [None, 3]
+    np.testing.assert_allclose(to_numpy(model({"token_ids": IDS[:1] % 61})), overridden_logits,
+                               atol=1e-4)
+
+
 def test_grouped_query_attention_layer_checks_its_heads():
     with pytest.raises(ValueError, match=r"heads=6 and key_value_heads=4"):
         keras_attn.MultiHeadAttention(heads=6, head_size=4, key_value_heads=4)

@@ -7,10 +7,15 @@ from keras_attn.checkpoints.families.family import register_family
 
 
 def prepare_config(values, model_type):
-    """`sliding_window: null` is full causal attention; `layer_types`, which
-    transformers' Mistral does not read, is left out."""
+    """`sliding_window: null` is full causal attention. A config file's
+    `layer_types` is left out: transformers' Mistral does not read it (it
+    warns, and every layer attends within the window). An override's (the
+    values without `model_type`: `build_transformer_model(folder,
+    layer_types=[...])`) is kept, so the layers attend as it says, as
+    transformers' Ministral reads it."""
     values = llama.prepare_config(values, model_type)
-    values.pop("layer_types", None)
+    if "model_type" in values:
+        values.pop("layer_types", None)
     if "sliding_window" in values and values["sliding_window"] is None:
         del values["sliding_window"]
     return values
