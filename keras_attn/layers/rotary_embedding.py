@@ -120,11 +120,12 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def decay_pair(self, query, key, query_positions, key_positions, cached=False):
         """XPOS's decay of rotated `query` and `key` at their positions
-        (unchanged without `scale_base`), around the one centre the products
-        do not depend on: the middle of the keys in a full pass (factors near
-        1 on both sides); in a cached step (`cached`) the newest query, so
-        that every key factor is at most 1 however long the generation, with
-        keys after it (hidden by the causal mask) decayed at the centre."""
+        (unchanged without `scale_base`). The products `q_i . k_j` do not
+        depend on the centre, chosen here alone: the middle of the keys in a
+        full pass (factors near 1 on both sides); in a cached step (`cached`)
+        the newest query, so that every key factor is at most 1 however long
+        the generation, keys after it (hidden by the causal mask) decayed at
+        the centre."""
         if self.scale_base is None:
             return query, key
         if cached:
