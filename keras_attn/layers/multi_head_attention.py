@@ -87,8 +87,10 @@ class MultiHeadAttention(keras.layers.Layer):
     `heads*head_size x out_dim`, each with a bias when `use_bias` (the
     output's when `output_use_bias`).
 
-    The layer reads: project, rotate (`position_encoding`), attend, project
-    out. Attending is the kernel `keras_attn.layers.dot_product_attention.
+    The layer reads: project, rotate (`position_encoding`) at the positions
+    of the queries and keys, update the cache if any, attend, project out:
+    one computation for the full pass, a cached decoding step and
+    `attend_projected`. Attending is the kernel `keras_attn.layers.dot_product_attention.
     DotProductAttention`, called on the whole score matrix or, with
     `attention_window`, on blocks of it (`keras_attn.layers.banded`).
 
@@ -604,9 +606,23 @@ class MultiHeadAttention(keras.layers.Layer):
         cache_step=None,
     ):
         if cache is not None:
-            return self._call_cached(
-                query, cache, cache_step, attention_mask, attention_bias, distance_bias, training
+            if cache_step is None:
+                raise ValueError(
+                    f"{self.name}: a call with `cache=` needs `cache_step` (a "
+                    "`keras_attn.layers.CacheStep` saying where the new tokens go). To "
+                    "attend to keys and values computed once (an encoder's output, "
+                    "see `project_key_value`), use `attend_projected`."
+                )
+            # The caller's mask over the slots holds causality, the window
+            # and padding, from the slots' positions.
+            self._check_call_arguments(query, query, query, None, use_causal_mask=True)
+            output, _, cache = self._attend(
+                self._project_heads(query, query, query), cache_step.positions,
+                cache_step.key_positions, masking.merge_attention_masks(attention_mask),
+                attention_bias, distance_bias, training,
+                cache=cache, step=cache_step,
             )
+            return output, cache
         if value is None:
             value = query
             if value_mask is None:
@@ -618,105 +634,89 @@ class MultiHeadAttention(keras.layers.Layer):
             if key_mask is None:
                 key_mask = value_mask
         self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
-        query_heads, key_heads, value_heads, gate = self._project_heads(query, key, value)
-        if self._rotary is not None and self._clipped_rotary is None:
-            query_heads, key_heads = self._rotary(query_heads, key_heads)
-        if self.rotary_value:
-            value_positions = ops.arange(ops.shape(value_heads)[1], dtype="int32")
-            value_heads = self._rotary.rotate(value_heads, value_positions, values=True)
-        key_heads, value_heads = self._share_key_value_heads(key_heads, value_heads)
-
+        query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
         layout = banded.layout_for_call(
             self.attention_window, self.blockwise_attention, use_causal_mask,
             query, key, attention_mask, attention_bias, distance_bias, return_attention_scores,
         )
-        if layout is not None:
-            attended = banded.attend(
-                self._kernel, layout, self.attention_window, self.blockwise_attention,
-                use_causal_mask, query_heads, key_heads, value_heads,
-                attention_mask, query_mask, key_mask, distance_bias, training,
-            )
-            scores = None
-        else:
-            if distance_bias is not None:
-                query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
-                attention_bias = add_distance_bias(
-                    attention_bias, distance_bias,
-                    masking.relative_positions(query_length, key_length), key_length,
-                )
+        if layout is None:
+            band = None
             mask = masking.merge_attention_masks(
-                attention_mask=attention_mask,
-                query_mask=query_mask,
-                key_mask=key_mask,
-                use_causal_mask=use_causal_mask,
-                query_length=ops.shape(query)[1],
-                key_length=ops.shape(key)[1],
-                attention_window=self.attention_window,
+                attention_mask=attention_mask, query_mask=query_mask, key_mask=key_mask,
+                use_causal_mask=use_causal_mask, query_length=query_length,
+                key_length=key_length, attention_window=self.attention_window,
                 blockwise=self.blockwise_attention,
             )
-            attended, scores = self._kernel(
-                query_heads, key_heads, value_heads, mask, attention_bias,
-                training, return_attention_scores,
-            )
-        output = self._project_output(attended, gate)
+        else:
+            mask = None
+
+            def band(query_heads, key_heads, value_heads):
+                return banded.attend(
+                    self._kernel, layout, self.attention_window, self.blockwise_attention,
+                    use_causal_mask, query_heads, key_heads, value_heads,
+                    attention_mask, query_mask, key_mask, distance_bias, training,
+                )
+        output, scores, _ = self._attend(
+            self._project_heads(query, key, value),
+            ops.arange(query_length, dtype="int32"), ops.arange(key_length, dtype="int32"),
+            mask, attention_bias, distance_bias, training, return_attention_scores, band=band,
+        )
         if return_attention_scores:
             return output, scores
         return output
 
-    def _call_cached(
-        self, query, cache, step, attention_mask, attention_bias, distance_bias, training
+    def _attend(
+        self, heads, query_positions, key_positions, mask, attention_bias=None,
+        distance_bias=None, training=None, return_scores=False, cache=None, step=None,
+        band=None,
     ):
-        """Self-attention of `n` new tokens against a `KeyValueCache`: their
-        keys and values are written into it at `step`, then the queries
-        attend to every slot `attention_mask` keeps (which the caller builds
-        from the slots' positions: causality, the window, padding), with a
-        `distance_bias` table gathered at the slots' distances as in the
-        full pass. Returns `(output, updated_cache)`."""
-        if step is None:
-            raise ValueError(
-                f"{self.name}: a call with `cache=` needs `cache_step` (a "
-                "`keras_attn.layers.CacheStep` saying where the new tokens go). To "
-                "attend to keys and values computed once (an encoder's output, "
-                "see `project_key_value`), use `attend_projected`."
+        """The attention of the full pass, a cached step and `attend_projected`,
+        from `_project_heads`' `(queries, keys, values, gate)`: rotate the
+        queries at `query_positions` and the new keys and values at theirs
+        (`key_positions`, or in a cached step the queries'); write them into
+        `cache` at `step`, if any, and read every slot (at `key_positions`);
+        apply XPOS's decay; attend under `mask` (or on the blocks of `band`),
+        the bias tables, ReRoPE and functional relative positions taking the
+        distances `i - j` of the positions; project out. Positions None (keys
+        and values projected once, `project_key_value`) rotate nothing and
+        count distances from 0. Returns `(output, scores, cache)`."""
+        query_heads, key_heads, value_heads, gate = heads
+        rotary = self._rotary is not None and query_positions is not None
+        new_positions = key_positions if step is None else step.positions
+        if rotary and self._clipped_rotary is None:
+            query_heads, key_heads = self._rotary.rotate_pair(
+                query_heads, key_heads, query_positions, new_positions
             )
-        self._check_call_arguments(query, query, query, None, use_causal_mask=True)
-        query_heads, key_heads, value_heads, gate = self._project_heads(query, query, query)
-        # ReRoPE's keys are cached unrotated; its kernel rotates at each step.
-        if self._rotary is not None and self._clipped_rotary is None:
-            query_heads = self._rotary.rotate(query_heads, step.positions)
-            key_heads = self._rotary.rotate(key_heads, step.positions)
-        if self.rotary_value:
-            value_heads = self._rotary.rotate(value_heads, step.positions, values=True)
-        cache = cache.write(key_heads, value_heads, step)
-        keys = cache.keys
-        if self.position_encoding == "xpos":
-            # Decay relative to the newest query: key factors stay <= 1 (keys
-            # of later positions, which the mask hides, are left undecayed).
-            centre = step.positions[-1]
-            query_heads = self._rotary.decay(query_heads, step.positions, centre, sign=1.0)
-            keys = self._rotary.decay(
-                keys, ops.minimum(step.key_positions, centre), centre, sign=-1.0
+        if rotary and self.rotary_value:
+            value_heads = self._rotary.rotate(value_heads, new_positions, values=True)
+        if cache is not None:
+            cache = cache.write(key_heads, value_heads, step)
+            key_heads, value_heads = cache
+        if rotary:
+            query_heads, key_heads = self._rotary.decay_pair(
+                query_heads, key_heads, query_positions, key_positions, cached=step is not None
+            )
+        key_heads, value_heads = self._share_key_value_heads(key_heads, value_heads)
+        if band is not None:
+            return self._project_output(band(query_heads, key_heads, value_heads), gate), None, cache
+        distance = None
+        reads_distances = self.position_encoding == "functional_relative" or self._clipped_rotary
+        if distance_bias is not None or reads_distances:
+            distance = masking.relative_positions(
+                ops.shape(query_heads)[1], ops.shape(key_heads)[1], query_positions, key_positions
             )
         if distance_bias is not None:
-            length, capacity = ops.shape(query)[1], ops.shape(cache.keys)[1]
-            distance = masking.relative_positions(
-                length, capacity, step.positions, step.key_positions
+            # Entry 0 of the table is the distance of the first query to the
+            # last key (`RelativePositionBias.distance_table`).
+            attention_bias = add_distance_bias(
+                attention_bias, distance_bias, distance,
+                ops.max(key_positions) - query_positions[0] + 1,
             )
-            attention_bias = add_distance_bias(attention_bias, distance_bias, distance, length)
-        mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
-        distance = None
-        if self.position_encoding == "functional_relative" or self._clipped_rotary is not None:
-            distance = masking.relative_positions(
-                ops.shape(query)[1], ops.shape(cache.keys)[1],
-                step.positions, step.key_positions,
-            )
-        keys, values = self._share_key_value_heads(keys, cache.values)
-        attended, _ = self._kernel(
-            query_heads, keys, values, mask, attention_bias, training,
-            distance=distance,
+        attended, scores = self._kernel(
+            query_heads, key_heads, value_heads, mask, attention_bias, training,
+            return_scores, distance=distance,
         )
-        output = self._project_output(attended, gate)
-        return output, cache
+        return self._project_output(attended, gate), scores, cache
 
     def project_key_value(self, value, key=None):
         """The keys and values of `value` (and `key`, default `value`),
@@ -737,13 +737,9 @@ class MultiHeadAttention(keras.layers.Layer):
         `self(query, value=value, attention_mask=attention_mask)` without
         projecting `value` again. An encoder-decoder's decoding steps read
         each source's cross-attention keys and values this way."""
-        query_heads = self._project_queries(query)
-        mask = None if attention_mask is None else masking.to_rank4_mask(attention_mask)
-        keys, values = self._share_key_value_heads(key_value.keys, key_value.values)
-        attended, _ = self._kernel(query_heads, keys, values, mask, None, training)
-        return direct_call(
-            self.output_dense, merge_heads(attended, self.value_heads * self.head_size)
-        )
+        heads = (self._project_queries(query), key_value.keys, key_value.values, None)
+        mask = masking.merge_attention_masks(attention_mask)
+        return self._attend(heads, None, None, mask, training=training)[0]
 
     def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
         """The checks of every call, eager or symbolic (see

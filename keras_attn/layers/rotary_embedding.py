@@ -102,17 +102,37 @@ class RotaryEmbedding(keras.layers.Layer):
             )
 
     def call(self, query, key):
-        size = query.shape[-1]
-        check_even_width(self, "key_size (the last axis of query and key)", size)
         query_positions = ops.arange(ops.shape(query)[1], dtype="int32")
         key_positions = ops.arange(ops.shape(key)[1], dtype="int32")
-        length = ops.maximum(ops.shape(query)[1], ops.shape(key)[1])
-        query = self.rotate(query, query_positions, length)
-        key = self.rotate(key, key_positions, length)
+        query, key = self.rotate_pair(query, key, query_positions, key_positions)
+        return self.decay_pair(query, key, query_positions, key_positions)
+
+    def rotate_pair(self, query, key, query_positions, key_positions):
+        """RoPE's rotation of `query` and `key` at their integer positions,
+        no XPOS decay; a `dynamic` scaling reads the length `T` up to the
+        later of the two (a full pass: the longer sequence; a cached step:
+        its newest position plus one)."""
+        check_even_width(self, "key_size (the last axis of query and key)", query.shape[-1])
+        length = None
+        if self._scaling is not None and self._scaling["rope_type"] in LENGTH_DEPENDENT:
+            length = ops.maximum(ops.max(query_positions), ops.max(key_positions)) + 1
+        return self.rotate(query, query_positions, length), self.rotate(key, key_positions, length)
+
+    def decay_pair(self, query, key, query_positions, key_positions, cached=False):
+        """XPOS's decay of rotated `query` and `key` at their positions
+        (unchanged without `scale_base`). The products `q_i . k_j` do not
+        depend on the centre, chosen here alone: the middle of the keys in a
+        full pass (factors near 1 on both sides); in a cached step (`cached`)
+        the newest query, so that every key factor is at most 1 however long
+        the generation, keys after it (hidden by the causal mask) decayed at
+        the centre."""
         if self.scale_base is None:
             return query, key
-        # Both streams share one origin, so q . k still depends on i - j only.
-        centre = ops.shape(key)[1] // 2
+        if cached:
+            centre = query_positions[-1]
+            key_positions = ops.minimum(key_positions, centre)
+        else:
+            centre = ops.shape(key)[1] // 2
         return (
             self.decay(query, query_positions, centre, sign=1.0),
             self.decay(key, key_positions, centre, sign=-1.0),
