@@ -706,12 +706,12 @@ class MultiHeadAttention(keras.layers.Layer):
                 ops.shape(query_heads)[1], ops.shape(key_heads)[1], query_positions, key_positions
             )
         if distance_bias is not None:
-            # Entry 0 of the table is the distance of the first query to the
-            # last key (`RelativePositionBias.distance_table`).
-            attention_bias = add_distance_bias(
-                attention_bias, distance_bias, distance,
-                ops.max(key_positions) - query_positions[0] + 1,
-            )
+            # Entry 0 of the table is the distance `-(n - 1)`
+            # (`RelativePositionBias.distance_table`): n is the number of
+            # keys in a full pass, of new tokens in a cached step (see the
+            # `cache` argument), whatever positions the cache holds.
+            spanned = ops.shape(key_heads if step is None else query_heads)[1]
+            attention_bias = add_distance_bias(attention_bias, distance_bias, distance, spanned)
         attended, scores = self._kernel(
             query_heads, key_heads, value_heads, mask, attention_bias, training,
             return_scores, distance=distance,
