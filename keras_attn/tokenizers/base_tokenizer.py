@@ -56,6 +56,20 @@ def check_file(path, description):
     return path
 
 
+def tokenizer_file(path, files):
+    """`path` as a str, or where it is a folder the first of `files`
+    (`(file name, how a message names it)` pairs, in order of preference)
+    that it holds; a FileNotFoundError naming them when it holds none."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return path
+    for name, _ in files:
+        if os.path.isfile(os.path.join(path, name)):
+            return os.path.join(path, name)
+    wanted = " nor a ".join(description for _, description in files)
+    raise FileNotFoundError(f"Directory {path!r} holds no tokenizer: neither a {wanted}.")
+
+
 def read_json(path, description):
     """The JSON document in `path`; a ValueError naming `description` and
     the path when it is not UTF-8 JSON."""

@@ -9,6 +9,7 @@ from keras_attn.tokenizers.base_tokenizer import check_file
 from keras_attn.tokenizers.base_tokenizer import check_integer
 from keras_attn.tokenizers.base_tokenizer import check_text
 from keras_attn.tokenizers.base_tokenizer import read_json
+from keras_attn.tokenizers.base_tokenizer import tokenizer_file
 from keras_attn.tokenizers.base_tokenizer import vocabulary_of
 from keras_attn.tokenizers.sentencepiece_conversion import llama_pipeline
 
@@ -144,15 +145,10 @@ class HuggingFaceTokenizer(BaseTokenizer):
                 "path must be a checkpoint folder or the path of a tokenizer.json or tokenizer.model (str or "
                 f"os.PathLike), got {type(path).__name__}: {path!r}."
             )
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            names = [name for name in ("tokenizer.json", "tokenizer.model") if os.path.exists(os.path.join(path, name))]
-            if not names:
-                raise FileNotFoundError(
-                    f"Directory {path!r} holds no tokenizer: neither a tokenizer.json nor a "
-                    "SentencePiece tokenizer.model."
-                )
-            path = os.path.join(path, names[0])
+        path = tokenizer_file(path, [
+            ("tokenizer.json", "tokenizer.json"),
+            ("tokenizer.model", "SentencePiece tokenizer.model"),
+        ])
         tokens, settings, sources = _read_settings(os.path.dirname(path))
         if path.endswith(".model"):
             tokenizer_class = settings.get("tokenizer_class")

@@ -10,6 +10,7 @@ from keras_attn.tokenizers.base_tokenizer import MODEL_DEFAULT
 from keras_attn.tokenizers.base_tokenizer import BaseTokenizer
 from keras_attn.tokenizers.base_tokenizer import check_file
 from keras_attn.tokenizers.base_tokenizer import read_json
+from keras_attn.tokenizers.base_tokenizer import tokenizer_file
 from keras_attn.tokenizers.base_tokenizer import start_and_end_tokens
 
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
@@ -326,15 +327,9 @@ class Tokenizer(BaseTokenizer):
                 (another model, normalizer or pre-tokenizer), or lacks
                 `[UNK]`, `[CLS]` or `[SEP]` (the message names the file).
         """
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            names = [name for name in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(path, name))]
-            if not names:
-                raise FileNotFoundError(
-                    f"Directory {path!r} holds no tokenizer: neither a vocab.txt nor a "
-                    "tokenizer.json."
-                )
-            path = os.path.join(path, names[0])
+        path = tokenizer_file(path, [
+            ("vocab.txt", "vocab.txt"), ("tokenizer.json", "tokenizer.json"),
+        ])
         if path.endswith(".json"):
             return cls._from_tokenizer_json(path, do_lower_case)
         if do_lower_case is None:
