@@ -10,7 +10,6 @@ from keras_attn.models.input_contract import InputContract
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.transformer_block import TransformerBlock
-from keras_attn.models.transformer_block import apply_norm
 
 
 @register_variant("t5")
@@ -71,6 +70,10 @@ class T5(Transformer):
     # v1.0: the head is the token embedding, on `h * d_model ** -0.5`.
     tied_head = True
     default_hidden_act = "relu"
+    token_types = False
+    # The stack the template's walk runs, whose layers are named after it:
+    # the decoder, attending to the encoder (`T5Encoder`: the encoder).
+    stack = "Decoder"
 
     def __init__(self, config, application="seq2seq", padding_mask_input=False,
                  conditional_layer_norm=None, with_pool=False, with_nsp=False, **kwargs):
@@ -170,54 +173,64 @@ class T5(Transformer):
             name=f"{stack}-Embedding-Relative-Position",
         )
 
-    def make_layers(self):
-        config = self.config
-        own = self.own
-        self.embedding_masks = {}
-        self.embedding_layers = {
-            "token": own(
-                layers.TokenEmbedding(
-                    config.vocab_size,
-                    config.hidden_size,
-                    embeddings_initializer=self.initializer(),
-                    name="Embedding-Token",
-                )
+    # The template's hooks (its one walk builds T5 as every variant): the
+    # main stack is `stack`'s, and the encoder-decoder adds the encoder
+    # (`make_encoder`, run by `encode`).
+
+    def make_attention_mask(self):
+        # Padding alone: the blocks' mask is computed without a layer.
+        return None
+
+    def make_embedding_layers(self):
+        return {
+            "token": layers.TokenEmbedding(
+                self.config.vocab_size,
+                self.config.hidden_size,
+                embeddings_initializer=self.initializer(),
+                name="Embedding-Token",
             ),
             "position": None,
+            "dropout": self.dropout(f"{self.stack}-Embedding-Dropout"),
         }
-        self.encoder_layers = {
-            "dropout": own(self.dropout("Encoder-Embedding-Dropout")),
-            "position_bias": own(self.position_bias_layer("Encoder")),
-            "norm": own(self.norm("Encoder-Output-Norm")),
-            "output_dropout": own(self.dropout("Encoder-Output-Dropout")),
-        }
-        self.encoder_blocks = [
-            self.own_block(self.stack_block("Encoder", index))
-            for index in range(config.num_layers)
-        ]
-        self.make_decoder_layers()
 
-    def make_decoder_layers(self):
-        config = self.config
-        own = self.own
-        self.embedding_layers["dropout"] = own(self.dropout("Decoder-Embedding-Dropout"))
-        self.position_bias = own(self.position_bias_layer("Decoder"))
-        self.blocks = [
-            self.own_block(self.stack_block("Decoder", index))
-            for index in range(config.decoder_layers)
-        ]
-        self.output_norm = own(self.norm("Decoder-Output-Norm"))
-        self.output_dropout = own(self.dropout("Decoder-Output-Dropout"))
-        self.head_layers = {}
-        if not self.tied_head:
-            self.head_layers["lm"] = own(
-                keras.layers.Dense(
-                    config.vocab_size,
-                    use_bias=False,
-                    kernel_initializer=self.initializer(),
-                    name="Decoder-Output-LM",
-                )
+    def make_encoder(self):
+        if self.stack == "Encoder":
+            return None
+        encoder = {
+            "dropout": self.dropout("Encoder-Embedding-Dropout"),
+            "position_bias": self.position_bias_layer("Encoder"),
+            "norm": self.norm("Encoder-Output-Norm"),
+            "output_dropout": self.dropout("Encoder-Output-Dropout"),
+        }
+        blocks = [self.stack_block("Encoder", index) for index in range(self.config.num_layers)]
+        return encoder, blocks
+
+    def stack_depth(self):
+        return self.config.decoder_layers if self.stack == "Decoder" else self.config.num_layers
+
+    def make_position_bias(self):
+        return self.position_bias_layer(self.stack)
+
+    def make_block(self, index):
+        return self.stack_block(self.stack, index)
+
+    def make_output_norm(self):
+        return self.norm(f"{self.stack}-Output-Norm")
+
+    def make_output_dropout(self):
+        return self.dropout(f"{self.stack}-Output-Dropout")
+
+    def make_head_layers(self):
+        if self.tied_head or not self.with_mlm:
+            return {}
+        return {
+            "lm": keras.layers.Dense(
+                self.config.vocab_size,
+                use_bias=False,
+                kernel_initializer=self.initializer(),
+                name="Decoder-Output-LM",
             )
+        }
 
     # The passes ------------------------------------------------------------
 
@@ -239,14 +252,16 @@ class T5(Transformer):
 
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
               positions=None, condition=None):
-        """The decoder's embedding: the shared token embedding (and its
+        """The main stack's embedding: the shared token embedding (and its
         dropout in the full pass); positions enter through the bias. In the
-        full pass `padding_mask` (the decoder's real tokens) rides on it as
+        full pass the stack's real tokens (`padding_mask`, else the pad id
+        in the encoder; the decoder's ids are never padding) ride on it as
         its Keras mask."""
         if positions is not None:
             return layer_caller(True)(self.embedding_layers["token"], token_ids)
+        valid = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
         hidden = self.embedding_layers["token"](token_ids)
-        hidden = self.embedding_mask(name="Decoder-Embedding-Mask")(hidden, mask=padding_mask)
+        hidden = self.embedding_mask(name=f"{self.stack}-Embedding-Mask")(hidden, mask=valid)
         return self.embedding_layers["dropout"](hidden)
 
     def language_model_head(self, hidden, condition=None, decoding=False):
@@ -256,42 +271,6 @@ class T5(Transformer):
             scaled = hidden * (self.config.hidden_size ** -0.5)
             return run(self.embedding_layers["token"], scaled, reverse=True)
         return run(self.head_layers["lm"], hidden)
-
-    def get_inputs(self):
-        inputs = {
-            name: keras.Input((None,), dtype="int32", name=name)
-            for name in ("encoder_token_ids", "decoder_token_ids")
-        }
-        if self.padding_mask_input:
-            for name in ("encoder_padding_mask", "decoder_padding_mask"):
-                inputs[name] = keras.Input((None,), dtype="int32", name=name)
-        return inputs
-
-    def build_graph(self):
-        self.make_layers()
-        inputs = self.get_inputs()
-        encoder_output, encoder_valid = self.encode(
-            inputs["encoder_token_ids"], inputs.get("encoder_padding_mask")
-        )
-        decoder_ids = inputs["decoder_token_ids"]
-        decoder_valid = masking.real_tokens(decoder_ids, None, inputs.get("decoder_padding_mask"))
-        hidden = self.embed(decoder_ids, padding_mask=decoder_valid)
-        distance_bias = self.position_bias(hidden, by_distance=True)
-        for block in self.blocks:
-            hidden = block(
-                hidden,
-                attention_mask=ops.expand_dims(decoder_valid, 1),
-                distance_bias=distance_bias,
-                use_causal_mask=True,
-                encoder_output=encoder_output,
-                encoder_mask=ops.expand_dims(encoder_valid, 1),
-            )
-        logits = self.language_model_head(self.finish_blocks(hidden))
-        return inputs, layers.OutputMask(name="Output-Mask")(logits, mask=decoder_valid)
-
-    def finish_blocks(self, hidden, condition=None, decoding=False):
-        hidden = apply_norm(self.output_norm, hidden, None, layer_caller(decoding))
-        return hidden if decoding else self.output_dropout(hidden)
 
     def make_input_contract(self):
         limits, groups = {}, {}
@@ -311,10 +290,6 @@ class T5(Transformer):
     def arguments(self):
         return {"application": self.application, "padding_mask_input": self.padding_mask_input}
 
-
-# Decoding runs `embed`, the blocks, `finish_blocks` and
-# `language_model_head` of this class, whose `build_graph` runs them too.
-T5.decoding_follows = T5
 
 
 @register_variant("t5.1.1")
@@ -350,27 +325,10 @@ class T5Encoder(T5):
     reported unused)."""
 
     applications = ("encoder",)
+    stack = "Encoder"
 
     def __init__(self, config, application="encoder", **kwargs):
         super().__init__(config, application=application, **kwargs)
-
-    def make_decoder_layers(self):
-        self.position_bias = None
-        self.blocks = []
-        self.output_norm = None
-        self.head_layers = {}
-
-    def get_inputs(self):
-        inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
-        if self.padding_mask_input:
-            inputs["padding_mask"] = keras.Input((None,), dtype="int32", name="padding_mask")
-        return inputs
-
-    def build_graph(self):
-        self.make_layers()
-        inputs = self.get_inputs()
-        hidden, valid = self.encode(inputs["token_ids"], inputs.get("padding_mask"))
-        return inputs, layers.OutputMask(name="Output-Mask")(hidden, mask=valid)
 
     def make_input_contract(self):
         limits = {"token_ids": self.config.vocab_size}
@@ -378,5 +336,3 @@ class T5Encoder(T5):
             limits["padding_mask"] = 2
         return InputContract(limits, descriptions={"token_ids": "vocab_size"})
 
-
-T5Encoder.decoding_follows = T5Encoder

@@ -104,7 +104,13 @@ class Transformer:
       has one block's weights), `make_feed_forward(index)`, or
       `make_block(index)` for a `TransformerBlock` of its own;
     - the embeddings and the head: `embed` and `language_model_head`;
-    - the mask: `mask_diagonal` (a query never sees its own key);
+    - the mask: `mask_diagonal` (a query never sees its own key), or
+      `make_attention_mask` (None: padding alone, T5's);
+    - an encoder-decoder (`application="seq2seq"`, T5): `make_encoder` (the
+      encoder's layers and blocks) and `encode` (run once on the source;
+      the blocks' cross-attention reads it), `stack_depth`, and the names of
+      the stacks' layers through the hooks above (`make_output_norm`,
+      `make_output_dropout`, `make_block`);
     - what it supports: `applications` (the `application=` values it builds,
       keys of `APPLICATIONS`; any other is a `ValueError` naming them) and
       `checkpoint_family` (a family declared in
@@ -233,10 +239,6 @@ class Transformer:
     # `feed_forward_gated` unset): what the family's checkpoints use.
     default_hidden_act = "gelu"
     default_feed_forward_gated = False
-    # The class whose full-pass hooks decoding follows: a family with a
-    # graph of its own (T5's encoder-decoder) names itself; its subclasses'
-    # overrides of those hooks are then reported as for any variant.
-    decoding_follows = None
 
     def __init__(
         self,
@@ -298,11 +300,10 @@ class Transformer:
         """The hooks of `FULL_PASS_ONLY_HOOKS` this variant overrides:
         cached decoding runs `embed`, the blocks and `language_model_head`,
         not these, so a variant overriding one cannot generate."""
-        follows = self.decoding_follows or Transformer
         return [
             name
             for name in FULL_PASS_ONLY_HOOKS
-            if getattr(type(self), name) is not getattr(follows, name)
+            if getattr(type(self), name) is not getattr(Transformer, name)
         ]
 
     def arguments(self):
@@ -350,6 +351,47 @@ class Transformer:
         """A norm after the last block (`Output-Norm`, GPT-2's `ln_f`), or
         None (BERT)."""
         return None
+
+    def make_output_dropout(self):
+        """The dropout after `make_output_norm`'s norm (`Output-Dropout`)."""
+        return keras.layers.Dropout(self.config.dropout_rate, name="Output-Dropout")
+
+    def make_attention_mask(self):
+        """The layer computing the blocks' attention mask from the token
+        ids (`Attention-Mask`: padding, UniLM's orders, T-TA's diagonal), or
+        None for a mask of padding alone computed without a layer (T5)."""
+        return layers.AttentionMask(
+            self.mask_mode,
+            pad_token_id=self.config.pad_token_id,
+            mask_diagonal=self.mask_diagonal,
+            name="Attention-Mask",
+        )
+
+    def make_encoder(self):
+        """An encoder-decoder's encoder (`application="seq2seq"`, T5's), as
+        `(layers by role, blocks)`, which `encode` runs once on the source
+        and the blocks attend to; None for a model of one stack."""
+        return None
+
+    def encode(self, token_ids, padding_mask=None):
+        """An encoder-decoder's encoder on the source `token_ids` `(batch,
+        source_length)`: its output `(batch, source_length, hidden_size)`
+        and its real tokens (boolean `(batch, source_length)`), in the full
+        pass and for generation (which encodes each source once). A variant
+        with `make_encoder` defines it."""
+        raise ValueError(f"{type(self).__name__} has no encoder (see `make_encoder`).")
+
+    def stack_depth(self):
+        """How many blocks the main stack has (an encoder-decoder's: its
+        decoder's)."""
+        return self.config.num_layers
+
+    @property
+    def pad_token_id(self):
+        """The token id the main stack reads as padding when no
+        `padding_mask` says: the config's, or None for an encoder-decoder's
+        decoder (T5's start token is the pad id)."""
+        return None if self.application == "seq2seq" else self.config.pad_token_id
 
     def make_position_bias(self):
         """A `RelativePositionBias` (ALiBi, KERPLE, Sandwich) whose bias by
@@ -514,15 +556,9 @@ class Transformer:
     def make_layers(self):
         """Creates every layer the forward pass uses (or, bound to a built
         model, adopts the model's layers of the same names): the attention
-        mask, the embeddings, the position bias, the blocks, the head."""
-        self.attention_mask_layer = self.own(
-            layers.AttentionMask(
-                self.mask_mode,
-                pad_token_id=self.config.pad_token_id,
-                mask_diagonal=self.mask_diagonal,
-                name="Attention-Mask",
-            )
-        )
+        mask, the embeddings, an encoder-decoder's encoder, the position
+        bias, the blocks, the head."""
+        self.attention_mask_layer = self.own(self.make_attention_mask())
         self.embedding_layers = {
             role: self.own(layer) for role, layer in self.make_embedding_layers().items()
         }
@@ -530,6 +566,11 @@ class Transformer:
         self.embedding_masks = {}
         if len(self.embedding_parts()) > 1:
             self.embedding_add()
+        encoder = self.make_encoder()
+        self.encoder_layers, self.encoder_blocks = None, []
+        if encoder is not None:
+            self.encoder_layers = {role: self.own(layer) for role, layer in encoder[0].items()}
+            self.encoder_blocks = [self.own_block(block) for block in encoder[1]]
         self.position_bias = self.own(self.make_position_bias())
         if self.shared_block and len(set(self.config.layer_types or ())) > 1:
             raise ValueError(
@@ -539,14 +580,12 @@ class Transformer:
         shared = self.own_block(self.make_block(0)) if self.shared_block else None
         self.blocks = [
             shared or self.own_block(self.make_block(index))
-            for index in range(self.config.num_layers)
+            for index in range(self.stack_depth())
         ]
         self.output_norm = self.own(self.make_output_norm())
         self.output_dropout = None
         if self.output_norm is not None:
-            self.output_dropout = self.own(
-                keras.layers.Dropout(self.config.dropout_rate, name="Output-Dropout")
-            )
+            self.output_dropout = self.own(self.make_output_dropout())
         self.head_layers = {
             role: self.own(layer) for role, layer in self.make_head_layers().items()
         }
@@ -606,12 +645,32 @@ class Transformer:
         self.make_layers()
         inputs = self.get_inputs()
         self.condition = inputs.get("condition")
-        hidden = self.apply_embeddings(inputs)
-        attention_mask, distance_bias = self.block_arguments(inputs, hidden)
-        for index in range(self.config.num_layers):
-            hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias)
+        # An encoder-decoder's blocks also attend to the encoded source.
+        source = {}
+        if self.encoder_layers is not None:
+            encoded, valid = self.encode(
+                inputs["encoder_token_ids"], inputs.get("encoder_padding_mask")
+            )
+            source = {"source": (encoded, ops.expand_dims(valid, 1))}
+        stream = self.stream_inputs(inputs)
+        hidden = self.apply_embeddings(stream)
+        attention_mask, distance_bias = self.block_arguments(stream, hidden)
+        for index in range(len(self.blocks)):
+            hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias, **source)
         hidden = self.finish_blocks(hidden, self.condition)
-        return inputs, self.mask_sequence_outputs(inputs, self.apply_final_layers(hidden))
+        return inputs, self.mask_sequence_outputs(stream, self.apply_final_layers(hidden))
+
+    def stream_inputs(self, inputs):
+        """The inputs of the main stack: `inputs` as they are, or an
+        encoder-decoder's decoder inputs (`decoder_token_ids`,
+        `decoder_padding_mask`) as `token_ids` and `padding_mask`."""
+        inputs = self.inputs_by_name(inputs)
+        if "decoder_token_ids" not in inputs:
+            return inputs
+        stream = {"token_ids": inputs["decoder_token_ids"]}
+        if "decoder_padding_mask" in inputs:
+            stream["padding_mask"] = inputs["decoder_padding_mask"]
+        return stream
 
     def block_arguments(self, inputs, hidden):
         """`(attention_mask, distance_bias)`, what every block of the full
@@ -636,12 +695,17 @@ class Transformer:
         `inputs` may also be bert4keras's list, `model.inputs` (see
         `inputs_by_name`).
         """
-        inputs = self.inputs_by_name(inputs)
-        attention_mask = self.attention_mask_layer(
-            inputs["token_ids"],
-            segment_ids=inputs.get("segment_ids"),
-            padding_mask=inputs.get("padding_mask"),
-        )
+        inputs = self.stream_inputs(inputs)
+        if self.attention_mask_layer is None:
+            attention_mask = ops.expand_dims(masking.real_tokens(
+                inputs["token_ids"], self.pad_token_id, inputs.get("padding_mask")
+            ), 1)
+        else:
+            attention_mask = self.attention_mask_layer(
+                inputs["token_ids"],
+                segment_ids=inputs.get("segment_ids"),
+                padding_mask=inputs.get("padding_mask"),
+            )
         # Once per distance, O(length): windowed layers then take only the
         # blocks of their band.
         distance_bias = None
@@ -663,7 +727,7 @@ class Transformer:
         padding (`padding_mask`, else `token_ids != pad_token_id`), for the
         mask-consuming layers users stack on the model."""
         padding_mask = masking.real_tokens(
-            inputs["token_ids"], self.config.pad_token_id, inputs.get("padding_mask")
+            inputs["token_ids"], self.pad_token_id, inputs.get("padding_mask")
         )
         single = not isinstance(outputs, dict)
         named = {"output": outputs} if single else outputs
@@ -678,6 +742,12 @@ class Transformer:
         return masked["output"] if single else masked
 
     def get_inputs(self):
+        if self.application == "seq2seq":
+            stacks = ("encoder", "decoder")
+            names = [f"{stack}_token_ids" for stack in stacks]
+            if self.padding_mask_input:
+                names += [f"{stack}_padding_mask" for stack in stacks]
+            return {name: keras.Input((None,), dtype="int32", name=name) for name in names}
         inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids")}
         if self.uses_segments:
             inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
@@ -713,7 +783,7 @@ class Transformer:
         )
 
     def apply_embeddings(self, inputs):
-        inputs = self.inputs_by_name(inputs)
+        inputs = self.stream_inputs(inputs)
         return self.embed(
             inputs["token_ids"],
             inputs.get("segment_ids"),
@@ -809,7 +879,7 @@ class Transformer:
         decoding = positions is not None
         run = layer_caller(decoding)
         if not decoding:
-            padding_mask = masking.real_tokens(token_ids, config.pad_token_id, padding_mask)
+            padding_mask = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
         embedded = [run(embedding_layers["token"], token_ids)]
         if "segment" in embedding_layers:
             if segment_ids is None or config.segment_vocab_size == 1:
@@ -881,8 +951,13 @@ class Transformer:
         or `Transformer` for every index when the variant shares one block."""
         return "Transformer" if self.shared_block else f"Transformer-{index}"
 
-    def apply_main_layer(self, hidden, index, attention_mask, distance_bias=None):
-        """Block `index` on `hidden` (see `TransformerBlock`)."""
+    def apply_main_layer(self, hidden, index, attention_mask, distance_bias=None, source=None):
+        """Block `index` on `hidden` (see `TransformerBlock`); an
+        encoder-decoder's also attends to `source`, `(encoder_output,
+        encoder_mask)`."""
+        cross = {}
+        if source is not None:
+            cross = {"encoder_output": source[0], "encoder_mask": source[1]}
         return self.blocks[index](
             hidden,
             attention_mask=attention_mask,
@@ -890,6 +965,7 @@ class Transformer:
             use_causal_mask=self.causal,
             value=self.attention_value(hidden, index),
             condition=self.condition,
+            **cross,
         )
 
     def make_head_layers(self):

@@ -113,3 +113,29 @@ def test_an_encoder_alone_loads_as_t5_encoder(hf_encoder_dir):
 def test_an_encoder_alone_is_refused_as_an_encoder_decoder(hf_encoder_dir):
     with pytest.raises(ValueError, match=r"variant='t5'.*T5EncoderModel.*use variant='t5_encoder'"):
         keras_attn.build_transformer_model(hf_encoder_dir[1], variant="t5")
+
+
+@pytest.mark.parametrize("variant", ["t5", "t5.1.1", "mt5.1.1", "t5_encoder"])
+def test_t5_runs_on_the_template_s_one_walk(variant):
+    """T5 is built by the template's walk, as every variant is (issue 31,
+    item 3): it overrides none of the hooks that only the full pass runs
+    (`build_graph`, `get_inputs`, ...), so cached decoding follows what its
+    full pass computes with no exemption, and only its hooks say how it
+    differs (the encoder, the stacks' names, the mask of padding alone)."""
+    from keras_attn.models.transformer import FULL_PASS_ONLY_HOOKS
+    from keras_attn.models.transformer import Transformer
+
+    untied = variant in ("t5.1.1", "mt5.1.1")
+    model = keras_attn.build_transformer_model(
+        dict(CONFIG, tie_word_embeddings=not untied), variant=variant
+    )
+    template = model.template
+    assert template.full_pass_only_overrides() == []
+    for name in FULL_PASS_ONLY_HOOKS + ("make_layers", "block_arguments", "finish_blocks"):
+        assert getattr(type(template), name) is getattr(Transformer, name), name
+    assert not hasattr(template, "decoding_follows")
+    encoder_decoder = variant != "t5_encoder"
+    assert (template.encoder_layers is not None) == encoder_decoder
+    stack = "Decoder" if encoder_decoder else "Encoder"
+    assert template.blocks[0].attention.name == f"{stack}-Transformer-0-MultiHeadSelfAttention"
+    assert (template.blocks[0].cross_attention is not None) == encoder_decoder
