@@ -147,15 +147,32 @@ def compound_token_groups(compound_tokens, vocab_size=None):
                     "vocabulary id."
                 )
             ids.append(int(token))
-        if vocab_size is not None:
-            bad = [token for token in ids if not 0 <= token < vocab_size]
-            if bad:
-                raise ValueError(
-                    f"compound_tokens[{position}] holds ids outside the vocabulary of "
-                    f"{vocab_size} tokens (after keep_tokens): {bad[:10]}"
-                )
+        bad = [] if vocab_size is None else ids_outside(ids, vocab_size)
+        if bad:
+            raise ValueError(
+                f"compound_tokens[{position}] holds ids outside the vocabulary of "
+                f"{vocab_size} tokens (after keep_tokens): {bad}"
+            )
         groups.append(ids)
     return groups
+
+
+def ids_outside(ids, size):
+    """The distinct ids of `ids` outside `0 .. size - 1`, the first ten in
+    order (for a message)."""
+    return sorted({i for i in ids if not 0 <= i < size})[:10]
+
+
+def check_vocabulary_ids(argument, ids, entries, name, path, note=""):
+    """Raises a `CheckpointError` if `ids` (given as `argument`) index
+    outside the `entries` vocabulary entries of checkpoint variable `name`
+    in the checkpoint at `path`."""
+    bad = ids_outside(ids, entries)
+    if bad:
+        raise CheckpointError(
+            f"{argument} has ids outside the {entries} vocabulary entries of {name!r} "
+            f"in {path!r}{note}: {bad}"
+        )
 
 
 def _is_integral(value):
@@ -286,21 +303,13 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
             axis = VOCABULARY_VARIABLES[path]
             entries = shape[axis]
             if keep_tokens is not None:
-                bad = [i for i in keep_tokens if not 0 <= i < entries]
-                if bad:
-                    raise CheckpointError(
-                        f"keep_tokens has ids outside the {entries} vocabulary "
-                        f"entries of {found!r} in {reader.path!r}: {bad[:10]}"
-                    )
+                check_vocabulary_ids("keep_tokens", keep_tokens, entries, found, reader.path)
                 entries = len(keep_tokens)
             if compound_tokens:
-                bad = sorted({i for group in compound_tokens for i in group if not 0 <= i < entries})
-                if bad:
-                    raise CheckpointError(
-                        f"compound_tokens has ids outside the {entries} vocabulary "
-                        f"entries of {found!r} in {reader.path!r} (after keep_tokens): "
-                        f"{bad[:10]}"
-                    )
+                check_vocabulary_ids(
+                    "compound_tokens", [i for group in compound_tokens for i in group],
+                    entries, found, reader.path, note=" (after keep_tokens)",
+                )
                 entries += len(compound_tokens)
             shape = shape[:axis] + (entries,) + shape[axis + 1 :]
         expected = tuple(variable.shape)

@@ -1,5 +1,6 @@
 """A builder model's forward pass, a chunk of tokens at a time, with caches."""
 
+import inspect
 from typing import NamedTuple
 
 from keras import ops
@@ -77,6 +78,35 @@ class DecodingCache(NamedTuple):
         )
 
 
+# The hooks a decoding step runs besides the blocks, and the argument that
+# said "decoding" to each before `cache_step=` said it to every hook.
+LEGACY_DECODING_ARGUMENTS = {
+    "embed": "positions",
+    "finish_blocks": "decoding",
+    "language_model_head": "decoding",
+}
+
+
+def check_step_hooks(template):
+    """Refuses a variant whose `embed`, `finish_blocks` or
+    `language_model_head` would not know it runs a decoding step: one that
+    takes neither `cache_step=` nor `**kwargs` (an override written for the
+    older `positions=`/`decoding=` arguments)."""
+    for name, legacy in LEGACY_DECODING_ARGUMENTS.items():
+        parameters = inspect.signature(getattr(template, name)).parameters
+        if "cache_step" in parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+        ):
+            continue
+        older = f" (it takes `{legacy}=`, which no step gives now)" if legacy in parameters else ""
+        raise TypeError(
+            f"{type(template).__name__}.{name} takes no `cache_step`{older}: a decoding "
+            f"step calls `{name}(..., cache_step=step)` with a `CacheStep` (None in the "
+            "full pass), and the hook runs its layers by `call` when one is given "
+            "(see `keras_attn.layers.direct_call`). Add the argument."
+        )
+
+
 class CachedForward:
     """The forward pass of a builder model with `application="lm"` or
     `"unilm"`, run on a chunk of new tokens against per-block key/value
@@ -104,6 +134,9 @@ class CachedForward:
             without its template (not built by `build_transformer_model`, or
             saved by an older keras_attn), or a variant overriding a hook
             that only the full pass runs (named in the message).
+        TypeError: a variant whose `embed`, `finish_blocks` or
+            `language_model_head` takes no `cache_step` (how a decoding step
+            tells every hook that it decodes).
     """
 
     def __init__(self, model):
@@ -140,6 +173,7 @@ class CachedForward:
                 "with this variant."
             )
         self.model = model
+        check_step_hooks(template)
         self.template = template
         self.application = application
         self.causal = template.causal
@@ -285,7 +319,7 @@ class CachedForward:
         orders = masking.unilm_orders(segment_ids, cache.segment_sums)
         key_valid = write_slots(cache.key_valid, real, slot, write_rows)
         key_orders = write_slots(cache.key_orders, orders, slot, write_rows)
-        token_positions = positions
+        token_positions = None
         if self.count_from_padding:
             before = cache.real_tokens
             if write_rows is not None:
@@ -296,7 +330,7 @@ class CachedForward:
                 )
                 before = ops.where(write_rows, before, ops.sum(ops.cast(earlier, "int32"), axis=1))
             token_positions = masking.real_token_positions(real, before)
-        step = CacheStep(slot, positions, key_positions, write_rows)
+        step = CacheStep(slot, positions, key_positions, write_rows, token_positions)
 
         mask = masking.sequence_mask(
             key_valid,
@@ -324,9 +358,7 @@ class CachedForward:
             distance_bias = self.position_bias.distance_table(capacity, length)
 
         template = self.template
-        hidden = template.embed(
-            token_ids, segment_ids, positions=token_positions, condition=condition
-        )
+        hidden = template.embed(token_ids, segment_ids, condition=condition, cache_step=step)
         if self.seq2seq != (source is not None):
             raise ValueError(
                 f"{self.model.name}: an encoder-decoder's step needs the `source` "
@@ -356,5 +388,5 @@ class CachedForward:
         )
         if not logits:
             return None, cache
-        hidden = template.finish_blocks(hidden, condition, decoding=True)
-        return template.language_model_head(hidden, condition, decoding=True), cache
+        hidden = template.finish_blocks(hidden, condition, cache_step=step)
+        return template.language_model_head(hidden, condition, cache_step=step), cache

@@ -10,6 +10,9 @@ from keras import ops
 class CacheStep(NamedTuple):
     """Where the new tokens of a decoding step go, shared by every layer.
 
+    Given to a layer or a model hook, it is what says "this is a decoding
+    step" (`cache_step=`): the full pass gives none.
+
     Attributes:
         slot: int32 scalar, the cache slot of the first new token; the `n`
             new tokens fill slots `slot .. slot + n - 1`.
@@ -21,12 +24,22 @@ class CacheStep(NamedTuple):
             writes. A row that already holds these positions (a prompt
             encoded in one pass, as UniLM's source is, bidirectionally)
             keeps them.
+        token_positions: optional int32 `(batch, n)`: the rows of a
+            position table the new tokens read, where they differ from
+            `positions` (RoBERTa numbers real tokens only, negative for
+            padding); None reads `positions`.
     """
 
     slot: object
     positions: object
     key_positions: object
     write_rows: Optional[object] = None
+    token_positions: Optional[object] = None
+
+    @property
+    def embedding_positions(self):
+        """The rows of a position table the new tokens read."""
+        return self.positions if self.token_positions is None else self.token_positions
 
 
 class KeyValueCache(NamedTuple):

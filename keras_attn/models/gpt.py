@@ -69,10 +69,10 @@ class Gpt(Transformer):
             )
         }
 
-    def language_model_head(self, hidden, condition=None, decoding=False):
+    def language_model_head(self, hidden, condition=None, cache_step=None):
         """`h E^T`, the token embedding transposed, or `h W` with an untied
         head."""
-        run = layer_caller(decoding)
+        run = layer_caller(cache_step is not None)
         if "lm_decoder" in self.head_layers:
             return run(self.head_layers["lm_decoder"], hidden)
         return run(self.embedding_layers["token"], hidden, reverse=True)

@@ -82,9 +82,9 @@ class RoformerV2(Roformer):
             )
         return head
 
-    def language_model_head(self, hidden, condition=None, decoding=False):
+    def language_model_head(self, hidden, condition=None, cache_step=None):
         """`(h W_out) E^T`: the tied token embedding, no bias."""
-        run = layer_caller(decoding)
+        run = layer_caller(cache_step is not None)
         if "output_mapping" in self.head_layers:
             hidden = run(self.head_layers["output_mapping"], hidden)
         return run(self.embedding_layers["token"], hidden, reverse=True)

@@ -251,22 +251,22 @@ class T5(Transformer):
         return hidden, valid
 
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
-              positions=None, condition=None):
+              condition=None, cache_step=None):
         """The main stack's embedding: the shared token embedding (and its
         dropout in the full pass); positions enter through the bias. In the
         full pass the stack's real tokens (`padding_mask`, else the pad id
         in the encoder; the decoder's ids are never padding) ride on it as
         its Keras mask."""
-        if positions is not None:
+        if cache_step is not None:
             return layer_caller(True)(self.embedding_layers["token"], token_ids)
         valid = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
         hidden = self.embedding_layers["token"](token_ids)
         hidden = self.embedding_mask(name=f"{self.stack}-Embedding-Mask")(hidden, mask=valid)
         return self.embedding_layers["dropout"](hidden)
 
-    def language_model_head(self, hidden, condition=None, decoding=False):
+    def language_model_head(self, hidden, condition=None, cache_step=None):
         """v1.0: `(h * d_model ** -0.5) E^T`; v1.1: `Decoder-Output-LM`."""
-        run = layer_caller(decoding)
+        run = layer_caller(cache_step is not None)
         if self.tied_head:
             scaled = hidden * (self.config.hidden_size ** -0.5)
             return run(self.embedding_layers["token"], scaled, reverse=True)

@@ -713,12 +713,13 @@ class Transformer:
             distance_bias = self.position_bias(hidden, by_distance=True)
         return attention_mask, distance_bias
 
-    def finish_blocks(self, hidden, condition=None, decoding=False):
+    def finish_blocks(self, hidden, condition=None, cache_step=None):
         """The hidden states after the last block: the output norm and its
         dropout where the variant has one (`make_output_norm`), in the full
-        pass and in a decoding step."""
+        pass and in a decoding step (`cache_step` given)."""
         if self.output_norm is None:
             return hidden
+        decoding = cache_step is not None
         hidden = apply_norm(self.output_norm, hidden, condition, layer_caller(decoding))
         return hidden if decoding else self.output_dropout(hidden)
 
@@ -864,19 +865,20 @@ class Transformer:
         return masks[name]
 
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
-              positions=None, condition=None):
+              condition=None, cache_step=None):
         """`Mapping(Dropout(LN(token + segment + position)))`, the mapping only
         for factorised embeddings.
 
         The full pass numbers positions itself (from 0, or over real tokens
-        from `padding_mask` for RoBERTa); a decoding step gives `positions`,
-        int `(batch, n)` or `(n,)` (negative for padding), and runs the
-        layers by `call` (see `direct_call`). `stream` suffixes the names of
-        the parameter-free layers when a variant embeds a second stream.
+        from `padding_mask` for RoBERTa); a decoding step gives its
+        `cache_step` (`CacheStep`), whose `embedding_positions` the position
+        table reads, and runs the layers by `call` (see `direct_call`).
+        `stream` suffixes the names of the parameter-free layers when a
+        variant embeds a second stream.
         """
         config = self.config
         embedding_layers = self.embedding_layers
-        decoding = positions is not None
+        decoding = cache_step is not None
         run = layer_caller(decoding)
         if not decoding:
             padding_mask = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
@@ -889,7 +891,7 @@ class Transformer:
         position = embedding_layers["position"]
         if position is not None:
             if decoding:
-                embedded.append(run(position, token_ids, positions=positions))
+                embedded.append(run(position, token_ids, positions=cache_step.embedding_positions))
             else:
                 embedded.append(position(token_ids, padding_mask=padding_mask))
         hidden = embedded[0]
@@ -1005,11 +1007,12 @@ class Transformer:
             head["mlm_bias"] = layers.BiasAdd(name="MLM-Bias")
         return head
 
-    def language_model_head(self, hidden, condition=None, decoding=False):
+    def language_model_head(self, hidden, condition=None, cache_step=None):
         """The masked-LM logits of `hidden`: `Bias(Decoder(LN(Dense(x))))`,
-        the decoder the token embedding transposed unless untied."""
+        the decoder the token embedding transposed unless untied. A
+        decoding step gives its `cache_step`."""
         head = self.head_layers
-        run = layer_caller(decoding)
+        run = layer_caller(cache_step is not None)
         transformed = apply_norm(
             head["mlm_norm"], run(head["mlm_dense"], hidden), condition, run
         )

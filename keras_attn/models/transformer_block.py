@@ -81,8 +81,10 @@ class TransformerBlock:
             distance table of the cache's slots).
         value: keys and values other than `hidden` (T-TA's embeddings).
         condition: `(batch, width)`, for conditional norms.
-        cache, cache_step: a `KeyValueCache` and its `CacheStep`: the call
-            is then a decoding step and returns `(hidden, updated_cache)`.
+        cache, cache_step: a `KeyValueCache` and its `CacheStep`, given
+            together: the call is then a decoding step (a `cache_step` is
+            how every model hook knows it decodes) and returns `(hidden,
+            updated_cache)`.
         attention_bias: an additive bias of a decoding step's slots.
         encoder_output: `(batch, source_length, width)`, what the
             cross-attention attends to (required when the block has one);
@@ -175,7 +177,12 @@ class TransformerBlock:
         encoder_output=None,
         encoder_mask=None,
     ):
-        decoding = cache is not None
+        decoding = cache_step is not None
+        if decoding != (cache is not None):
+            raise ValueError(
+                f"{self.name}: a decoding step gives both `cache` and `cache_step`; "
+                f"received only `{'cache_step' if decoding else 'cache'}`."
+            )
         # A decoding step runs the layers by `call` where that is exact (see
         # `direct_call`); the full pass goes through Keras' `__call__`, which
         # records the graph.

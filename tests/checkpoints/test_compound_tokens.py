@@ -127,3 +127,11 @@ def test_load_checkpoint_refuses_ids_beyond_the_checkpoint(tf_bert_checkpoint):
     with pytest.raises(CheckpointError, match=r"compound_tokens has ids outside the 99 .*\[120\]"):
         keras_attn.load_checkpoint(model, prefix, compound_tokens=[[120], [1]])
     np.testing.assert_array_equal(to_numpy(model.get_layer("Embedding-Token").embeddings), before)
+
+
+def test_load_checkpoint_refuses_keep_tokens_beyond_the_checkpoint(tf_bert_checkpoint):
+    config, prefix, _ = tf_bert_checkpoint
+    model = keras_attn.build_transformer_model(config, application="mlm", vocab_size=4)
+    with pytest.raises(CheckpointError, match=r"keep_tokens has ids outside the 99 vocabulary "
+                                              r"entries of .*: \[-1, 150\]"):
+        keras_attn.load_checkpoint(model, prefix, keep_tokens=[0, 150, -1, 150])

@@ -222,3 +222,26 @@ def test_mixed_precision_generation_stays_finite(policy, restore_policy):
     assert ((generated >= 0) & (generated < CONFIG["vocab_size"])).all()
     if torch_compiles_steps():
         assert tuple(np.subtract(dynamo_counts(), before))[:2] == (1, 0)
+
+
+class OlderHeadBert(keras_attn.Transformer):
+    """A head override written for the older `decoding=` argument."""
+
+    def language_model_head(self, hidden, condition=None, decoding=False):
+        return super().language_model_head(hidden, condition) * 2.0
+
+
+def test_a_hook_without_cache_step_is_refused_by_name():
+    """A decoding step tells every hook that it decodes by `cache_step=`;
+    a hook that cannot take it would run its layers as the full pass does
+    (through Keras' `__call__`) or fail mid-compilation."""
+    keras_attn.register_variant("test_older_head", OlderHeadBert)
+    try:
+        model = keras_attn.build_transformer_model(
+            CONFIG, variant="test_older_head", application="lm"
+        )
+    finally:
+        VARIANTS.pop("test_older_head")
+    with pytest.raises(TypeError, match=r"OlderHeadBert.language_model_head takes no "
+                                        r"`cache_step` \(it takes `decoding=`"):
+        CachedForward(model)
