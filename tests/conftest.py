@@ -12,6 +12,17 @@ import re
 # fast-math reassociation either way). Set before anything imports JAX;
 # `JAX_DISABLE_MOST_OPTIMIZATIONS=0` in the environment turns it back on.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+# The same for TensorFlow's XLA programs (`jit_compile` fit steps, the
+# compiled decoding loop), which read XLA's options from `XLA_FLAGS`: these
+# two are what JAX's setting turns off in the CPU backend. Measured on this
+# suite's TensorFlow generation tests: 93 s -> 75 s. A user's own
+# `XLA_FLAGS` is kept, and `JAX_DISABLE_MOST_OPTIMIZATIONS=0` leaves both
+# backends optimising.
+if os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] != "0":
+    os.environ.setdefault(
+        "XLA_FLAGS",
+        "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true",
+    )
 
 import numpy as np
 import pytest
