@@ -2,6 +2,8 @@
 reading that Mistral, Qwen2 and Qwen3, which store the same names, share
 (`families.mistral`, `families.qwen2`, `families.qwen3`)."""
 
+import dataclasses
+
 from keras_attn.checkpoints import huggingface_llama
 from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import Marker
@@ -74,3 +76,12 @@ LLAMA = register_family(CheckpointFamily(
     markers=(Marker("self_attn.q_proj", "'llama', 'mistral', 'qwen2' or 'qwen3'", kind="shared"),),
     references=REFERENCES,
 ))
+
+
+def derived(**differences):
+    """The declaration of a family that stores LLaMA's names (Mistral,
+    Qwen2, Qwen3): LLaMA's config spellings, ignored keys, name tables and
+    transformers references, with `differences` (its name, `model_types`,
+    config reading, default variant, ...; no marker unless given: LLaMA's
+    names already say "one of these four")."""
+    return dataclasses.replace(LLAMA, **{"markers": (), **differences})

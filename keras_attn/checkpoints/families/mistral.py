@@ -2,7 +2,6 @@
 names, and a sliding window (`sliding_window`) in every layer."""
 
 from keras_attn.checkpoints.families import llama
-from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import register_family
 
 
@@ -21,7 +20,7 @@ def prepare_config(values, model_type):
     return values
 
 
-MISTRAL = register_family(CheckpointFamily(
+MISTRAL = register_family(llama.derived(
     name="mistral",
     title="Mistral",
     description="Mistral's (Hugging Face `model_type: mistral`): LLaMA's names, a "
@@ -32,8 +31,5 @@ MISTRAL = register_family(CheckpointFamily(
     config_aliases={**llama.CONFIG_ALIASES, "sliding_window": "attention_window"},
     prepare_config=prepare_config,
     config_defaults=llama.defaults(4096 * 32),
-    ignored_keys=llama.IGNORED_KEYS,
     default_variant="mistral",
-    name_tables=llama.NAME_TABLES,
-    references=llama.REFERENCES,
 ))

@@ -2,7 +2,6 @@
 with query, key and value biases."""
 
 from keras_attn.checkpoints.families import llama
-from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import register_family
 
 # The keys that say which layers attend within a window.
@@ -49,17 +48,13 @@ def prepare_config(values, model_type):
     return values
 
 
-QWEN2 = register_family(CheckpointFamily(
+QWEN2 = register_family(llama.derived(
     name="qwen2",
     title="Qwen2",
     description="Qwen2's (Hugging Face `model_type: qwen2`): LLaMA's names, query/key/value "
     "biases",
     model_types=("qwen2",),
-    config_aliases=llama.CONFIG_ALIASES,
     prepare_config=prepare_config,
     config_defaults=llama.defaults(32768),
-    ignored_keys=llama.IGNORED_KEYS,
     default_variant="qwen2",
-    name_tables=llama.NAME_TABLES,
-    references=llama.REFERENCES,
 ))
