@@ -158,8 +158,8 @@ def compound_token_groups(compound_tokens, vocab_size=None):
 
 
 def ids_outside(ids, size):
-    """The distinct ids of `ids` outside `0 .. size - 1`, the first ten in
-    order (for a message)."""
+    """The distinct ids of `ids` outside `0 .. size - 1`, the ten smallest
+    (for a message)."""
     return sorted({i for i in ids if not 0 <= i < size})[:10]
 
 

@@ -172,8 +172,8 @@ class CachedForward:
                 "`make_position_bias`, `embed`, `language_model_head`), or do not generate "
                 "with this variant."
             )
-        self.model = model
         check_step_hooks(template)
+        self.model = model
         self.template = template
         self.application = application
         self.causal = template.causal
