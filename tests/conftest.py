@@ -34,13 +34,44 @@ from tests.checkpoint_files import perturb
 from tests.checkpoint_files import write_tf_checkpoint
 
 
-@pytest.fixture(autouse=True)
-def seeded():
-    """Every test starts from the same random state (initialisers, dropout,
-    numpy's global generator), so a failure reproduces on the next run."""
+def seed_everything():
+    """Keras' global seed (initialisers, dropout), Python's and numpy's
+    generators, and torch's global generator. Keras seeds torch only on the
+    torch backend, so on JAX and TensorFlow the random `transformers`
+    models that fixtures save as checkpoints drew from an unseeded torch:
+    a different checkpoint in every run (a fine-tuning test failed one CI
+    run in many that way)."""
     import keras
 
     keras.utils.set_random_seed(0)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(0)
+
+
+class SeededFixtures:
+    """Every fixture starts from the same random state, whichever test
+    first needs it and whatever ran before (see `seed_everything`). A
+    plugin rather than a hook of this file: pytest asks a conftest's hooks
+    only about fixtures below its folder, and session fixtures belong to
+    the session."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        seed_everything()
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(SeededFixtures(), "keras_attn-seeded-fixtures")
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    """Every test starts from the same random state, so a failure
+    reproduces on the next run (`seed_everything`; the fixture hook has
+    seeded just before this fixture is set up)."""
 
 
 @pytest.fixture(scope="session")
