@@ -9,8 +9,11 @@ In one process, on the backend KERAS_BACKEND selects, this measures:
   random weights) and keras-hub's `BertBackbone` of the same size; on torch
   also keras_attn with `jit_compile=True` (Keras' steps through
   `torch.compile`) and `transformers.BertModel` in eager mode;
-- inference at batch 8 x 128 and 2 x 512, and one training step (forward,
-  backward, AdamW) at 8 x 128.
+- one call of the model on batch 1 x 8 (`model(inputs)` on inputs already
+  on the device: jitted on JAX and TensorFlow, eager without gradients on
+  torch), where the per-call overhead of the framework shows, inference
+  (`predict_on_batch`) at batch 8 x 128 and 2 x 512, and one training step
+  (forward, backward, AdamW) at 8 x 128.
 
 Every contender computes on the backend's device (transformers' model and
 inputs are moved to the GPU Keras uses; a run that would mix devices is
@@ -46,7 +49,15 @@ CONFIG = dict(
     vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
     intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2,
 )
-SHAPES = {"inference 8x128": (8, 128), "inference 2x512": (2, 512), "train step 8x128": (8, 128)}
+SHAPES = {
+    "call 1x8": (1, 8), "inference 8x128": (8, 128), "inference 2x512": (2, 512),
+    "train step 8x128": (8, 128),
+}
+
+
+def mode_of(label):
+    """`"call"`, `"inference"` or `"train"`: what a measurement runs."""
+    return {"call": "call", "inference": "inference", "train": "train"}[label.split()[0]]
 
 
 def timed_side_by_side(functions, repeats, warm_ups=None, untimed_calls=0):
@@ -149,9 +160,12 @@ def keras_runner(model, names, jit_compile=None, optimizer=None):
     optimizer = optimizer or keras.optimizers.AdamW(1e-5)
     model.compile(optimizer=optimizer, loss="mse", jit_compile=jit_compile)
 
-    def make(batch, length, training):
+    def make(batch, length, mode):
         data = inputs_for(batch, length, names)
-        if training:
+        if mode == "call":
+            # A compiled torch model's call is its eager call: no row.
+            return None if jit_compile and BACKEND == "torch" else device_forward(model, data)
+        if mode == "train":
             target = np.zeros((batch, length, 768), "float32")
             return lambda: model.train_on_batch(data, target)
         return lambda: model.predict_on_batch(data)
@@ -255,10 +269,10 @@ def transformers_eager():
     model = transformers.BertModel(transformers.BertConfig(**CONFIG)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
-    def make(batch, length, training):
+    def make(batch, length, mode):
         tokens = inputs_for(batch, length, {"tokens": "t", "segments": "s"})["t"]
         tokens = torch.from_numpy(tokens).long().to(device)
-        if training:
+        if mode == "train":
             def step():
                 model.train()
                 optimizer.zero_grad()
@@ -318,7 +332,7 @@ def write_result(result, output, filename):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="one repeat, inference 8x128 only")
+    parser.add_argument("--quick", action="store_true", help="one repeat, call 1x8 and inference 8x128 only")
     parser.add_argument("--output", default=None)
     parser.add_argument(
         "--models", nargs="*", default=None,
@@ -330,7 +344,7 @@ def main():
     )
     arguments = parser.parse_args()
     repeats = 1 if arguments.quick else arguments.repeats
-    shapes = {"inference 8x128": SHAPES["inference 8x128"]} if arguments.quick else SHAPES
+    shapes = {label: SHAPES[label] for label in ("call 1x8", "inference 8x128")} if arguments.quick else SHAPES
     if arguments.measurements:
         shapes = {label: SHAPES[label] for label in arguments.measurements}
 
@@ -355,7 +369,9 @@ def main():
     for name, factory in contenders.items():
         make = factory()
         for label, (batch, length) in shapes.items():
-            functions[name, label] = make(batch, length, label.startswith("train"))
+            function = make(batch, length, mode_of(label))
+            if function is not None:
+                functions[name, label] = function
     timings = timed_side_by_side(functions, repeats, untimed_calls=1)
     rows = []
     for (name, label), (warm_up, seconds) in timings.items():

@@ -32,6 +32,16 @@ def concrete_values(x):
     return np.asarray(keras.ops.convert_to_numpy(x))
 
 
+def torch_compiling():
+    """Whether `torch.compile` is tracing the code running now (False on
+    the other backends)."""
+    if keras.config.backend() != "torch":
+        return False
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
 def first_invalid_label(labels, num_labels, checked):
     """The first of numpy `labels` at the positions `checked` (a boolean
     array of their shape) that is not an integer id in `[0, num_labels)`:

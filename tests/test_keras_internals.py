@@ -262,3 +262,90 @@ def test_torch_adam_parallel_update_step_exists():
     from keras.src.backend.torch.optimizers import torch_adam
 
     require_method(torch_adam.Adam, "_parallel_update_step", "torch_adam_update")
+
+
+def small_functional_model():
+    """`Input -> Dense -> LayerNormalization`, and `Dense -> Add` of both."""
+    inputs = keras.Input((3,), name="features")
+    hidden = keras.layers.Dense(4, name="first")(inputs)
+    normed = keras.layers.LayerNormalization(name="norm")(hidden)
+    outputs = keras.layers.Add(name="sum")([hidden, normed])
+    return keras.Model(inputs, outputs)
+
+
+def test_functional_steps_are_the_nodes_functional_call_runs_in_order():
+    model = small_functional_model()
+    require_attribute(model, "_nodes_by_depth", "functional_steps")
+    steps = keras_internals.functional_steps(model)
+    assert [operation.name for operation, *_ in steps] == ["first", "norm", "sum"], changed(
+        "Functional", "_nodes_by_depth", "functional_steps", "other nodes or order"
+    )
+    operation, args, kwargs, outputs = steps[2]
+    assert isinstance(args[0], list) and all(isinstance(x, keras.KerasTensor) for x in args[0])
+    assert kwargs == {} and outputs == [model.output]
+    features = np.ones((2, 3), "float32")
+    require_method(type(model), "_standardize_inputs", "standardized_inputs")
+    (standardized,) = keras_internals.standardized_inputs(model, {"features": features})
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(standardized), features)
+
+
+def test_call_signature_context_arguments_and_input_conversion_flags():
+    dropout, dense = keras.layers.Dropout(0.5), built_dense()
+    for attribute in ("_call_signature", "_call_has_context_arg", "_call_context_args",
+                      "_convert_input_args"):
+        require_attribute(dense, attribute, "takes_training / call_signature / converts_inputs")
+    norm = keras.layers.LayerNormalization()
+    assert keras_internals.takes_training(dropout) and not keras_internals.takes_training(norm)
+    assert keras_internals.takes_context(dense, "training")
+    assert list(keras_internals.call_signature(dropout).parameters) == ["inputs", "training"]
+    assert keras_internals.converts_inputs(dense) is True
+    assert not keras_internals.needs_keras_call(dense)
+    dense.activity_regularizer = keras.regularizers.L2(0.1)
+    assert keras_internals.needs_keras_call(dense)
+
+
+def test_keras_masks_are_read_set_and_computed_as_call_sets_them():
+    ids = keras.ops.convert_to_tensor(np.array([[3, 0]], "int32"))
+    embedding = keras.layers.Embedding(5, 2, mask_zero=True)
+    expected = embedding(ids)
+    require_method(keras.layers.Layer, "_set_mask_metadata", "set_output_masks")
+    outputs = embedding.call(ids)
+    assert keras_internals.keras_mask(outputs) is None
+    keras_internals.set_output_masks(embedding, ids, outputs, None)
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(keras_internals.keras_mask(outputs)),
+        keras.ops.convert_to_numpy(keras_internals.keras_mask(expected)),
+        err_msg=changed("Layer", "_set_mask_metadata", "set_output_masks", "another mask"),
+    )
+    assert not keras_internals.autocast_scope_active()
+
+
+@torch_only
+def test_torch_dense_is_what_dense_call_computes():
+    import torch
+
+    require_attribute(built_dense(), "_kernel", "torch_dense")
+    rng = np.random.default_rng(0)
+    for dense in (keras.layers.Dense(5, activation="gelu"), keras.layers.Dense(5, use_bias=False)):
+        dense.build((None, 3))
+        if dense.bias is not None:
+            dense.bias.assign(rng.normal(size=5).astype("float32"))
+        inputs = torch.tensor(rng.normal(size=(2, 4, 3)).astype("float32"), requires_grad=True)
+        assert keras_internals.plain_torch_dense(dense, inputs)
+        ours = keras_internals.torch_dense(dense, inputs)
+        (gradient,) = torch.autograd.grad(ours.sum(), inputs)
+        expected = dense.call(inputs)
+        (expected_gradient,) = torch.autograd.grad(expected.sum(), inputs)
+        np.testing.assert_array_equal(
+            ours.detach().numpy(), expected.detach().numpy(),
+            err_msg=changed("Dense", "call", "torch_dense", "computes otherwise"),
+        )
+        np.testing.assert_array_equal(gradient.numpy(), expected_gradient.numpy())
+    lora = built_dense()
+    lora.enable_lora(1)
+    quantized = built_dense()
+    quantized.quantize("int8")
+    inputs = torch.ones(2, 3)
+    assert not keras_internals.plain_torch_dense(lora, inputs)
+    assert not keras_internals.plain_torch_dense(quantized, inputs)
+    assert not keras_internals.plain_torch_dense(built_dense(), inputs.double())

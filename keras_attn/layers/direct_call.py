@@ -1,33 +1,106 @@
 """Calling a layer's `call` without Keras' `__call__`, where that is exact."""
 
+import weakref
+
 import keras
 
 from keras_attn import keras_internals
+from keras_attn.concrete import torch_compiling
+
+
+def calls_directly(layer, args, kwargs):
+    """Whether `layer(*args, **kwargs)` may be computed by `call_directly`:
+    on torch, for a built layer, called with its first argument positional,
+    whose `__call__` would do nothing beyond `call` but the Keras-mask
+    bookkeeping that `call_directly` repeats.
+
+    That holds when no mixed-precision policy or autocast scope casts
+    anything, every floating tensor argument already has the layer's input
+    dtype (`__call__` would cast it), no argument is an array (it would be
+    converted) or a symbolic tensor (the call records a graph node), and
+    nothing else hooks into `__call__` (rematerialisation, an activity
+    regularizer, torch hooks, a distribution's layouts;
+    `keras_internals.needs_keras_call`). Not while `torch.compile` traces
+    (see `direct_call`).
+    """
+    if keras.config.backend() != "torch" or not layer.built or not args or torch_compiling():
+        return False
+    policy = layer.dtype_policy
+    if (
+        policy.compute_dtype != policy.variable_dtype
+        or keras_internals.needs_keras_call(layer)
+        or keras_internals.autocast_scope_active()
+        or keras.distribution.distribution() is not None
+    ):
+        return False
+    import torch
+
+    cast_to = None
+    if layer.autocast and keras_internals.converts_inputs(layer):
+        cast_to = getattr(torch, layer.input_dtype)
+    pending = [*args, *kwargs.values()]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, torch.Tensor):
+            if cast_to is not None and value.is_floating_point() and value.dtype != cast_to:
+                return False
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, keras.KerasTensor) or hasattr(value, "__array__"):
+            return False
+    return True
+
+
+def call_directly(layer, *args, **kwargs):
+    """What `layer(*args, **kwargs)` returns, computed by `layer.call` (by
+    `quantized_call` for a quantized layer, `model.quantize`, as `__call__`
+    would; a plain `keras.layers.Dense` by `keras_internals.torch_dense`,
+    the same torch ops); only where `calls_directly` says so.
+
+    Keras masks are handled as `Layer.__call__` handles them: the Keras
+    masks of the tensor arguments fill the call's `mask` argument (one
+    tensor argument) or its `<name>_mask` arguments (several), where the
+    call takes them and none is given; a layer that `supports_masking`
+    then has the masks of `compute_mask` set on its outputs.
+    """
+    kwargs, previous_mask = _with_keras_masks(layer, args, kwargs)
+    if layer.quantization_mode is not None:
+        outputs = keras_internals.quantized_call(layer, *args, **kwargs)
+    elif len(args) == 1 and keras_internals.plain_torch_dense(layer, args[0]):
+        outputs = keras_internals.torch_dense(layer, args[0])
+    else:
+        outputs = layer.call(*args, **kwargs)
+    if layer.supports_masking:
+        keras_internals.set_output_masks(layer, args[0], outputs, previous_mask)
+    return outputs
 
 
 def direct_call(layer, *args, **kwargs):
-    """`layer(*args, **kwargs)`, computed by `layer.call` on torch when the
-    layer's dtype policy is not mixed.
+    """`layer(*args, **kwargs)`, computed by `layer.call` where that is exact
+    (`calls_directly`: on torch, built, nothing for `__call__` to cast or
+    hook), through Keras' `__call__` otherwise.
 
-    Keras' `Layer.__call__` spends about 0.3 ms of Python per call on torch
+    Keras' `Layer.__call__` spends about 0.2 ms of Python per call on torch
     (flattening arguments, dtype checks, name scopes); an eager decoding step
-    makes some 150 such calls, so it would cost tens of milliseconds whatever
-    the model's size. Without a mixed policy `__call__` changes nothing that
-    `call` computes on a built layer (no autocasting), so calling `call` is
-    exact. On TensorFlow and JAX the decoding loop is traced once, and under
-    a mixed policy autocasting matters: there `__call__` is used. A quantized
-    layer (`model.quantize`) is computed by its `quantized_call`, as
-    `__call__` would.
+    makes some 150 such calls, and BERT-base's full pass over 100, so it
+    would cost tens of milliseconds whatever the model's size. On TensorFlow
+    and JAX the passes are traced once: there `__call__` is used. While
+    `torch.compile` traces (the compiled decoding step, `jit_compile=True`),
+    a built layer without a mixed policy is traced through `call` as it
+    always was: the checks would only add guards to the graph.
     """
-    policy = layer.dtype_policy
-    if (
-        keras.config.backend() == "torch"
-        and layer.built
-        and policy.compute_dtype == policy.variable_dtype
-    ):
-        if policy.quantization_mode is not None:
-            return keras_internals.quantized_call(layer, *args, **kwargs)
-        return layer.call(*args, **kwargs)
+    if calls_directly(layer, args, kwargs):
+        return call_directly(layer, *args, **kwargs)
+    if torch_compiling() and layer.built:
+        policy = layer.dtype_policy
+        if policy.compute_dtype == policy.variable_dtype:
+            # Traced by `torch.compile` (the compiled decoding step): `call`
+            # itself, as traced before, with no Keras masks to handle.
+            if layer.quantization_mode is not None:
+                return keras_internals.quantized_call(layer, *args, **kwargs)
+            return layer.call(*args, **kwargs)
     return layer(*args, **kwargs)
 
 
@@ -41,3 +114,82 @@ def layer_caller(decoding):
     """How a pass calls its layers: `direct_call` in a decoding step,
     `keras_call` in the full pass."""
     return direct_call if decoding else keras_call
+
+
+_PARAMETERS = weakref.WeakKeyDictionary()
+
+
+def _parameters(layer):
+    """`(names, positional, defaults, masks_default_none)` of `layer.call`:
+    its parameter names as a set, those taking positional arguments in
+    order, the default values by name, and whether every mask parameter
+    (`mask`, `<name>_mask`) defaults to None."""
+    found = _PARAMETERS.get(layer)
+    if found is None:
+        parameters = keras_internals.call_signature(layer).parameters.values()
+        names = {parameter.name for parameter in parameters}
+        defaults = {
+            parameter.name: parameter.default for parameter in parameters
+            if parameter.default is not parameter.empty
+        }
+        found = (
+            names,
+            [parameter.name for parameter in parameters
+             if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)],
+            defaults,
+            all(defaults.get(name) is None for name in names
+                if name == "mask" or name.endswith("_mask")),
+        )
+        _PARAMETERS[layer] = found
+    return found
+
+
+def _is_tensor_argument(value):
+    """Whether `Layer.__call__` counts `value` as a tensor argument: a
+    tensor, or a non-empty list, tuple or dict of tensors (or None)."""
+    if keras_internals.is_tensor(value):
+        return True
+    if isinstance(value, (list, tuple, dict)) and len(value) > 0:
+        return all(
+            item is None or keras_internals.is_tensor(item) for item in keras.tree.flatten(value)
+        )
+    return False
+
+
+def _masked_or_nested(value):
+    """Whether `value` is a container, or a tensor with a Keras mask."""
+    if isinstance(value, (list, tuple, dict)):
+        return True
+    return keras_internals.is_tensor(value) and keras_internals.keras_mask(value) is not None
+
+
+def _masks_of(value):
+    if keras_internals.is_tensor(value):
+        return keras_internals.keras_mask(value)
+    return keras.tree.map_structure(keras_internals.keras_mask, value)
+
+
+def _with_keras_masks(layer, args, kwargs):
+    """`(kwargs, previous_mask)` as `Layer.__call__` makes them: `kwargs`
+    with the Keras masks of the tensor arguments filled in, and the mask
+    `compute_mask` then starts from (the `mask` keyword where given, else
+    the first argument's Keras masks)."""
+    names, positional, defaults, masks_default_none = _parameters(layer)
+    if masks_default_none and not any(map(_masked_or_nested, args)) and not any(
+        map(_masked_or_nested, kwargs.values())
+    ):
+        # No Keras mask to pass: what `__call__` fills in is None, as the
+        # defaults are.
+        return kwargs, kwargs.get("mask")
+    bound = {**defaults, **dict(zip(positional, args)), **kwargs}
+    tensors = {name: value for name, value in bound.items() if _is_tensor_argument(value)}
+    if len(tensors) == 1:
+        if "mask" in names and bound.get("mask") is None:
+            kwargs = {**kwargs, "mask": _masks_of(next(iter(tensors.values())))}
+    elif len(tensors) > 1:
+        for name, value in tensors.items():
+            mask_name = f"{name}_mask"
+            if mask_name in names and bound.get(mask_name) is None:
+                kwargs = {**kwargs, mask_name: _masks_of(value)}
+    given = kwargs.get("mask")
+    return kwargs, given if given is not None else _masks_of(args[0])

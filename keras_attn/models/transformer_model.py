@@ -10,7 +10,9 @@ import keras
 import numpy as np
 
 from keras_attn import keras_internals
+from keras_attn.concrete import torch_compiling
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
+from keras_attn.models.direct_graph import DirectGraph
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
 from keras_attn.models.input_contract import is_array_like
@@ -101,6 +103,7 @@ class TransformerModel(keras.Model):
         # As JSON text: Keras would track a dict attribute as model state.
         self._template_record = None if transformer is None else json.dumps(dict(transformer))
         self._generator = None
+        self._direct_graph = None
 
     @property
     def named_inputs(self):
@@ -245,6 +248,23 @@ class TransformerModel(keras.Model):
 
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self._checked(inputs), *args, **kwargs)
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        """`Functional.call`; on torch, eagerly, the same pass with each
+        layer computed by its `call` where `__call__` would change nothing
+        (`keras_attn.models.direct_graph.DirectGraph`): the same numbers
+        without about 0.2 ms of Keras Python per layer."""
+        if (
+            keras.config.backend() != "torch"
+            or torch_compiling()
+            or any(value is not None for value in keras.tree.flatten(mask))
+            or kwargs
+            or any(isinstance(value, keras.KerasTensor) for value in keras.tree.flatten(inputs))
+        ):
+            return super().call(inputs, training=training, mask=mask, **kwargs)
+        if self._direct_graph is None:
+            self._direct_graph = DirectGraph(self)
+        return self._direct_graph(self, inputs, training)
 
     def fit(self, x=None, y=None, *args, **kwargs):
         with self._keeping_weights():
