@@ -1,5 +1,6 @@
 """Calling a layer's `call` without Keras' `__call__`, where that is exact."""
 
+import warnings
 import weakref
 
 import keras
@@ -37,7 +38,9 @@ def calls_directly(layer, args, kwargs):
 
     cast_to = None
     if layer.autocast and keras_internals.converts_inputs(layer):
-        cast_to = getattr(torch, layer.input_dtype)
+        cast_to = getattr(torch, layer.input_dtype, None)
+        if not isinstance(cast_to, torch.dtype):
+            return False
     pending = [*args, *kwargs.values()]
     while pending:
         value = pending.pop()
@@ -63,7 +66,8 @@ def call_directly(layer, *args, **kwargs):
     masks of the tensor arguments fill the call's `mask` argument (one
     tensor argument) or its `<name>_mask` arguments (several), where the
     call takes them and none is given; a layer that `supports_masking`
-    then has the masks of `compute_mask` set on its outputs.
+    then has the masks of `compute_mask` set on its outputs, another one
+    given a masked input warns that it drops the mask.
     """
     kwargs, previous_mask = _with_keras_masks(layer, args, kwargs)
     if layer.quantization_mode is not None:
@@ -74,6 +78,12 @@ def call_directly(layer, *args, **kwargs):
         outputs = layer.call(*args, **kwargs)
     if layer.supports_masking:
         keras_internals.set_output_masks(layer, args[0], outputs, previous_mask)
+    elif any(mask is not None for mask in keras.tree.flatten(previous_mask)):
+        warnings.warn(
+            f"Layer '{layer.name}' (of type {type(layer).__name__}) was passed an input "
+            "with a Keras mask, but does not support masking: its outputs carry no "
+            "mask, and later layers see none (as Keras' `Layer.__call__` warns)."
+        )
     return outputs
 
 

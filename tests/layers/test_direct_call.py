@@ -93,3 +93,14 @@ def test_what_keras_would_cast_or_convert_goes_through_keras():
     same_as_keras(dense, hidden())
     unbuilt = keras.layers.Dense(3)
     assert not calls_directly(unbuilt, (tensor(hidden()),), {})
+
+
+def test_a_layer_without_masking_given_a_masked_input_warns_as_keras_does():
+    layer = built(keras.layers.Lambda(lambda x: x * 2.0), tensor(hidden()))
+    x = tensor(hidden(), PADDING)
+    assert calls_directly(layer, (x,), {})
+    with pytest.warns(UserWarning, match="does not support masking: its outputs carry no mask"):
+        output = direct_call(layer, x)
+    assert getattr(output, "_keras_mask", None) is None
+    with pytest.warns(UserWarning, match="does not support masking"):
+        same_as_keras(layer, x)
