@@ -1,5 +1,7 @@
 """A functional model's eager torch pass without Keras' per-layer `__call__`."""
 
+import os
+
 import keras
 
 from keras_attn import keras_internals
@@ -23,7 +25,9 @@ class DirectGraph:
     (the masks of the arguments passed in, the outputs' masks set); other
     nodes go through `__call__` as before. Outputs, their Keras masks,
     dropout draws and gradients are those of `Functional.call`.
-    `TransformerModel.call` uses it on torch outside `torch.compile`.
+    `TransformerModel.call` uses it on torch outside `torch.compile`,
+    unless `KERAS_ATTN_DIRECT_PASS=0` in the environment (`enabled`), which
+    gives Keras' own pass back.
 
     Args:
         model: a functional `keras.Model` (a `keras_attn.TransformerModel`).
@@ -87,6 +91,13 @@ class DirectGraph:
         if isinstance(outputs, (list, tuple)) and len(outputs) == 1:
             return outputs[0]
         return outputs
+
+
+def enabled():
+    """Whether `TransformerModel` runs its eager torch pass by `DirectGraph`:
+    unless `KERAS_ATTN_DIRECT_PASS=0` in the environment (read at each
+    call)."""
+    return os.environ.get("KERAS_ATTN_DIRECT_PASS", "1") != "0"
 
 
 def _keys(args, kwargs):

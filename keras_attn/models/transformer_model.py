@@ -12,7 +12,7 @@ import numpy as np
 from keras_attn import keras_internals
 from keras_attn.concrete import torch_compiling
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
-from keras_attn.models.direct_graph import DirectGraph
+from keras_attn.models import direct_graph
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
 from keras_attn.models.input_contract import is_array_like
@@ -253,17 +253,19 @@ class TransformerModel(keras.Model):
         """`Functional.call`; on torch, eagerly, the same pass with each
         layer computed by its `call` where `__call__` would change nothing
         (`keras_attn.models.direct_graph.DirectGraph`): the same numbers
-        without about 0.2 ms of Keras Python per layer."""
+        without about 0.1 to 0.2 ms of Keras Python per layer.
+        `KERAS_ATTN_DIRECT_PASS=0` in the environment keeps Keras' pass."""
         if (
             keras.config.backend() != "torch"
             or torch_compiling()
+            or not direct_graph.enabled()
             or any(value is not None for value in keras.tree.flatten(mask))
             or kwargs
             or any(isinstance(value, keras.KerasTensor) for value in keras.tree.flatten(inputs))
         ):
             return super().call(inputs, training=training, mask=mask, **kwargs)
         if self._direct_graph is None:
-            self._direct_graph = DirectGraph(self)
+            self._direct_graph = direct_graph.DirectGraph(self)
         return self._direct_graph(self, inputs, training)
 
     def fit(self, x=None, y=None, *args, **kwargs):
