@@ -130,10 +130,11 @@ _PARAMETERS = weakref.WeakKeyDictionary()
 
 
 def _parameters(layer):
-    """`(names, positional, defaults, masks_default_none)` of `layer.call`:
-    its parameter names as a set, those taking positional arguments in
-    order, the default values by name, and whether every mask parameter
-    (`mask`, `<name>_mask`) defaults to None."""
+    """`(names, positional, defaults, mask_names, masks_default_none)` of
+    `layer.call`: its parameter names as a set, those taking positional
+    arguments in order, the default values by name, its mask parameters
+    (`mask`, `<name>_mask`) and whether every one of them defaults to
+    None."""
     found = _PARAMETERS.get(layer)
     if found is None:
         parameters = keras_internals.call_signature(layer).parameters.values()
@@ -142,13 +143,14 @@ def _parameters(layer):
             parameter.name: parameter.default for parameter in parameters
             if parameter.default is not parameter.empty
         }
+        mask_names = {name for name in names if name == "mask" or name.endswith("_mask")}
         found = (
             names,
             [parameter.name for parameter in parameters
              if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)],
             defaults,
-            all(defaults.get(name) is None for name in names
-                if name == "mask" or name.endswith("_mask")),
+            mask_names,
+            all(defaults.get(name) is None for name in mask_names),
         )
         _PARAMETERS[layer] = found
     return found
@@ -184,13 +186,17 @@ def _with_keras_masks(layer, args, kwargs):
     with the Keras masks of the tensor arguments filled in, and the mask
     `compute_mask` then starts from (the `mask` keyword where given, else
     the first argument's Keras masks)."""
-    names, positional, defaults, masks_default_none = _parameters(layer)
+    names, positional, defaults, mask_names, masks_default_none = _parameters(layer)
     if masks_default_none and not any(map(_masked_or_nested, args)) and not any(
         map(_masked_or_nested, kwargs.values())
     ):
         # No Keras mask to pass: what `__call__` fills in is None, as the
         # defaults are.
         return kwargs, kwargs.get("mask")
+    given = kwargs.get("mask")
+    if not mask_names:
+        # No argument for a mask to fill: only the previous mask.
+        return kwargs, given if given is not None else _masks_of(args[0])
     bound = {**defaults, **dict(zip(positional, args)), **kwargs}
     tensors = {name: value for name, value in bound.items() if _is_tensor_argument(value)}
     if len(tensors) == 1:
