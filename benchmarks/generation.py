@@ -102,6 +102,13 @@ import numpy as np
 
 import keras_attn
 import placement
+
+# torch: every decoding step shape compiles at its first call (the warm-up
+# run), so the timed runs measure the compiled step; by default keras_attn
+# compiles a shape only once its eager steps have taken what compiling
+# costs (`keras_attn.generation.generator.torch_compile_mode`).
+# `KERAS_ATTN_TORCH_COMPILE=0` measures the eager step.
+os.environ.setdefault("KERAS_ATTN_TORCH_COMPILE", "1")
 from bert_base import BACKEND
 from bert_base import CONFIG
 from bert_base import compiled_call

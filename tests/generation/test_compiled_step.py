@@ -123,3 +123,49 @@ def test_the_environment_turns_compilation_off(model, monkeypatch):
     generator.generate([[2, 7, 9]], STEPS)
     assert generator._step is None
     assert tuple(np.subtract(dynamo_counts(), before)) == (0, 0, 0)
+
+
+def test_the_compile_mode_is_read_from_the_environment(monkeypatch):
+    read = generator_module.torch_compile_mode
+    for value, mode in (("1", "always"), ("0", "never"), ("auto", "auto")):
+        monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", value)
+        assert read() == mode
+    monkeypatch.delenv("KERAS_ATTN_TORCH_COMPILE")
+    assert read() == "auto"
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "yes")
+    with pytest.raises(ValueError, match="KERAS_ATTN_TORCH_COMPILE='yes'"):
+        read()
+
+
+def test_by_default_a_shape_compiles_once_its_eager_steps_took_what_compiling_costs(
+    model, monkeypatch, capsys
+):
+    """Unset, a short generation runs eagerly (nothing compiled, nothing
+    said); once a shape's eager steps have taken
+    `COMPILE_AFTER_EAGER_SECONDS`, it compiles, says so once, and later
+    steps of that shape run the compiled graph. Tokens are greedy decoding
+    by the full pass throughout."""
+    monkeypatch.delenv("KERAS_ATTN_TORCH_COMPILE")
+    monkeypatch.setattr(keras.config, "is_interactive_logging_enabled", lambda: True)
+    generator = generator_module.Generator(model)
+    prompts = [[2, 7, 9, 11], [3, 5, 8, 4]]
+    expected = uncached_greedy(model, prompts, STEPS)
+    before = dynamo_counts()
+    np.testing.assert_array_equal(generator.generate(prompts, STEPS), expected)
+    assert tuple(np.subtract(dynamo_counts(), before)) == (0, 0, 0)
+    assert generator._step.mode == "auto" and not generator._step.compiled_shapes
+    (spent,) = generator._step.eager_seconds.values()  # one shape, timed
+    assert spent > 0
+    assert "compiling" not in capsys.readouterr().err
+
+    # As if compiling cost less than the steps so far: the next call's
+    # first step compiles, and the rest reuse the graph.
+    monkeypatch.setattr(generator_module, "COMPILE_AFTER_EAGER_SECONDS", spent / 2)
+    before = dynamo_counts()
+    np.testing.assert_array_equal(generator.generate(prompts, STEPS), expected)
+    graphs, breaks, _ = np.subtract(dynamo_counts(), before)
+    assert (graphs, breaks) == (1, 0)
+    assert len(generator._step.compiled_shapes) == 1
+    assert generator._step.eager_seconds[next(iter(generator._step.compiled_shapes))] == spent
+    err = capsys.readouterr().err
+    assert err.count("compiling the decoding step for this shape") == 1, err
