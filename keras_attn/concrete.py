@@ -24,11 +24,8 @@ def concrete_values(x):
 
         if isinstance(x, jax.core.Tracer):
             return None
-    elif backend == "torch":
-        import torch
-
-        if torch.compiler.is_compiling():
-            return None
+    elif torch_compiling():
+        return None
     return np.asarray(keras.ops.convert_to_numpy(x))
 
 

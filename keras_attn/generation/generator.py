@@ -400,7 +400,8 @@ class CompiledStep:
         self.compiled_shapes = set()
 
     def __call__(self, *args):
-        if self.failure is None and self._compiles(args):
+        shape = _step_shape(args) if self.mode == "auto" else None
+        if self.failure is None and self._compiles(shape):
             try:
                 return self.compiled(*args)
             except Exception as error:  # noqa: BLE001 - any compiler failure
@@ -417,20 +418,18 @@ class CompiledStep:
             return decoding_step(*args)
         started = time.perf_counter()
         outputs = decoding_step(*args)
-        shape = _step_shape(args)
         self.eager_seconds[shape] = self.eager_seconds.get(shape, 0.0) + (
             time.perf_counter() - started
         )
         return outputs
 
-    def _compiles(self, args):
-        """Whether this step runs compiled: always (`mode="always"`), or
-        (`"auto"`) once the eager steps of its shape have taken
-        `COMPILE_AFTER_EAGER_SECONDS` in all, what compiling one shape
-        costs (see `torch_compile_mode`)."""
+    def _compiles(self, shape):
+        """Whether a step of `shape` (`_step_shape`) runs compiled: always
+        (`mode="always"`), or (`"auto"`) once the eager steps of its shape
+        have taken `COMPILE_AFTER_EAGER_SECONDS` in all, what compiling one
+        shape costs (see `torch_compile_mode`)."""
         if self.mode != "auto":
             return True
-        shape = _step_shape(args)
         if shape in self.compiled_shapes:
             return True
         spent = self.eager_seconds.get(shape, 0.0)
