@@ -354,11 +354,6 @@ def call_signature(layer):
     return layer._call_signature
 
 
-def is_tensor(value):
-    """Whether `value` is a tensor of the backend (`keras.ops.is_tensor`)."""
-    return ops.is_tensor(value)
-
-
 def takes_context(operation, name):
     """Whether `Functional.call` hands the call-context argument `name`
     (`training`) to `operation` (`Layer._call_context_args`)."""

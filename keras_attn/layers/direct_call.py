@@ -70,12 +70,10 @@ def call_directly(layer, *args, **kwargs):
     given a masked input warns that it drops the mask.
     """
     kwargs, previous_mask = _with_keras_masks(layer, args, kwargs)
-    if layer.quantization_mode is not None:
-        outputs = keras_internals.quantized_call(layer, *args, **kwargs)
-    elif len(args) == 1 and keras_internals.plain_torch_dense(layer, args[0]):
+    if len(args) == 1 and keras_internals.plain_torch_dense(layer, args[0]):
         outputs = keras_internals.torch_dense(layer, args[0])
     else:
-        outputs = layer.call(*args, **kwargs)
+        outputs = _call(layer, args, kwargs)
     if layer.supports_masking:
         keras_internals.set_output_masks(layer, args[0], outputs, previous_mask)
     elif any(mask is not None for mask in keras.tree.flatten(previous_mask)):
@@ -108,9 +106,7 @@ def direct_call(layer, *args, **kwargs):
         if policy.compute_dtype == policy.variable_dtype:
             # Traced by `torch.compile` (the compiled decoding step): `call`
             # itself, as traced before, with no Keras masks to handle.
-            if layer.quantization_mode is not None:
-                return keras_internals.quantized_call(layer, *args, **kwargs)
-            return layer.call(*args, **kwargs)
+            return _call(layer, args, kwargs)
     return layer(*args, **kwargs)
 
 
@@ -124,6 +120,14 @@ def layer_caller(decoding):
     """How a pass calls its layers: `direct_call` in a decoding step,
     `keras_call` in the full pass."""
     return direct_call if decoding else keras_call
+
+
+def _call(layer, args, kwargs):
+    """`layer.call(*args, **kwargs)`, or `quantized_call` for a quantized
+    layer (`model.quantize`), as `Operation.__call__` picks."""
+    if layer.quantization_mode is not None:
+        return keras_internals.quantized_call(layer, *args, **kwargs)
+    return layer.call(*args, **kwargs)
 
 
 _PARAMETERS = weakref.WeakKeyDictionary()
@@ -159,11 +163,11 @@ def _parameters(layer):
 def _is_tensor_argument(value):
     """Whether `Layer.__call__` counts `value` as a tensor argument: a
     tensor, or a non-empty list, tuple or dict of tensors (or None)."""
-    if keras_internals.is_tensor(value):
+    if keras.ops.is_tensor(value):
         return True
     if isinstance(value, (list, tuple, dict)) and len(value) > 0:
         return all(
-            item is None or keras_internals.is_tensor(item) for item in keras.tree.flatten(value)
+            item is None or keras.ops.is_tensor(item) for item in keras.tree.flatten(value)
         )
     return False
 
@@ -172,11 +176,11 @@ def _masked_or_nested(value):
     """Whether `value` is a container, or a tensor with a Keras mask."""
     if isinstance(value, (list, tuple, dict)):
         return True
-    return keras_internals.is_tensor(value) and keras_internals.keras_mask(value) is not None
+    return keras.ops.is_tensor(value) and keras_internals.keras_mask(value) is not None
 
 
 def _masks_of(value):
-    if keras_internals.is_tensor(value):
+    if keras.ops.is_tensor(value):
         return keras_internals.keras_mask(value)
     return keras.tree.map_structure(keras_internals.keras_mask, value)
 
