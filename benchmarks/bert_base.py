@@ -2,18 +2,19 @@
 
 In one process, on the backend KERAS_BACKEND selects, this measures:
 
-- the machine's float32 matmul rate on that backend (a jitted 4096 x 4096
-  matmul; torch: `torch.matmul`) on the backend's device, the ceiling every
-  result is compared with;
-- keras_attn's BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, float32,
-  random weights) and keras-hub's `BertBackbone` of the same size; on torch
+- the machine's matmul rate on that backend (a jitted 4096 x 4096
+  matmul; torch: `torch.matmul`) on the backend's device, in the compute
+  dtype, the ceiling every result is compared with;
+- keras_attn's BERT-base (12 layers, hidden 768, 12 heads, FFN 3072,
+  random weights, float32 or the dtype policy `--dtype` names; transformers'
+  model is cast to its compute dtype) and keras-hub's `BertBackbone` of the same size; on torch
   also keras_attn with `jit_compile=True` (Keras' steps through
   `torch.compile`) and `transformers.BertModel` in eager mode;
 - one call of the model on batch 1 x 8 (`model(inputs)` on inputs already
   on the device: jitted on JAX and TensorFlow, eager without gradients on
   torch), where the per-call overhead of the framework shows, inference
-  (`predict_on_batch`) at batch 8 x 128 and 2 x 512, and one training step
-  (forward, backward, AdamW) at 8 x 128.
+  (`predict_on_batch`) at batch 8 x 128, 2 x 512 and (on a GPU) 32 x 512,
+  and one training step (forward, backward, AdamW) at 8 x 128.
 
 Every contender computes on the backend's device (transformers' model and
 inputs are moved to the GPU Keras uses; a run that would mix devices is
@@ -21,11 +22,13 @@ refused, `placement.check_placements`), and the result records each
 contender's device. Each number is the median of `--repeats` timed runs after a warm-up run,
 the contenders taking turns within each repetition; the warm-up (compile)
 time is reported separately. Results are written as
-JSON to `benchmarks/results/<backend>.json` and printed as a table with
+JSON to `benchmarks/results/<backend>.json` (`<backend>_<dtype>.json` for
+another dtype) and printed as a table with
 ratios to the peers and fractions of the measured matmul rate.
 
     pip install -e ".[all,benchmarks]"
     KERAS_BACKEND=jax python benchmarks/bert_base.py
+    KERAS_BACKEND=torch python benchmarks/bert_base.py --dtype bfloat16  # on a GPU
 
 Not part of the test suite.
 """
@@ -51,8 +54,13 @@ CONFIG = dict(
 )
 SHAPES = {
     "call 1x8": (1, 8), "inference 8x128": (8, 128), "inference 2x512": (2, 512),
-    "train step 8x128": (8, 128),
+    "inference 32x512": (32, 512), "train step 8x128": (8, 128),
+    "call 8x128": (8, 128), "call 32x512": (32, 512),
 }
+# Measured by default on a GPU only: 32 x 512 takes some 20 s a call on a
+# 2-core CPU, and there a call and `predict_on_batch` differ by nothing but
+# the copies between host and device, which the GPU rows separate.
+GPU_ONLY_SHAPES = ("inference 32x512", "call 8x128", "call 32x512")
 
 
 def mode_of(label):
@@ -94,8 +102,8 @@ def timed(function, repeats, warm_up=None):
     return timed_side_by_side({None: function}, repeats, warm_up and {None: warm_up})[None]
 
 
-def matmul_flops_per_second(repeats):
-    """The best float32 matmul rate over a square 4096 matmul and BERT-base's
+def matmul_flops_per_second(repeats, dtype="float32"):
+    """The best `dtype` matmul rate over a square 4096 matmul and BERT-base's
     feed-forward shape, `(1024, 768) @ (768, 3072)`, on the device the
     backend computes on."""
     rates = []
@@ -105,20 +113,20 @@ def matmul_flops_per_second(repeats):
         if BACKEND == "jax":
             import jax
 
-            x, y = jax.device_put(a), jax.device_put(b)
+            x, y = (jax.device_put(v).astype(dtype) for v in (a, b))
             function = jax.jit(lambda p, q: p @ q)
             run = lambda: function(x, y).block_until_ready()  # noqa: E731
         elif BACKEND == "tensorflow":
             import tensorflow as tf
 
-            x, y = tf.constant(a), tf.constant(b)
+            x, y = tf.cast(a, dtype), tf.cast(b, dtype)
             function = tf.function(lambda p, q: tf.matmul(p, q), jit_compile=True)
             run = lambda: function(x, y).numpy()  # noqa: E731
         else:
             import torch
 
             device = placement.torch_device()  # where Keras computes
-            x, y = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
+            x, y = (torch.from_numpy(v).to(device, getattr(torch, dtype)) for v in (a, b))
 
             def run():
                 torch.matmul(x, y)
@@ -183,10 +191,16 @@ def compiled_call(model, after=None):
     if BACKEND == "jax":
         import jax
 
-        trainable = [v.value for v in model.trainable_variables]
-        non_trainable = [v.value for v in model.non_trainable_variables]
         function = jax.jit(lambda t, n, x, *e: after(model.stateless_call(t, n, x)[0], *e))
-        return lambda inputs, *extra: function(trainable, non_trainable, inputs, *extra)
+
+        def call(inputs, *extra):
+            # The variables' current buffers: Keras' jitted predict and
+            # train steps donate the buffers they were given.
+            trainable = [v.value for v in model.trainable_variables]
+            non_trainable = [v.value for v in model.non_trainable_variables]
+            return function(trainable, non_trainable, inputs, *extra)
+
+        return call
     if BACKEND == "torch":
         import torch
 
@@ -260,13 +274,16 @@ def keras_hub():
 
 
 def transformers_eager():
-    """transformers' `BertModel` (eager, its default attention), its weights
-    and inputs on the device Keras computes on (`placement.torch_device`)."""
+    """transformers' `BertModel` (eager, its default attention: SDPA), its
+    weights and inputs on the device Keras computes on
+    (`placement.torch_device`), in the dtype of Keras' global policy
+    (`--dtype`)."""
     import torch
     import transformers
 
     device = placement.torch_device()
-    model = transformers.BertModel(transformers.BertConfig(**CONFIG)).to(device)
+    dtype = getattr(torch, keras.config.dtype_policy().compute_dtype)
+    model = transformers.BertModel(transformers.BertConfig(**CONFIG)).to(device, dtype)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     def make(batch, length, mode):
@@ -335,6 +352,11 @@ def main():
     parser.add_argument("--quick", action="store_true", help="one repeat, call 1x8 and inference 8x128 only")
     parser.add_argument("--output", default=None)
     parser.add_argument(
+        "--dtype", default="float32", choices=["float32", "bfloat16", "mixed_bfloat16"],
+        help="Keras' global dtype policy for the Keras models; transformers' model is cast to "
+             "its compute dtype, and the matmul peak is measured in it",
+    )
+    parser.add_argument(
         "--models", nargs="*", default=None,
         help="only these contenders (e.g. 'keras_attn' 'transformers (eager)'); all by default",
     )
@@ -344,13 +366,20 @@ def main():
     )
     arguments = parser.parse_args()
     repeats = 1 if arguments.quick else arguments.repeats
-    shapes = {label: SHAPES[label] for label in ("call 1x8", "inference 8x128")} if arguments.quick else SHAPES
+    keras.config.set_dtype_policy(arguments.dtype)
+    compute_dtype = keras.config.dtype_policy().compute_dtype
+    on_gpu = placement.device_kind(placement.device_name()) == "gpu"
+    shapes = {
+        label: shape for label, shape in SHAPES.items() if on_gpu or label not in GPU_ONLY_SHAPES
+    }
+    if arguments.quick:
+        shapes = {label: SHAPES[label] for label in ("call 1x8", "inference 8x128")}
     if arguments.measurements:
         shapes = {label: SHAPES[label] for label in arguments.measurements}
 
     load_before = os.getloadavg()[0]
-    peak = matmul_flops_per_second(repeats)
-    print(f"backend={BACKEND}: float32 matmul {peak / 1e9:.1f} GFLOP/s")
+    peak = matmul_flops_per_second(repeats, compute_dtype)
+    print(f"backend={BACKEND}: {compute_dtype} matmul {peak / 1e9:.1f} GFLOP/s")
     contenders = {"keras_attn": ours, "keras-hub": keras_hub}
     if BACKEND == "torch":
         contenders["keras_attn (torch.compile)"] = ours_torch_compiled
@@ -404,11 +433,13 @@ def main():
                   f"{row['speed_vs_transformers']:.2f}x transformers (eager)")
     result = {
         "devices": devices, "matmul_device": placement.device_name(),
+        "dtype_policy": arguments.dtype, "matmul_dtype": compute_dtype,
         "matmul_gflops": peak / 1e9, "repeats": repeats,
         "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
         "rows": rows,
     }
-    write_result(result, arguments.output, f"{BACKEND}.json")
+    suffix = "" if arguments.dtype == "float32" else f"_{arguments.dtype}"
+    write_result(result, arguments.output, f"{BACKEND}{suffix}.json")
 
 
 if __name__ == "__main__":

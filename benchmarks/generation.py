@@ -45,7 +45,8 @@ float32, this measures:
      directory), so the three run the same weights. keras_attn's
      `generate` against keras-hub's `GPT2CausalLM.generate` (preprocessor
      off, prompts right-padded with a padding mask, as in part 1) and, on
-     torch, against transformers' `generate` (`use_cache=True`).
+     torch, against transformers' `generate` (`use_cache=True`; on a GPU
+     also with `cache_implementation="static"`, its fastest eager setting).
    - T5-small (`--parts t5`: 6 + 6 layers, d_model 512, 8 heads, d_kv 64,
      d_ff 2048, ReLU, vocabulary 32128): one random
      `transformers.T5ForConditionalGeneration`, saved, keras_attn built from
@@ -449,10 +450,12 @@ def random_transformers_model(family, directory):
     return model
 
 
-def transformers_generator(model, prompt_ids, encoder_decoder):
+def transformers_generator(model, prompt_ids, encoder_decoder, cache_implementation=None):
     """`generate(new_tokens)`: transformers' greedy `generate` with its
-    cache, never stopping early, on the device Keras computes on; the new
-    tokens, numpy `(batch, new_tokens)`."""
+    cache (its default, dynamic one, or `cache_implementation`, e.g.
+    `"static"`: preallocated, the fastest eager configuration on a GPU),
+    never stopping early, on the device Keras computes on; the new tokens,
+    numpy `(batch, new_tokens)`."""
     import torch
     import transformers
 
@@ -466,6 +469,7 @@ def transformers_generator(model, prompt_ids, encoder_decoder):
             max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
             use_cache=True, pad_token_id=0, eos_token_id=None,
             decoder_start_token_id=0 if encoder_decoder else None,
+            **({"cache_implementation": cache_implementation} if cache_implementation else {}),
         )
         with torch.no_grad():
             output = model.generate(input_ids, attention_mask=attention_mask, generation_config=settings)
@@ -621,11 +625,16 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
                 print(f"keras-hub not measured: {keras_hub_error}")
     devices = {name: device_name() for name in generators}
     if BACKEND == "torch":
-        generators[shape["transformers"]] = transformers_generator(
-            transformers_model, prompt_ids, encoder_decoder=family == "t5"
-        )
-        same_weights.add(shape["transformers"])
-        devices[shape["transformers"]] = placement.torch_device_name(placement.torch_device())
+        # transformers' default cache and, on a GPU, its static cache.
+        caches = {shape["transformers"]: None}
+        if placement.device_kind(device_name()) == "gpu":
+            caches[f"{shape['transformers']} (static cache)"] = "static"
+        for name, cache_implementation in caches.items():
+            generators[name] = transformers_generator(
+                transformers_model, prompt_ids, family == "t5", cache_implementation
+            )
+            same_weights.add(name)
+            devices[name] = placement.torch_device_name(placement.torch_device())
     placement.check_placements(devices)
     outputs = {}
 
@@ -677,6 +686,8 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
         if name == "keras_attn":
             continue
         peer = "keras_hub" if name.startswith("keras-hub") else "transformers"
+        if name.endswith("(static cache)"):
+            peer = "transformers_static_cache"
         result[f"keras_attn_over_{peer}_tokens_per_second"] = speed["keras_attn"] / speed[name]
         if name in same_weights:
             equal = outputs[name] == outputs["keras_attn"]

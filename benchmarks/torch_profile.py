@@ -1,0 +1,125 @@
+"""Where a torch pass spends its time: Python and dispatch on the host, or
+kernels on the device.
+
+On the torch backend this profiles (`torch.profiler`), with random weights
+in float32 on the device Keras computes on:
+
+- one BERT-base inference call at batch 8 x 128 (`model(inputs)`, inputs
+  already on the device) of keras_attn and of transformers' `BertModel`
+  (eager, SDPA);
+- `--decode-tokens` greedy steps of a GPT-2 small `lm` at batch 8 (prompts
+  of 32 tokens; the step compiled first, `KERAS_ATTN_TORCH_COMPILE=1`).
+
+For each it prints the wall time per call, the device's busy time (the sum
+of its kernels' times), the number of kernel launches and the host
+operators with the most time of their own. A pass whose wall time is far
+above its device time is bound by the host, the gap issue 30 measured.
+Writes the tables to `--output` (default `torch_profile.txt`).
+
+    KERAS_BACKEND=torch python benchmarks/torch_profile.py
+
+Not part of the test suite.
+"""
+
+import argparse
+import os
+import tempfile
+import time
+
+os.environ.setdefault("KERAS_ATTN_TORCH_COMPILE", "1")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import keras_attn  # noqa: E402
+import placement  # noqa: E402
+from bert_base import CONFIG  # noqa: E402
+
+
+def profiled(name, function, calls, lines):
+    """Runs `function` twice to warm up, then `calls` times under the
+    profiler; appends a summary and the top host operators to `lines`."""
+    device = placement.torch_device()
+    for _ in range(2):
+        function()
+    placement.synchronize(device)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    start = time.perf_counter()
+    with torch.profiler.profile(activities=activities) as profile:
+        for _ in range(calls):
+            function()
+        placement.synchronize(device)
+    wall = (time.perf_counter() - start) / calls
+    events = profile.key_averages()
+    device_us = sum(getattr(e, "self_device_time_total", 0) for e in events) / calls
+    launches = sum(e.count for e in events if "LaunchKernel" in e.key) / calls
+    lines.append(
+        f"== {name}: {wall * 1e3:.2f} ms per call under the profiler, device busy "
+        f"{device_us / 1e3:.2f} ms, {launches:.0f} kernel launches per call"
+    )
+    lines.append(events.table(sort_by="self_cpu_time_total", row_limit=15))
+
+
+def bert(lines, calls):
+    import transformers
+
+    device = placement.torch_device()
+    tokens = np.random.default_rng(0).integers(1000, 30000, size=(8, 128)).astype("int32")
+    model = keras_attn.build_transformer_model(CONFIG)
+    inputs = {
+        "token_ids": keras.ops.convert_to_tensor(tokens),
+        "segment_ids": keras.ops.convert_to_tensor(np.zeros_like(tokens)),
+    }
+    reference = transformers.BertModel(transformers.BertConfig(**CONFIG)).to(device).eval()
+    ids = torch.from_numpy(tokens).long().to(device)
+
+    def ours():
+        with torch.no_grad():
+            model(inputs)
+
+    def theirs():
+        with torch.no_grad():
+            reference(input_ids=ids)
+
+    profiled("keras_attn BERT-base 8x128", ours, calls, lines)
+    profiled("transformers BERT-base 8x128", theirs, calls, lines)
+
+
+def gpt2_decode(lines, new_tokens):
+    import transformers
+
+    from generation import GPT2_SMALL
+
+    with tempfile.TemporaryDirectory() as directory:
+        transformers.GPT2LMHeadModel(transformers.GPT2Config(**GPT2_SMALL)).save_pretrained(directory)
+        model = keras_attn.build_transformer_model(directory)
+    prompts = np.random.default_rng(0).integers(1, 50000, size=(8, 32)).astype("int32")
+    profiled(
+        f"keras_attn GPT-2 small generate, batch 8, {new_tokens} new tokens",
+        lambda: model.generate(prompts, new_tokens), 1, lines,
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--decode-tokens", type=int, default=32)
+    parser.add_argument("--output", default="torch_profile.txt")
+    arguments = parser.parse_args()
+    if keras.config.backend() != "torch":
+        raise SystemExit("torch_profile.py profiles the torch backend: set KERAS_BACKEND=torch.")
+    lines = [f"device: {placement.device_name()}, torch {torch.__version__}"]
+    bert(lines, arguments.calls)
+    if arguments.decode_tokens:
+        gpt2_decode(lines, arguments.decode_tokens)
+    text = "\n".join(lines)
+    print(text)
+    with open(arguments.output, "w") as file:
+        file.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
