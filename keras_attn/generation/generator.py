@@ -12,6 +12,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn import progress
+from keras_attn.generation import step_graph
 from keras_attn.generation.cached_forward import CachedForward
 from keras_attn.generation.prompts import new_tokens
 from keras_attn.generation.prompts import prepare_prompts
@@ -280,6 +281,8 @@ class Generator:
                 tokens[:, :bucket], 0, cache, padding_mask=prompt_mask, logits=False,
                 condition=condition, source=encoded,
             )
+            if self._step is not None:
+                self._step.new_run()
             step = DecodingStep(forward, lengths, condition, encoded, self._step)
             return sampler.run_loop(step, tokens, lengths, cache, settings, seed)
 
@@ -378,6 +381,11 @@ class CompiledStep:
     compiling: it pays back after some 6,000 steps; GPT-2 small at batch 8
     steps in 70 ms and 57 ms: after some 900.
 
+    On a GPU, a compiled shape runs as a CUDA graph from its second step
+    in each `generate` call on (`step_graph.StepGraph`): one graph launch a
+    step instead of some 330 kernel launches and dynamo's guards;
+    `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` launches the kernels one by one.
+
     If compiling fails (no C++ compiler for inductor's CPU kernels, an
     unsupported device), the step logs the reason once and runs eagerly from
     then on: the same numbers, only slower. `KERAS_ATTN_TORCH_COMPILE=0` in
@@ -398,11 +406,26 @@ class CompiledStep:
         # compiled (`mode="auto"`).
         self.eager_seconds = {}
         self.compiled_shapes = set()
+        # On a GPU, per shape in this `generate` call: its `StepGraph`, or
+        # None after its first, ungraphed step; and why graphs are off for
+        # this model, if a capture failed.
+        self.graphs = {}
+        self.no_graphs = None
+
+    def new_run(self):
+        """Forgets the CUDA graphs of the previous `generate` call: a graph
+        replays the model as it was at its capture (see `StepGraph`)."""
+        self.graphs = {}
 
     def __call__(self, *args):
-        shape = _step_shape(args) if self.mode == "auto" else None
+        graphs = (
+            self.no_graphs is None and step_graph.on_gpu(args[1]) and step_graph.enabled()
+        )
+        shape = _step_shape(args) if self.mode == "auto" or graphs else None
         if self.failure is None and self._compiles(shape):
             try:
+                if graphs:
+                    return self._graphed(shape, args)
                 return self.compiled(*args)
             except Exception as error:  # noqa: BLE001 - any compiler failure
                 if not _is_compile_failure(error):
@@ -422,6 +445,28 @@ class CompiledStep:
             time.perf_counter() - started
         )
         return outputs
+
+    def _graphed(self, shape, args):
+        """The compiled step on `args`, replayed as a CUDA graph
+        (`StepGraph`) from the second step of its shape in a `generate`
+        call on: the first runs (and, once, compiles) outside any capture.
+        A step a graph cannot replay is run without one, from then on for
+        this model, with a warning."""
+        if shape not in self.graphs:
+            self.graphs[shape] = None
+            return self.compiled(*args)
+        try:
+            if self.graphs[shape] is None:
+                self.graphs[shape] = step_graph.StepGraph(self.compiled, args)
+            return self.graphs[shape](*args)
+        except step_graph.NotCapturable as error:
+            self.no_graphs, self.graphs = str(error), {}
+            logging.getLogger("keras_attn").warning(
+                "keras_attn: the compiled decoding step cannot run as a CUDA graph (%s); "
+                "launching its kernels one by one instead (same results, slower).",
+                self.no_graphs,
+            )
+            return self.compiled(*args)
 
     def _compiles(self, shape):
         """Whether a step of `shape` (`_step_shape`) runs compiled: always

@@ -1,0 +1,166 @@
+"""torch: compiled decoding steps replayed as CUDA graphs (`StepGraph`).
+
+On the CPU: the setting, and how `CompiledStep` uses graphs (with a
+stand-in for the graph: a capture per shape per `generate` call, the first
+step of a shape ungraphed, a failed capture falling back with a warning).
+On a GPU: for every registered generative variant, greedy decoding and beam
+search with graphs give the tokens and scores of the compiled steps without
+them, with one capture per shape."""
+
+import logging
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn.generation import generator as generator_module
+from keras_attn.generation import step_graph
+from keras_attn.models import VARIANTS
+from tests.generation.test_cached_forward import CASES
+from tests.generation.test_cached_forward import CONFIG
+from tests.generation.test_cached_forward import TEST_VARIANTS
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="CUDA graphs of compiled steps are torch's"
+)
+PROMPTS = [[2, 7, 9, 11], [3, 5, 8]]
+STEPS = 5
+
+
+def cuda_available():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("value, expected", [(None, True), ("1", True), ("0", False)])
+def test_graphs_are_on_unless_the_environment_turns_them_off(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", raising=False)
+    else:
+        monkeypatch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", value)
+    assert step_graph.enabled() is expected
+
+
+def test_another_setting_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", "yes")
+    with pytest.raises(ValueError, match="KERAS_ATTN_TORCH_CUDA_GRAPHS='yes'"):
+        step_graph.enabled()
+
+
+class RecordedGraph:
+    """A stand-in for `StepGraph` on the CPU: records its captures and
+    replays by calling the compiled step."""
+
+    captures = []
+    refuse = False
+
+    def __init__(self, function, args):
+        if RecordedGraph.refuse:
+            raise step_graph.NotCapturable("refused by the test")
+        RecordedGraph.captures.append(tuple(args[1].shape))
+        self.function, self.replays = function, 0
+
+    def __call__(self, *args):
+        self.replays += 1
+        return self.function(*args)
+
+
+@pytest.fixture
+def stand_in_graphs(monkeypatch):
+    monkeypatch.setattr(step_graph, "on_gpu", lambda tokens: True)
+    monkeypatch.setattr(step_graph, "StepGraph", RecordedGraph)
+    monkeypatch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", "1")
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "1")
+    RecordedGraph.captures, RecordedGraph.refuse = [], False
+    yield RecordedGraph
+    RecordedGraph.captures, RecordedGraph.refuse = [], False
+
+
+@pytest.fixture(scope="module")
+def model():
+    return keras_attn.build_transformer_model(CONFIG, application="lm")
+
+
+def ungraphed_tokens(model):
+    """Greedy tokens of `PROMPTS` from compiled steps without graphs."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", "0")
+        return generator_module.Generator(model).generate(PROMPTS, STEPS)
+
+
+def test_each_call_captures_each_shape_once_after_its_first_step(model, stand_in_graphs):
+    """The first step of a shape runs compiled, the others replay its
+    graph; the next `generate` call captures again (`new_run`)."""
+    expected = ungraphed_tokens(model)
+    generator = generator_module.Generator(model)
+    np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected)
+    (shape,) = stand_in_graphs.captures  # the token buffer's
+    assert shape[0] == len(PROMPTS)
+    calls = []
+    compiled = generator._step.compiled
+    generator._step.compiled = lambda *args: (calls.append(1), compiled(*args))[1]
+    np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected)
+    assert stand_in_graphs.captures == [shape, shape]
+    (graph,) = generator._step.graphs.values()
+    # Prompts of 4 and 3 tokens, 5 new ones: steps at positions 2 to 7.
+    assert (len(calls), graph.replays) == (6, 5)
+
+
+def test_a_step_that_cannot_be_captured_runs_compiled_and_says_why(
+    model, stand_in_graphs, caplog
+):
+    stand_in_graphs.refuse = True
+    generator = generator_module.Generator(model)
+    with caplog.at_level(logging.WARNING, logger="keras_attn"):
+        tokens = generator.generate(PROMPTS, STEPS)
+        again = generator.generate(PROMPTS, STEPS)
+    np.testing.assert_array_equal(tokens, ungraphed_tokens(model))
+    np.testing.assert_array_equal(again, tokens)
+    assert generator._step.no_graphs == "refused by the test"
+    warnings = [r for r in caplog.records if "cannot run as a CUDA graph" in r.getMessage()]
+    assert len(warnings) == 1 and "refused by the test" in warnings[0].getMessage()
+
+
+@pytest.fixture
+def registered_test_variants():
+    """test_cached_forward's own variants, registered for one test."""
+    for name, variant_class in TEST_VARIANTS.items():
+        keras_attn.register_variant(name, variant_class)
+    yield
+    for name in TEST_VARIANTS:
+        VARIANTS.pop(name, None)
+
+
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("variant, application, options", CASES)
+def test_graphed_steps_give_the_compiled_steps_tokens_and_scores(
+    variant, application, options, registered_test_variants, monkeypatch
+):
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "1")
+    model = keras_attn.build_transformer_model(
+        CONFIG, variant=variant, application=application, **options
+    )
+    generator = generator_module.Generator(model)
+    start = {"start_token_id": 0} if application == "seq2seq" else {}
+    captures = []
+    capture = step_graph.StepGraph.__init__
+
+    def counted(self, function, args):
+        captures.append(tuple(args[1].shape))
+        capture(self, function, args)
+
+    monkeypatch.setattr(step_graph.StepGraph, "__init__", counted)
+    results = {}
+    for graphs in ("0", "1"):
+        monkeypatch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", graphs)
+        greedy = generator.generate(PROMPTS, STEPS, **start)
+        beams = generator.beam_search(PROMPTS, STEPS, num_beams=3, **start)
+        results[graphs] = (greedy, *beams)
+    assert generator._step.no_graphs is None
+    # One capture per shape and call: greedy's rows, then the beams'.
+    assert captures == [(2,) + captures[0][1:], (6,) + captures[1][1:]]
+    np.testing.assert_array_equal(results["1"][0], results["0"][0])
+    np.testing.assert_array_equal(results["1"][1], results["0"][1])
+    np.testing.assert_allclose(results["1"][2], results["0"][2], rtol=1e-5, atol=1e-5)
