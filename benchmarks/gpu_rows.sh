@@ -7,6 +7,7 @@
 #
 # Parts run in order of importance; one that would start with less than a
 # minute of SECONDS_IN_ALL left is skipped (and listed as skipped).
+# PARTS="torch_gpt2 torch_bert_float32" in the environment runs those only.
 #
 # Needs keras_attn importable (PYTHONPATH or an install), keras, keras-hub,
 # JAX with CUDA, a CUDA torch and transformers. Writes each part's JSON and
@@ -24,6 +25,9 @@ part() {  # part NAME BACKEND ARGS...: one benchmark, its log in NAME.log
     local name=$1 backend=$2
     shift 2
     local started=$SECONDS left=$((total - SECONDS))
+    if [[ -n ${PARTS:-} && " $PARTS " != *" $name "* ]]; then
+        return
+    fi
     if ((left < 60)); then
         echo "$name: skipped, $left s left" | tee -a "$out/parts.txt"
         return

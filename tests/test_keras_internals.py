@@ -349,3 +349,69 @@ def test_torch_dense_is_what_dense_call_computes():
     assert not keras_internals.plain_torch_dense(lora, inputs)
     assert not keras_internals.plain_torch_dense(quantized, inputs)
     assert not keras_internals.plain_torch_dense(built_dense(), inputs.double())
+
+
+def test_reshape_uses_the_backend_for_concrete_tensors_and_ops_for_symbolic_ones():
+    from keras.src import backend
+
+    require_method(backend.numpy, "reshape", "reshape")
+    x = np.arange(12, dtype="float32").reshape(2, 6)
+    shape = keras.ops.shape(keras.ops.convert_to_tensor(x))
+    reshaped = keras_internals.reshape(keras.ops.convert_to_tensor(x), (shape[0], -1, 3))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(reshaped), x.reshape(2, 2, 3))
+    symbolic = keras_internals.reshape(keras.KerasTensor((None, 6)), (-1, 2, 3))
+    assert isinstance(symbolic, keras.KerasTensor) and symbolic.shape == (None, 2, 3)
+
+
+@torch_only
+def test_torch_layer_norm_is_what_layer_normalization_call_computes():
+    import torch
+
+    rng = np.random.default_rng(0)
+    for options in ({}, {"center": False}, {"scale": False, "epsilon": 1e-12}):
+        norm = keras.layers.LayerNormalization(**options)
+        norm.build((None, 4, 6))
+        for weight in norm.weights:
+            weight.assign(rng.normal(size=weight.shape).astype("float32"))
+        inputs = torch.tensor(rng.normal(size=(2, 4, 6)).astype("float32"), requires_grad=True)
+        assert keras_internals.plain_torch_layer_norm(norm, inputs)
+        ours = keras_internals.torch_layer_norm(norm, inputs)
+        (gradient,) = torch.autograd.grad(ours.sum(), inputs)
+        expected = norm.call(inputs)
+        (expected_gradient,) = torch.autograd.grad(expected.sum(), inputs)
+        np.testing.assert_array_equal(
+            ours.detach().numpy(), expected.detach().numpy(),
+            err_msg=changed("LayerNormalization", "call", "torch_layer_norm", "computes otherwise"),
+        )
+        np.testing.assert_array_equal(gradient.numpy(), expected_gradient.numpy())
+    inputs = torch.ones(2, 4, 6)
+    for other in (
+        keras.layers.LayerNormalization(axis=1),
+        keras.layers.LayerNormalization(rms_scaling=True),
+        keras.layers.LayerNormalization(dtype="bfloat16"),
+    ):
+        other.build((None, 4, 6))
+        assert not keras_internals.plain_torch_layer_norm(other, inputs)
+    assert not keras_internals.plain_torch_layer_norm(norm, inputs.double())
+
+
+def test_a_merge_of_an_unmasked_input_gets_no_mask_as_call_gives_it():
+    from keras.src.layers.merging.base_merge import Merge
+
+    require_method(Merge, "compute_mask", "set_output_masks")
+    x = keras.ops.convert_to_tensor(np.ones((1, 2, 3), "float32"))
+    mask = keras.ops.convert_to_tensor(np.array([[True, False]]))
+    for layer in (keras.layers.Add(), keras.layers.Multiply()):
+        layer.build([(1, 2, 3), (1, 2, 3)])
+        for masks in ([None, None], [mask, None], [mask, mask]):
+            outputs = layer.call([x, x])
+            keras_internals.set_output_masks(layer, [x, x], outputs, masks)
+            expected = layer.compute_mask([x, x], masks)
+            got = keras_internals.keras_mask(outputs)
+            assert (got is None) == (expected is None), changed(
+                "Merge", "compute_mask", "set_output_masks", "another mask"
+            )
+            if expected is not None:
+                np.testing.assert_array_equal(
+                    keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(expected)
+                )

@@ -59,8 +59,10 @@ def calls_directly(layer, args, kwargs):
 def call_directly(layer, *args, **kwargs):
     """What `layer(*args, **kwargs)` returns, computed by `layer.call` (by
     `quantized_call` for a quantized layer, `model.quantize`, as `__call__`
-    would; a plain `keras.layers.Dense` by `keras_internals.torch_dense`,
-    the same torch ops); only where `calls_directly` says so.
+    would; a plain `keras.layers.Dense` by `keras_internals.torch_dense`
+    and a plain `keras.layers.LayerNormalization` by
+    `keras_internals.torch_layer_norm`, the same torch ops); only where
+    `calls_directly` says so.
 
     Keras masks are handled as `Layer.__call__` handles them: the Keras
     masks of the tensor arguments fill the call's `mask` argument (one
@@ -72,6 +74,8 @@ def call_directly(layer, *args, **kwargs):
     kwargs, previous_mask = _with_keras_masks(layer, args, kwargs)
     if len(args) == 1 and keras_internals.plain_torch_dense(layer, args[0]):
         outputs = keras_internals.torch_dense(layer, args[0])
+    elif len(args) == 1 and keras_internals.plain_torch_layer_norm(layer, args[0]):
+        outputs = keras_internals.torch_layer_norm(layer, args[0])
     else:
         outputs = _call(layer, args, kwargs)
     if layer.supports_masking:
@@ -180,8 +184,12 @@ def _masked_or_nested(value):
 
 
 def _masks_of(value):
+    """The Keras masks of a tensor or a structure of them, in its structure
+    (None for each entry without one)."""
     if keras.ops.is_tensor(value):
         return keras_internals.keras_mask(value)
+    if type(value) in (list, tuple):
+        return type(value)(_masks_of(item) for item in value)
     return keras.tree.map_structure(keras_internals.keras_mask, value)
 
 

@@ -6,6 +6,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn import keras_internals
 from keras_attn.layers import banded
 from keras_attn.layers import masking
 from keras_attn.layers.direct_call import direct_call
@@ -40,7 +41,7 @@ def check_positive_integer(argument, value, optional=False):
 def split_heads(projected, size):
     """`(batch, length, heads * size)` -> `(batch, length, heads, size)`."""
     shape = ops.shape(projected)
-    return ops.reshape(projected, (shape[0], shape[1], -1, size))
+    return keras_internals.reshape(projected, (shape[0], shape[1], -1, size))
 
 
 def merge_heads(attended, width):
@@ -48,7 +49,7 @@ def merge_heads(attended, width):
     `width = heads * size` is passed statically (a traced kernel may not
     know it)."""
     shape = ops.shape(attended)
-    return ops.reshape(attended, (shape[0], shape[1], width))
+    return keras_internals.reshape(attended, (shape[0], shape[1], width))
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
