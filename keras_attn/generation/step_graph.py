@@ -19,13 +19,15 @@ class StepGraph:
 
     - the step's tensor arguments are copied into buffers of the graph's own
       before each replay (the tokens, the step index, the lengths: a few
-      bytes), except the cache, which the step writes in place
-      (`key_value_cache.update_slots`) and returns: the cache passed at
-      capture is the graph's, and later steps pass it back, so it is never
-      copied. A cache with other tensors (beam search reorders the rows
-      each step) is copied into it, as the compiled step would read it;
-    - the logits are the graph's buffer, overwritten by the next replay:
-      a copy is returned;
+      bytes), except the cache's keys and values, which the step writes in
+      place (`key_value_cache.update_slots`): the cache tensors passed at
+      capture are the graph's, and later steps pass them back, so they are
+      never copied. A cache with other tensors (beam search reorders the
+      rows each step) is copied into them, as the compiled step would read
+      it. The cache's small bookkeeping tensors (slot positions, validity),
+      which the step writes as new tensors, get buffers of their own too;
+    - the logits and the new bookkeeping tensors are the graph's buffers,
+      overwritten by the next replay: copies are returned;
     - the model's weights are read at their addresses as they were at the
       capture, and the guards that `torch.compile` checks on every call
       (the model's structure, its variables) are not checked between
@@ -36,14 +38,20 @@ class StepGraph:
 
     Capturing runs the step twice (once on a side stream, as CUDA requires
     before a capture, then recorded); both write the cache entries the step
-    would write, with the same values. A step that cannot be captured (an
-    argument that is not a CUDA tensor, a cache the step does not write in
-    place, an operation a graph cannot record) raises `NotCapturable`, and
-    `CompiledStep` runs the compiled step without a graph from then on:
-    the same numbers.
+    would write, with the same values. Which cache tensors the step writes
+    in place is read off that first run: a tensor whose version moved and
+    that holds what the step returns. A step that cannot be captured (an
+    argument that is not a CUDA tensor, a cache tensor written in place but
+    not returned, an operation a graph cannot record) raises
+    `NotCapturable`, and `CompiledStep` runs the compiled step without a
+    graph from then on: the same numbers.
 
-    `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` in the environment turns graphs off
-    (`enabled`).
+    Off unless `KERAS_ATTN_TORCH_CUDA_GRAPHS=1` in the environment
+    (`enabled`): the first GPU run (H200, 2026-11-26) found the cache's
+    bookkeeping tensors written as new tensors, which this version handles
+    and no GPU has run yet. It becomes the default once the GPU tests
+    (tests/generation/test_step_graph.py) pass and the benchmark measures
+    it.
 
     Args:
         function: the compiled step, `function(forward, tokens, index,
@@ -53,40 +61,54 @@ class StepGraph:
     """
 
     def __init__(self, function, args):
-        import torch
-
         forward, *rest = args
-        leaves = keras.tree.flatten(rest)
-        cache_ids = {id(leaf) for leaf in keras.tree.flatten(rest[2])}
+        parts = [keras.tree.flatten(part) for part in rest]
+        leaves = [leaf for part in parts for leaf in part]
         for leaf in leaves:
-            if leaf is not None and not (isinstance(leaf, torch.Tensor) and leaf.is_cuda):
+            if leaf is not None and not self.on_device(leaf):
                 raise NotCapturable(
                     f"a step argument is {type(leaf).__name__}, not a CUDA tensor"
                 )
-        # The cache is the graph's; every other tensor gets a buffer.
+        # Where the cache's tensors are among the leaves.
+        start = sum(len(part) for part in parts[:CACHE])
+        self.cache_leaves = slice(start, start + len(parts[CACHE]))
+        cache = leaves[self.cache_leaves]
+        # A first run, as CUDA requires before a capture, on copies of the
+        # arguments but the cache's own tensors.
+        versions = [leaf._version for leaf in cache]
+        warm = [
+            leaf if leaf is None or start <= index < self.cache_leaves.stop else leaf.clone()
+            for index, leaf in enumerate(leaves)
+        ]
+        _, written = self.warm_up(lambda: function(forward, *keras.tree.pack_sequence_as(rest, warm)))
+        written = keras.tree.flatten(written)
+        if len(written) != len(cache):
+            raise NotCapturable("the step returns a cache of another structure")
+        # The cache tensors the step wrote in place (their version moved and
+        # they hold what the step returns: the keys and values) stay the
+        # graph's; the others (slot positions, validity, written as new
+        # tensors) get buffers of the graph's own, and are returned copied.
+        self.in_place = []
+        for leaf, version, new in zip(cache, versions, written):
+            moved = leaf._version != version
+            if moved and not _equal(leaf, new):
+                raise NotCapturable("the step writes a cache tensor it does not return")
+            self.in_place.append(moved)
+        kept = {start + index for index, moved in enumerate(self.in_place) if moved}
         self.inputs = [
-            leaf if leaf is None or id(leaf) in cache_ids else leaf.clone() for leaf in leaves
+            leaf if leaf is None or index in kept else leaf.clone()
+            for index, leaf in enumerate(leaves)
         ]
         self.args = (forward, *keras.tree.pack_sequence_as(rest, self.inputs))
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            function(*self.args)
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(self.graph):
-                self.logits, self.cache = function(*self.args)
+            self.logits, self.cache = self.capture(lambda: function(*self.args))
         except Exception as error:  # noqa: BLE001 - any operation a graph cannot record
             raise NotCapturable(f"{type(error).__name__}: {error}") from error
-        written = [_address(leaf) for leaf in keras.tree.flatten(self.cache)]
-        if written != [_address(leaf) for leaf in keras.tree.flatten(self.args[3])]:
-            raise NotCapturable("the step returns a cache other than the one it was given")
 
     def __call__(self, *args):
         """The step on `args` (`(forward, tokens, index, cache, lengths,
         condition, source)` of the captured shapes): `(logits, cache)`, the
-        cache the graph's."""
+        cache's tensors written in place the graph's, the others copies."""
         leaves = keras.tree.flatten(args[1:])
         if args[0] is not self.args[0] or [_kind(leaf) for leaf in leaves] != [
             _kind(buffer) for buffer in self.inputs
@@ -95,8 +117,44 @@ class StepGraph:
         for leaf, buffer in zip(leaves, self.inputs):
             if leaf is not None and _address(leaf) != _address(buffer):
                 buffer.copy_(leaf)
+        self.replay()
+        written = keras.tree.flatten(self.cache)
+        cache = [
+            buffer if kept else new.clone()
+            for buffer, kept, new in zip(self.inputs[self.cache_leaves], self.in_place, written)
+        ]
+        return self.logits.clone(), keras.tree.pack_sequence_as(self.cache, cache)
+
+    # CUDA itself: a test stands these in on the CPU.
+
+    @staticmethod
+    def on_device(tensor):
+        """Whether `tensor` is a CUDA tensor, which a graph can hold."""
+        import torch
+
+        return isinstance(tensor, torch.Tensor) and tensor.is_cuda
+
+    def warm_up(self, run):
+        """`run()` on a side stream, as CUDA requires before a capture."""
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            outputs = run()
+        torch.cuda.current_stream().wait_stream(side)
+        return outputs
+
+    def capture(self, run):
+        """`run()` recorded as `self.graph`; its outputs, the graph's."""
+        import torch
+
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            return run()
+
+    def replay(self):
         self.graph.replay()
-        return self.logits.clone(), self.cache
 
 
 class NotCapturable(RuntimeError):
@@ -105,19 +163,31 @@ class NotCapturable(RuntimeError):
 
 def enabled():
     """Whether compiled torch decoding steps on a GPU run as CUDA graphs
-    (`StepGraph`): unless `KERAS_ATTN_TORCH_CUDA_GRAPHS=0`."""
-    value = os.environ.get("KERAS_ATTN_TORCH_CUDA_GRAPHS", "1")
+    (`StepGraph`): with `KERAS_ATTN_TORCH_CUDA_GRAPHS=1` (off by default
+    until measured on a GPU; see `StepGraph`)."""
+    value = os.environ.get("KERAS_ATTN_TORCH_CUDA_GRAPHS", "0")
     if value not in ("0", "1"):
         raise ValueError(
             f"KERAS_ATTN_TORCH_CUDA_GRAPHS={value!r}: use 1 (replay compiled decoding steps "
-            "as CUDA graphs, the default) or 0 (launch their kernels one by one)."
+            "as CUDA graphs) or 0 (launch their kernels one by one, the default)."
         )
     return value == "1"
+
+
+# The cache's place among a step's arguments after `forward`: `(tokens,
+# index, cache, lengths, condition, source)`.
+CACHE = 2
 
 
 def on_gpu(tokens):
     """Whether a step's `tokens` are a CUDA tensor (a step to graph)."""
     return getattr(tokens, "is_cuda", False)
+
+
+def _equal(tensor, other):
+    import torch
+
+    return torch.equal(tensor, other)
 
 
 def _address(tensor):

@@ -1,8 +1,10 @@
 """torch: compiled decoding steps replayed as CUDA graphs (`StepGraph`).
 
-On the CPU: the setting, and how `CompiledStep` uses graphs (with a
-stand-in for the graph: a capture per shape per `generate` call, the first
-step of a shape ungraphed, a failed capture falling back with a warning).
+On the CPU: the setting; how `CompiledStep` uses graphs (with a stand-in
+for the graph: a capture per shape per `generate` call, the first step of
+a shape ungraphed, a failed capture falling back with a warning); and
+`StepGraph`'s own buffers and copies over the compiled step, with CUDA's
+capture and replay emulated.
 On a GPU: for every registered generative variant, greedy decoding and beam
 search with graphs give the tokens and scores of the compiled steps without
 them, with one capture per shape."""
@@ -34,8 +36,8 @@ def cuda_available():
     return torch.cuda.is_available()
 
 
-@pytest.mark.parametrize("value, expected", [(None, True), ("1", True), ("0", False)])
-def test_graphs_are_on_unless_the_environment_turns_them_off(monkeypatch, value, expected):
+@pytest.mark.parametrize("value, expected", [(None, False), ("1", True), ("0", False)])
+def test_graphs_are_off_unless_the_environment_turns_them_on(monkeypatch, value, expected):
     if value is None:
         monkeypatch.delenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", raising=False)
     else:
@@ -50,8 +52,8 @@ def test_another_setting_is_a_clear_error(monkeypatch):
 
 
 class RecordedGraph:
-    """A stand-in for `StepGraph` on the CPU: records its captures and
-    replays by calling the compiled step."""
+    """A stand-in for `StepGraph` that records its captures and replays by
+    calling the compiled step."""
 
     captures = []
     refuse = False
@@ -67,58 +69,119 @@ class RecordedGraph:
         return self.function(*args)
 
 
+class CpuStepGraph(step_graph.StepGraph):
+    """`StepGraph` with CUDA emulated on the CPU: the capture runs the step
+    and keeps it; a replay runs it again on the graph's buffers and writes
+    its outputs into the captured ones, as a graph writes its fixed
+    buffers. Everything else (which arguments get buffers, which cache
+    tensors are written in place, what is copied and returned) is
+    `StepGraph`'s own."""
+
+    made = []
+
+    def __init__(self, function, args):
+        super().__init__(function, args)
+        CpuStepGraph.made.append(self)
+
+    @staticmethod
+    def on_device(tensor):
+        import torch
+
+        return isinstance(tensor, torch.Tensor)
+
+    def warm_up(self, run):
+        return run()
+
+    def capture(self, run):
+        self.run = run
+        return run()
+
+    def replay(self):
+        logits, cache = self.run()
+        self.logits.copy_(logits)
+        for captured, new in zip(keras.tree.flatten(self.cache), keras.tree.flatten(cache)):
+            if captured is not new:
+                captured.copy_(new)
+
+
 @pytest.fixture
-def stand_in_graphs(monkeypatch):
+def graphs_on(monkeypatch):
+    """Graphs on, for a step on any device, all compiled at once."""
     monkeypatch.setattr(step_graph, "on_gpu", lambda tokens: True)
-    monkeypatch.setattr(step_graph, "StepGraph", RecordedGraph)
     monkeypatch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", "1")
     monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "1")
-    RecordedGraph.captures, RecordedGraph.refuse = [], False
-    yield RecordedGraph
-    RecordedGraph.captures, RecordedGraph.refuse = [], False
+    RecordedGraph.captures, RecordedGraph.refuse, CpuStepGraph.made = [], False, []
+    yield monkeypatch
+    RecordedGraph.captures, RecordedGraph.refuse, CpuStepGraph.made = [], False, []
 
 
 @pytest.fixture(scope="module")
-def model():
-    return keras_attn.build_transformer_model(CONFIG, application="lm")
+def generator():
+    """One generator for the module, so that each step shape compiles once."""
+    model = keras_attn.build_transformer_model(CONFIG, application="lm")
+    return generator_module.Generator(model)
 
 
-def ungraphed_tokens(model):
-    """Greedy tokens of `PROMPTS` from compiled steps without graphs."""
+@pytest.fixture(scope="module")
+def expected(generator):
+    """Greedy tokens, and beam search's tokens and scores, of `PROMPTS`
+    from the compiled steps without graphs."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KERAS_ATTN_TORCH_COMPILE", "1")
         patch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", "0")
-        return generator_module.Generator(model).generate(PROMPTS, STEPS)
+        return generator.generate(PROMPTS, STEPS), generator.beam_search(PROMPTS, STEPS, 3)
 
 
-def test_each_call_captures_each_shape_once_after_its_first_step(model, stand_in_graphs):
+def test_each_call_captures_each_shape_once_after_its_first_step(generator, expected, graphs_on):
     """The first step of a shape runs compiled, the others replay its
     graph; the next `generate` call captures again (`new_run`)."""
-    expected = ungraphed_tokens(model)
-    generator = generator_module.Generator(model)
-    np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected)
-    (shape,) = stand_in_graphs.captures  # the token buffer's
+    graphs_on.setattr(step_graph, "StepGraph", RecordedGraph)
+    np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected[0])
+    (shape,) = RecordedGraph.captures  # the token buffer's
     assert shape[0] == len(PROMPTS)
     calls = []
     compiled = generator._step.compiled
-    generator._step.compiled = lambda *args: (calls.append(1), compiled(*args))[1]
-    np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected)
-    assert stand_in_graphs.captures == [shape, shape]
+    graphs_on.setattr(
+        generator._step, "compiled", lambda *args: (calls.append(1), compiled(*args))[1]
+    )
+    np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected[0])
+    assert RecordedGraph.captures == [shape, shape]
     (graph,) = generator._step.graphs.values()
     # Prompts of 4 and 3 tokens, 5 new ones: steps at positions 2 to 7.
     assert (len(calls), graph.replays) == (6, 5)
 
 
+def test_graph_buffers_give_the_compiled_steps_tokens_and_scores(generator, expected, graphs_on):
+    """`StepGraph`'s own bookkeeping (CUDA emulated on the CPU) over the
+    compiled step: greedy decoding, and beam search, whose reordered caches
+    are copied into the graph's, give the tokens and scores of the
+    compiled steps without graphs. The keys and values are written in
+    place and kept; the slot positions and validity are not."""
+    graphs_on.setattr(step_graph, "StepGraph", CpuStepGraph)
+    np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected[0])
+    tokens, scores = generator.beam_search(PROMPTS, STEPS, 3)
+    assert generator._step.no_graphs is None and len(CpuStepGraph.made) == 2
+    np.testing.assert_array_equal(tokens, expected[1][0])
+    np.testing.assert_allclose(scores, expected[1][1], rtol=1e-6, atol=1e-6)
+    for graph in CpuStepGraph.made:
+        cache = graph.inputs[graph.cache_leaves]
+        kept = [len(leaf.shape) for leaf, in_place in zip(cache, graph.in_place) if in_place]
+        # Two tables a layer, (rows, capacity, heads, size); nothing else.
+        assert kept == [4] * 2 * CONFIG["num_hidden_layers"]
+
+
 def test_a_step_that_cannot_be_captured_runs_compiled_and_says_why(
-    model, stand_in_graphs, caplog
+    generator, expected, graphs_on, caplog
 ):
-    stand_in_graphs.refuse = True
-    generator = generator_module.Generator(model)
+    graphs_on.setattr(step_graph, "StepGraph", RecordedGraph)
+    RecordedGraph.refuse = True
     with caplog.at_level(logging.WARNING, logger="keras_attn"):
         tokens = generator.generate(PROMPTS, STEPS)
         again = generator.generate(PROMPTS, STEPS)
-    np.testing.assert_array_equal(tokens, ungraphed_tokens(model))
+    np.testing.assert_array_equal(tokens, expected[0])
     np.testing.assert_array_equal(again, tokens)
     assert generator._step.no_graphs == "refused by the test"
+    generator._step.no_graphs = None  # the module's other tests use graphs
     warnings = [r for r in caplog.records if "cannot run as a CUDA graph" in r.getMessage()]
     assert len(warnings) == 1 and "refused by the test" in warnings[0].getMessage()
 
