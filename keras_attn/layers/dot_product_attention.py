@@ -430,12 +430,12 @@ def torch_scaled_dot_product(query, key, value, mask, bias, scale):
         while additive.dim() < 4:
             additive = additive[None]
     if mask is not None:
-        negative = torch.tensor(large_negative(keras.backend.standardize_dtype(dtype)), dtype=dtype,
-                                device=query.device)
-        zero = torch.zeros((), dtype=dtype, device=query.device)
-        mask = ops.convert_to_tensor(mask, "bool")
-        folded = torch.where(mask, zero if additive is None else additive, negative)
-        additive = folded
+        # The large negative as a Python number (torch rounds it to the
+        # tensor's dtype, as `torch.tensor` would): no host-to-device copy
+        # per layer on a GPU.
+        negative = large_negative(keras.backend.standardize_dtype(dtype))
+        kept = query.new_zeros(()) if additive is None else additive
+        additive = torch.where(ops.convert_to_tensor(mask, "bool"), kept, negative)
     attended = torch.nn.functional.scaled_dot_product_attention(
         query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
         attn_mask=additive, scale=scale,
