@@ -311,6 +311,34 @@ def transformers_eager():
     return make
 
 
+def torch_eager_calls(config, tokens):
+    """`(ours, theirs)`: one eager call without gradients of keras_attn's
+    BERT (`model(inputs)`) and of transformers' `BertModel` of `config`,
+    on int32 `tokens` (segment 0) already on the device Keras computes on
+    (torch only; each returns without waiting for the device)."""
+    import torch
+    import transformers
+
+    model = keras_attn.build_transformer_model(config)
+    inputs = {
+        "token_ids": keras.ops.convert_to_tensor(tokens),
+        "segment_ids": keras.ops.convert_to_tensor(np.zeros_like(tokens)),
+    }
+    device = placement.torch_device()
+    reference = transformers.BertModel(transformers.BertConfig(**config)).to(device).eval()
+    ids = torch.from_numpy(tokens).long().to(device)
+
+    def ours():
+        with torch.no_grad():
+            model(inputs)
+
+    def theirs():
+        with torch.no_grad():
+            reference(input_ids=ids)
+
+    return ours, theirs
+
+
 def versions():
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version

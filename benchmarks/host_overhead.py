@@ -20,8 +20,8 @@ import os
 import keras
 import numpy as np
 
-import keras_attn
 from bert_base import timed_side_by_side
+from bert_base import torch_eager_calls
 from bert_base import write_result
 
 CONFIG = dict(
@@ -38,26 +38,10 @@ def main():
     if keras.config.backend() != "torch":
         raise SystemExit("host_overhead.py measures the torch backend: set KERAS_BACKEND=torch.")
     import torch
-    import transformers
 
     torch.set_num_threads(1)
     tokens = np.random.default_rng(0).integers(1, 999, size=(1, 8)).astype("int32")
-    model = keras_attn.build_transformer_model(CONFIG)
-    inputs = {
-        "token_ids": keras.ops.convert_to_tensor(tokens),
-        "segment_ids": keras.ops.convert_to_tensor(np.zeros_like(tokens)),
-    }
-    reference = transformers.BertModel(transformers.BertConfig(**CONFIG)).eval()
-    ids = torch.from_numpy(tokens).long()
-
-    def ours():
-        with torch.no_grad():
-            model(inputs)
-
-    def theirs():
-        with torch.no_grad():
-            reference(input_ids=ids)
-
+    ours, theirs = torch_eager_calls(CONFIG, tokens)
     for _ in range(3):  # warm-up calls beyond timed_side_by_side's one
         ours(), theirs()
     timings = timed_side_by_side(

@@ -35,6 +35,7 @@ import torch  # noqa: E402
 import keras_attn  # noqa: E402
 import placement  # noqa: E402
 from bert_base import CONFIG  # noqa: E402
+from bert_base import torch_eager_calls  # noqa: E402
 
 
 def profiled(name, function, calls, lines):
@@ -64,26 +65,8 @@ def profiled(name, function, calls, lines):
 
 
 def bert(lines, calls):
-    import transformers
-
-    device = placement.torch_device()
     tokens = np.random.default_rng(0).integers(1000, 30000, size=(8, 128)).astype("int32")
-    model = keras_attn.build_transformer_model(CONFIG)
-    inputs = {
-        "token_ids": keras.ops.convert_to_tensor(tokens),
-        "segment_ids": keras.ops.convert_to_tensor(np.zeros_like(tokens)),
-    }
-    reference = transformers.BertModel(transformers.BertConfig(**CONFIG)).to(device).eval()
-    ids = torch.from_numpy(tokens).long().to(device)
-
-    def ours():
-        with torch.no_grad():
-            model(inputs)
-
-    def theirs():
-        with torch.no_grad():
-            reference(input_ids=ids)
-
+    ours, theirs = torch_eager_calls(CONFIG, tokens)
     profiled("keras_attn BERT-base 8x128", ours, calls, lines)
     profiled("transformers BERT-base 8x128", theirs, calls, lines)
 

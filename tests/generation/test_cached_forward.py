@@ -94,16 +94,6 @@ def generative_cases():
 CASES = list(generative_cases()) + WINDOWED_CASES
 
 
-@pytest.fixture
-def test_variants():
-    """The test's variants registered for one test."""
-    for name, variant_class in TEST_VARIANTS.items():
-        keras_attn.register_variant(name, variant_class)
-    yield
-    for name in TEST_VARIANTS:
-        VARIANTS.pop(name, None)
-
-
 def test_the_cases_cover_the_registry():
     """A variant registered later joins the cases by itself; this fails if
     the cases stop being drawn from the registry."""
@@ -123,7 +113,9 @@ def sequences(pad_token_id, seed=0):
 
 
 @pytest.mark.parametrize("variant, application, options", CASES)
-def test_each_cached_step_equals_the_full_pass(variant, application, options, test_variants):
+def test_each_cached_step_equals_the_full_pass(
+    variant, application, options, registered_test_variants
+):
     model = keras_attn.build_transformer_model(
         CONFIG, variant=variant, application=application, **options
     )

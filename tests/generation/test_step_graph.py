@@ -18,10 +18,8 @@ import pytest
 import keras_attn
 from keras_attn.generation import generator as generator_module
 from keras_attn.generation import step_graph
-from keras_attn.models import VARIANTS
 from tests.generation.test_cached_forward import CASES
 from tests.generation.test_cached_forward import CONFIG
-from tests.generation.test_cached_forward import TEST_VARIANTS
 
 pytestmark = pytest.mark.skipif(
     keras.config.backend() != "torch", reason="CUDA graphs of compiled steps are torch's"
@@ -184,16 +182,6 @@ def test_a_step_that_cannot_be_captured_runs_compiled_and_says_why(
     generator._step.no_graphs = None  # the module's other tests use graphs
     warnings = [r for r in caplog.records if "cannot run as a CUDA graph" in r.getMessage()]
     assert len(warnings) == 1 and "refused by the test" in warnings[0].getMessage()
-
-
-@pytest.fixture
-def registered_test_variants():
-    """test_cached_forward's own variants, registered for one test."""
-    for name, variant_class in TEST_VARIANTS.items():
-        keras_attn.register_variant(name, variant_class)
-    yield
-    for name in TEST_VARIANTS:
-        VARIANTS.pop(name, None)
 
 
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
