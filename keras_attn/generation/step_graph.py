@@ -100,6 +100,7 @@ class StepGraph:
             for index, leaf in enumerate(leaves)
         ]
         self.args = (forward, *keras.tree.pack_sequence_as(rest, self.inputs))
+        self.kinds = [_kind(buffer) for buffer in self.inputs]
         try:
             self.logits, self.cache = self.capture(lambda: function(*self.args))
         except Exception as error:  # noqa: BLE001 - any operation a graph cannot record
@@ -110,9 +111,7 @@ class StepGraph:
         condition, source)` of the captured shapes): `(logits, cache)`, the
         cache's tensors written in place the graph's, the others copies."""
         leaves = keras.tree.flatten(args[1:])
-        if args[0] is not self.args[0] or [_kind(leaf) for leaf in leaves] != [
-            _kind(buffer) for buffer in self.inputs
-        ]:
+        if args[0] is not self.args[0] or [_kind(leaf) for leaf in leaves] != self.kinds:
             raise NotCapturable("the step's arguments differ from the captured ones")
         for leaf, buffer in zip(leaves, self.inputs):
             if leaf is not None and _address(leaf) != _address(buffer):
