@@ -446,3 +446,21 @@ def torch_layer_norm(layer, inputs):
         inputs, inputs.shape[-1:], gamma, beta, layer.epsilon
     )
 
+
+
+def set_keras_mask(x, mask):
+    """Sets `mask` as the Keras mask of the tensor `x`
+    (`keras.src.backend.set_keras_mask`)."""
+    keras_backend.set_keras_mask(x, mask)
+
+
+def in_stateless_or_symbolic_scope():
+    """Whether a `keras.StatelessScope` is open (Keras reads variables from
+    its mapping) or a symbolic scope (Keras' `compute_output_spec` runs a
+    layer on placeholder tensors). Uses
+    `keras.src.backend.common.stateless_scope.in_stateless_scope` and
+    `keras.src.backend.common.symbolic_scope.in_symbolic_scope`."""
+    from keras.src.backend.common.stateless_scope import in_stateless_scope
+    from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+
+    return in_stateless_scope() or in_symbolic_scope()

@@ -71,7 +71,17 @@ def call_directly(layer, *args, **kwargs):
     then has the masks of `compute_mask` set on its outputs, another one
     given a masked input warns that it drops the mask.
     """
-    kwargs, previous_mask = _with_keras_masks(layer, args, kwargs)
+    return call_with_masks(layer, args, kwargs)
+
+
+def call_with_masks(layer, args, kwargs, parameters=None):
+    """`call_directly(layer, *args, **kwargs)`, with `parameters`, the
+    layer's `layer_parameters`, given by a caller that `torch.compile`
+    traces (`keras_attn.models.compiled_blocks`): there a lookup in this
+    module's cache keyed by layers would make dynamo reach every layer of
+    one class by the same path, and a graph compiled for one block would
+    run with that block's layers for all."""
+    kwargs, previous_mask = _with_keras_masks(layer, args, kwargs, parameters)
     if len(args) == 1 and keras_internals.plain_torch_dense(layer, args[0]):
         outputs = keras_internals.torch_dense(layer, args[0])
     elif len(args) == 1 and keras_internals.plain_torch_layer_norm(layer, args[0]):
@@ -137,7 +147,7 @@ def _call(layer, args, kwargs):
 _PARAMETERS = weakref.WeakKeyDictionary()
 
 
-def _parameters(layer):
+def layer_parameters(layer):
     """`(names, positional, defaults, mask_names, masks_default_none)` of
     `layer.call`: its parameter names as a set, those taking positional
     arguments in order, the default values by name, its mask parameters
@@ -193,12 +203,14 @@ def _masks_of(value):
     return keras.tree.map_structure(keras_internals.keras_mask, value)
 
 
-def _with_keras_masks(layer, args, kwargs):
+def _with_keras_masks(layer, args, kwargs, parameters=None):
     """`(kwargs, previous_mask)` as `Layer.__call__` makes them: `kwargs`
     with the Keras masks of the tensor arguments filled in, and the mask
     `compute_mask` then starts from (the `mask` keyword where given, else
     the first argument's Keras masks)."""
-    names, positional, defaults, mask_names, masks_default_none = _parameters(layer)
+    names, positional, defaults, mask_names, masks_default_none = (
+        parameters if parameters is not None else layer_parameters(layer)
+    )
     if masks_default_none and not any(map(_masked_or_nested, args)) and not any(
         map(_masked_or_nested, kwargs.values())
     ):

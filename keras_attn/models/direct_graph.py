@@ -7,6 +7,7 @@ import keras
 from keras_attn import keras_internals
 from keras_attn.layers.direct_call import call_directly
 from keras_attn.layers.direct_call import calls_directly
+from keras_attn.models.compiled_blocks import CompiledBlocks
 
 
 class DirectGraph:
@@ -53,33 +54,57 @@ class DirectGraph:
 
     def __init__(self, model):
         self.input_keys = [id(tensor) for tensor in model.inputs]
+        self.functional_steps = keras_internals.functional_steps(model)
         self.steps = [
             (operation, _filler(args), _filler(kwargs), _keys(args, kwargs),
              [id(tensor) for tensor in outputs])
-            for operation, args, kwargs, outputs in keras_internals.functional_steps(model)
+            for operation, args, kwargs, outputs in self.functional_steps
         ]
         self.output_structure = model.output
         self.output_keys = [id(tensor) for tensor in keras.tree.flatten(model.output)]
+        self.compiled_blocks = None
 
-    def __call__(self, model, inputs, training=None):
-        """`model(inputs, training=training)`'s outputs (on torch, eagerly)."""
+    def __call__(self, model, inputs, training=None, compile_blocks=False):
+        """`model(inputs, training=training)`'s outputs (on torch, eagerly;
+        with `compile_blocks`, each Transformer block by its compiled
+        program, `keras_attn.models.compiled_blocks.CompiledBlocks`)."""
         values = dict(zip(self.input_keys, keras_internals.standardized_inputs(model, inputs)))
-        for operation, fill_args, fill_kwargs, needed, output_keys in self.steps:
-            if any(key not in values for key in needed):
-                continue  # as Functional.call: a node not computable from these inputs
-            args, kwargs = fill_args(values), fill_kwargs(values)
-            if isinstance(operation, keras.layers.Layer) and calls_directly(operation, args, kwargs):
-                if training is not None and keras_internals.takes_training(operation):
-                    kwargs["training"] = training
-                outputs = call_directly(operation, *args, **kwargs)
-            else:
-                if training is not None and keras_internals.takes_context(operation, "training"):
-                    kwargs["training"] = training
-                outputs = operation(*args, **kwargs)
-            if not isinstance(outputs, (list, tuple, dict)):
-                values[output_keys[0]] = outputs
-            else:
-                values.update(zip(output_keys, keras.tree.flatten(outputs)))
+        blocks = None
+        if compile_blocks:
+            if self.compiled_blocks is None:
+                self.compiled_blocks = CompiledBlocks(model, self.functional_steps)
+            blocks = self.compiled_blocks
+        for item in blocks.schedule if blocks is not None else range(len(self.steps)):
+            if isinstance(item, int):
+                self._run_step(item, values, training)
+            elif not blocks.run(item, values, training):
+                for index in item.steps:
+                    self._run_step(index, values, training)
+        return self._outputs(model, values)
+
+    def _run_step(self, index, values, training):
+        """Computes step `index` on the computed `values` (by `KerasTensor`
+        id), adding its outputs; nothing for a node not computable from
+        them (as `Functional.call`)."""
+        operation, fill_args, fill_kwargs, needed, output_keys = self.steps[index]
+        if any(key not in values for key in needed):
+            return
+        args, kwargs = fill_args(values), fill_kwargs(values)
+        if isinstance(operation, keras.layers.Layer) and calls_directly(operation, args, kwargs):
+            if training is not None and keras_internals.takes_training(operation):
+                kwargs["training"] = training
+            outputs = call_directly(operation, *args, **kwargs)
+        else:
+            if training is not None and keras_internals.takes_context(operation, "training"):
+                kwargs["training"] = training
+            outputs = operation(*args, **kwargs)
+        if not isinstance(outputs, (list, tuple, dict)):
+            values[output_keys[0]] = outputs
+        else:
+            values.update(zip(output_keys, keras.tree.flatten(outputs)))
+
+    def _outputs(self, model, values):
+        """The model's outputs from the computed `values`."""
         missing = [index for index, key in enumerate(self.output_keys) if key not in values]
         if missing:
             raise ValueError(

@@ -12,6 +12,7 @@ import numpy as np
 from keras_attn import keras_internals
 from keras_attn.concrete import torch_compiling
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
+from keras_attn.models import compiled_blocks
 from keras_attn.models import direct_graph
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
@@ -54,11 +55,17 @@ class TransformerModel(keras.Model):
     JAX and torch Keras cannot concatenate such outputs, and the error says
     to pad every batch to one length or to call `predict_on_batch` per batch.
 
-    On torch, `compile(..., jit_compile=True)` runs Keras' predict and
-    train steps through `torch.compile`: the forward pass is one graph,
-    traced once per input shape (the train step breaks only at Keras'
-    `loss.backward()`). It is off by default, as Keras has it: compiling
-    takes long (see the Speed page, issue 22).
+    On torch, `compile(..., jit_compile=True)` compiles the Transformer
+    blocks (`keras_attn.models.compiled_blocks.CompiledBlocks`): each block
+    structure is traced and compiled by `torch.compile` once, and shared by
+    every block of that structure (BERT-base's 12 blocks compile as one, in
+    seconds); the embeddings and heads run eagerly around them, as do
+    `fit`'s, `evaluate`'s and `predict`'s steps, and `model(inputs)` too
+    once compiled so. `KERAS_ATTN_COMPILE_BLOCKS=0` in the environment
+    gives Keras' own `torch.compile` of each whole step back (one graph
+    per input shape; its train step breaks at Keras' `loss.backward()`),
+    which takes minutes for BERT-base. It is off by default, as Keras has
+    it (see the Speed page, issues 22 and 30).
 
     Targets given as arrays to a model compiled with
     `keras_attn.TokenCrossEntropy` are checked against its label contract
@@ -266,7 +273,48 @@ class TransformerModel(keras.Model):
             return super().call(inputs, training=training, mask=mask, **kwargs)
         if self._direct_graph is None:
             self._direct_graph = direct_graph.DirectGraph(self)
-        return self._direct_graph(self, inputs, training)
+        return self._direct_graph(self, inputs, training, compile_blocks=self._compiles_blocks())
+
+    def _compiles_blocks(self):
+        """Whether this torch model compiles its blocks (`jit_compile=True`
+        and `compiled_blocks.enabled()`, the template known). Not in a
+        stateless or symbolic scope: Keras' `compute_output_spec` (in its
+        `*_on_batch` methods' first build) runs the pass there on placeholder
+        tensors, and variables read from a scope's mapping would make dynamo
+        compile each block apart."""
+        return (
+            keras.config.backend() == "torch"
+            and getattr(self, "_jit_compile", None) is True
+            and compiled_blocks.enabled()
+            and not keras_internals.in_stateless_or_symbolic_scope()
+            and self.template is not None
+        )
+
+    @contextlib.contextmanager
+    def _steps_without_torch_compile(self):
+        """Keras' torch trainer builds its step functions without
+        `torch.compile` while the blocks are compiled instead (Keras reads
+        `jit_compile` when it makes them)."""
+        if not self._compiles_blocks():
+            yield
+            return
+        self._jit_compile = False
+        try:
+            yield
+        finally:
+            self._jit_compile = True
+
+    def make_train_function(self, force=False):
+        with self._steps_without_torch_compile():
+            return super().make_train_function(force)
+
+    def make_test_function(self, force=False):
+        with self._steps_without_torch_compile():
+            return super().make_test_function(force)
+
+    def make_predict_function(self, force=False):
+        with self._steps_without_torch_compile():
+            return super().make_predict_function(force)
 
     def fit(self, x=None, y=None, *args, **kwargs):
         with self._keeping_weights():

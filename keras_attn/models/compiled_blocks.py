@@ -1,0 +1,375 @@
+"""The Transformer blocks of a functional model's graph, compiled once per
+block structure by `torch.compile` (regional compilation)."""
+
+import os
+import types
+import warnings
+
+import keras
+
+from keras_attn import keras_internals
+from keras_attn.layers import direct_call
+
+
+# The `torch.compile` backend of the blocks' programs, read when a model
+# first compiles them: inductor (fused kernels); "eager" runs dynamo's
+# graphs without inductor (the tests check what dynamo captures with it).
+COMPILE_BACKEND = "inductor"
+
+
+class CompiledBlocks:
+    """The nodes of each Transformer block of a `TransformerModel`'s graph,
+    run as one `torch.compile`d function per block structure: BERT-base's 12
+    blocks trace and compile once, not 12 times, and compiling does not grow
+    with depth (regional compilation).
+
+    Compiling a whole pass makes one graph of every layer; inductor's time
+    grows faster than the graph (BERT-base's full pass had not compiled
+    after 3 minutes on a 2-core CPU). Here the template's blocks
+    (`keras_attn.Transformer.blocks`) mark out regions of the graph: a
+    region holds the nodes of one block (its layers, and the `keras.ops`
+    nodes only it consumes, such as the all-true query mask). Each region
+    becomes a program: its steps, with every tensor addressed by its place
+    in the region (the region's inputs first, then each step's outputs).
+    Blocks with the same program (same layer classes, same wiring, same
+    constant arguments) share one compiled function; the block's layers
+    are its arguments, so dynamo guards on their types and configuration,
+    not on which block they are, and their weights are graph inputs.
+
+    Inside a region each layer runs by its `call` (`quantized_call` for a
+    quantized layer), its Keras masks filled in and set on its outputs as
+    `keras_attn.layers.direct_call.call_directly` does eagerly; the nodes
+    outside the blocks (embeddings, heads, the attention-mask layer) run as
+    `DirectGraph` runs them. A block runs eagerly instead where a layer's
+    `__call__` would do more than `call`: a mixed dtype policy (it casts),
+    rematerialisation, an activity regularizer or torch hooks (said once,
+    by a warning naming the layer), an open autocast scope or a
+    distribution, or a floating input of another dtype than the block
+    computes in. Outputs, masks and gradients are those of the eager pass
+    (to float rounding: inductor fuses and reorders float operations).
+
+    `TransformerModel` uses it on torch under `compile(jit_compile=True)`,
+    unless `KERAS_ATTN_COMPILE_BLOCKS=0` in the environment (`enabled`),
+    which gives Keras' own `torch.compile` of the whole step back.
+
+    Args:
+        model: a `keras_attn.TransformerModel` with its template.
+        steps: the model's `keras_internals.functional_steps`.
+
+    Example:
+
+    ```python
+    import keras
+    import keras_attn
+
+    model = keras_attn.build_transformer_model(dict(
+        vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
+    ))
+    model.compile(jit_compile=True)  # on torch: each block's program compiled once
+    ```
+    """
+
+    def __init__(self, model, steps):
+        output_keys = {id(tensor) for tensor in keras.tree.flatten(model.output)}
+        regions = _block_regions(model.template, steps, output_keys)
+        # The order to run the steps in: each region in one piece (the
+        # `keras.ops` nodes it took over run there too).
+        self.schedule = _schedule(regions, steps, [id(tensor) for tensor in model.inputs])
+        if self.schedule is None:
+            warnings.warn(
+                f"jit_compile: the blocks of model {model.name!r} are interleaved with "
+                "other layers; they run eagerly."
+            )
+            self.schedule, regions = list(range(len(steps))), []
+        self.functions = {}
+        blocked = []
+        for region in regions:
+            blocker = _static_blocker(region.operations)
+            if blocker is not None:
+                region.program = None
+                blocked.append(blocker)
+            elif region.program is not None and region.program not in self.functions:
+                self.functions[region.program] = _compiled_program(len(self.functions))
+        if blocked:
+            layer, reason = blocked[0]
+            warnings.warn(
+                f"jit_compile: {len(blocked)} of the {len(regions)} blocks of model "
+                f"{model.name!r} run eagerly; layer {layer.name!r}: {reason}."
+            )
+
+    def run(self, region, values, training):
+        """Runs `region` compiled on the computed `values` (by `KerasTensor`
+        id), adding its outputs; False, with nothing computed, where the
+        block must run eagerly."""
+        if region.program is None or not _runs_compiled(region, values):
+            return False
+        inputs = [values[key] for key in region.input_keys]
+        outputs = self.functions[region.program](
+            region.program, region.operations, region.parameters, inputs, training
+        )
+        count = len(region.output_keys)
+        for key, value, mask in zip(region.output_keys, outputs[:count], outputs[count:]):
+            if mask is not None and keras_internals.keras_mask(value) is None:
+                keras_internals.set_keras_mask(value, mask)
+            values[key] = value
+        return True
+
+
+def enabled():
+    """Whether `compile(jit_compile=True)` compiles a `TransformerModel`'s
+    blocks on torch: unless `KERAS_ATTN_COMPILE_BLOCKS=0` in the
+    environment (read at each call), which keeps Keras' `torch.compile`
+    of the whole step."""
+    return os.environ.get("KERAS_ATTN_COMPILE_BLOCKS", "1") != "0"
+
+
+class _Region:
+    """One block's steps: `steps` (indices into the model's steps), the
+    `operations` they call, `parameters` (`direct_call`'s signature record
+    of each layer, None for a `keras.ops` node), the `program`, and the
+    `KerasTensor` ids of its `input_keys` and of the `output_keys` used
+    after it."""
+
+    def __init__(self, steps, all_steps, used_after):
+        self.steps = steps
+        self.operations = tuple(all_steps[index][0] for index in steps)
+        self.parameters = tuple(
+            direct_call.layer_parameters(operation)
+            if isinstance(operation, keras.layers.Layer) else None
+            for operation in self.operations
+        )
+        place = {}
+        self.input_keys = []
+        produced = {id(output) for index in steps for output in all_steps[index][3]}
+        for index in steps:
+            _, args, kwargs, _ = all_steps[index]
+            for value in keras.tree.flatten((args, kwargs)):
+                if isinstance(value, keras.KerasTensor) and id(value) not in place:
+                    if id(value) not in produced:
+                        place[id(value)] = len(place)
+                        self.input_keys.append(id(value))
+        self.output_keys = [
+            id(output) for index in steps for output in all_steps[index][3]
+            if id(output) in used_after
+        ]
+        try:
+            self.program = _program(steps, all_steps, place, self.output_keys)
+        except TypeError:
+            self.program = None  # an argument that is not a constant: run eagerly
+
+
+def _program(steps, all_steps, place, output_keys):
+    """A region's program: per step `(position, args, kwargs, outputs
+    count)`, the arguments as `_spec`s, and the places of its outputs.
+    `place` holds the places of the region's inputs; the steps' outputs
+    are added. A `TypeError` for an argument that is not a constant."""
+    program_steps = []
+    for position, index in enumerate(steps):
+        _, args, kwargs, outputs = all_steps[index]
+        program_steps.append((position, _spec(args, place), _spec(kwargs, place), len(outputs)))
+        for output in outputs:
+            place[id(output)] = len(place)
+    program = (tuple(program_steps), tuple(place[key] for key in output_keys))
+    hash(program)
+    return program
+
+
+def _block_regions(template, steps, output_keys):
+    """The template's blocks (an encoder-decoder's encoder blocks too) as
+    `_Region`s, in the order of their first steps.
+
+    A block's region holds the steps of its layers (the k-th call of a
+    layer shared by several blocks, ALBERT's, belongs to the k-th of them)
+    and the `keras.ops` nodes whose outputs only it consumes."""
+    blocks_of = {}
+    blocks = [*getattr(template, "encoder_blocks", ()), *getattr(template, "blocks", ())]
+    for number, block in enumerate(blocks):
+        for layer in block.layers:
+            blocks_of.setdefault(id(layer), []).append(number)
+    region_of = [None] * len(steps)
+    calls = {}
+    for index, (operation, *_) in enumerate(steps):
+        blocks = blocks_of.get(id(operation)) if isinstance(operation, keras.layers.Layer) else None
+        if blocks:
+            call = calls.get(id(operation), 0)
+            calls[id(operation)] = call + 1
+            region_of[index] = blocks[min(call, len(blocks) - 1)]
+    consumers = {}
+    for index, (_, args, kwargs, _) in enumerate(steps):
+        for value in keras.tree.flatten((args, kwargs)):
+            if isinstance(value, keras.KerasTensor):
+                consumers.setdefault(id(value), []).append(index)
+    for index in reversed(range(len(steps))):
+        operation, _, _, outputs = steps[index]
+        if isinstance(operation, keras.layers.Layer):
+            continue
+        users = {region_of[user] for output in outputs for user in consumers.get(id(output), [])}
+        if len(users) == 1 and None not in users:
+            region_of[index] = users.pop()
+    members = {}
+    for index, region in enumerate(region_of):
+        if region is not None:
+            members.setdefault(region, []).append(index)
+    regions = []
+    for region, indices in members.items():
+        used_after = {
+            id(value) for index in range(len(steps)) if region_of[index] != region
+            for value in keras.tree.flatten(steps[index][1:3])
+            if isinstance(value, keras.KerasTensor)
+        }
+        regions.append(_Region(indices, steps, used_after | output_keys))
+    return regions
+
+
+def _schedule(regions, steps, input_keys):
+    """The order to run `steps` in: step indices, and each region in one
+    piece as soon as its inputs are computed (a pre-LN block's first norm
+    comes before the attention mask its attention reads); None where some
+    step outside a region would need a region's output first."""
+    in_region = {index: region for region in regions for index in region.steps}
+    producer = {}
+    for region in regions:
+        for key in region.output_keys:
+            producer[key] = region
+    computed = set(input_keys)
+    started, schedule = [], []
+
+    def run_ready():
+        for region in list(started):
+            if all(key in computed for key in region.input_keys):
+                started.remove(region)
+                schedule.append(region)
+                computed.update(region.output_keys)
+
+    for index, (_, args, kwargs, outputs) in enumerate(steps):
+        region = in_region.get(index)
+        if region is not None:
+            if region not in started and region not in schedule:
+                started.append(region)
+        else:
+            needed = [
+                id(value) for value in keras.tree.flatten((args, kwargs))
+                if isinstance(value, keras.KerasTensor)
+            ]
+            if any(key in producer and key not in computed for key in needed):
+                return None
+            schedule.append(index)
+            computed.update(id(output) for output in outputs)
+        run_ready()
+    return None if started else schedule
+
+
+def _spec(structure, place):
+    """`structure` (a node's args or kwargs) as hashable data: each
+    `KerasTensor` as `("value", its place)`, containers by kind, other
+    values as constants (a `TypeError` from `hash` for one that is not)."""
+    if isinstance(structure, keras.KerasTensor):
+        return ("value", place[id(structure)])
+    if type(structure) in (list, tuple):
+        kind = "list" if type(structure) is list else "tuple"
+        return (kind, tuple(_spec(item, place) for item in structure))
+    if type(structure) is dict:
+        return ("dict", tuple((name, _spec(item, place)) for name, item in structure.items()))
+    if keras.tree.is_nested(structure):
+        raise TypeError("another container")
+    hash(structure)
+    return ("constant", structure)
+
+
+def _filled(spec, values):
+    """The structure `spec` stands for, its values taken from `values`."""
+    kind, content = spec
+    if kind == "value":
+        return values[content]
+    if kind == "constant":
+        return content
+    if kind == "list":
+        return [_filled(item, values) for item in content]
+    if kind == "tuple":
+        return tuple(_filled(item, values) for item in content)
+    return {name: _filled(item, values) for name, item in content}
+
+
+def _run_program(program, operations, parameters, inputs, training):
+    """Runs a region's `program` over `operations` on `inputs`: its outputs,
+    then their Keras masks (None where none). What is compiled, once per
+    program (`_compiled_program`)."""
+    steps, outputs = program
+    values = list(inputs)
+    for position, args_spec, kwargs_spec, count in steps:
+        operation = operations[position]
+        args, kwargs = _filled(args_spec, values), _filled(kwargs_spec, values)
+        if parameters[position] is None:
+            result = operation(*args, **kwargs)
+        else:
+            if training is not None and keras_internals.takes_training(operation):
+                kwargs["training"] = training
+            result = direct_call.call_with_masks(operation, args, kwargs, parameters[position])
+        if count == 1 and not isinstance(result, (list, tuple, dict)):
+            values.append(result)
+        else:
+            values.extend(keras.tree.flatten(result))
+    results = [values[place] for place in outputs]
+    return tuple(results) + tuple(keras_internals.keras_mask(value) for value in results)
+
+
+def _compiled_program(number):
+    """`torch.compile` of a copy of `_run_program` with a code object of its
+    own: dynamo keeps its compiled graphs (and counts recompiles) per code
+    object, so each program gets its own cache and recompile limit."""
+    import torch
+
+    name = f"_run_block_program_{number}"
+    code = _run_program.__code__.replace(co_name=name, co_qualname=name)
+    function = types.FunctionType(code, _run_program.__globals__, name)
+    return torch.compile(function, backend=COMPILE_BACKEND)
+
+
+def _static_blocker(operations):
+    """`(layer, reason)` for a layer whose `__call__` would do more than
+    `call` whatever the inputs, or None."""
+    for operation in operations:
+        if not isinstance(operation, keras.layers.Layer):
+            continue
+        policy = operation.dtype_policy
+        if policy.compute_dtype != policy.variable_dtype:
+            return operation, f"its dtype policy {policy.name!r} casts in `__call__`"
+        if any(
+            layer.quantization_mode is not None
+            for layer in [operation, *keras_internals.all_layers(operation)]
+        ):
+            return operation, (
+                "Keras' quantized layers call a custom autograd function, which "
+                "torch.compile cannot trace in one graph"
+            )
+        if keras_internals.needs_keras_call(operation):
+            return operation, (
+                "it has rematerialisation, an activity regularizer or torch hooks, "
+                "which run in `__call__`"
+            )
+    return None
+
+
+def _runs_compiled(region, values):
+    """Whether `region` may run compiled now: every input computed, no
+    autocast scope or distribution open, and every floating input of the
+    dtype the block computes in (`__call__` would cast another)."""
+    if keras_internals.autocast_scope_active() or keras.distribution.distribution() is not None:
+        return False
+    dtypes = {
+        operation.compute_dtype for operation in region.operations
+        if isinstance(operation, keras.layers.Layer)
+    }
+    if len(dtypes) != 1:
+        return False
+    import torch
+
+    dtype = getattr(torch, dtypes.pop(), None)
+    for key in region.input_keys:
+        value = values.get(key)
+        if value is None:
+            return False
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
+            return False
+    return True

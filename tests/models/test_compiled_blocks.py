@@ -1,0 +1,154 @@
+"""`compile(jit_compile=True)` on torch compiles each Transformer block
+structure once (`keras_attn.models.compiled_blocks.CompiledBlocks`, issue
+30's regional compilation): outputs, Keras masks and training steps equal
+the eager pass's, every block runs compiled, one graph per structure, no
+recompiles over batches."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_attn
+from keras_attn import lora
+from keras_attn.models import compiled_blocks
+from keras_attn.models import direct_graph
+from tests.harness import to_numpy
+from tests.models.test_torch_compile import DynamoCounts
+from tests.models.test_variants import CONFIG
+from tests.models.test_variants import REGISTERED
+from tests.models.test_variants import VARIANT_FIELDS
+from tests.models.test_variants import inputs_for
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="regional compilation is torch's"
+)
+
+
+def build(variant, application, blocks=2):
+    """`test_variants`' tiny model of `variant`, with `blocks` blocks."""
+    config = dict(CONFIG, **VARIANT_FIELDS.get(variant, {}))
+    config["num_hidden_layers"] = blocks
+    return keras_attn.build_transformer_model(config, variant=variant, application=application)
+
+
+@pytest.fixture
+def dynamo_only(monkeypatch):
+    """Dynamo's graphs run without inductor: what is captured and shared
+    (guards, graph inputs) is dynamo's; inductor's kernels cost seconds of
+    compiling per graph, so only the BERT tests below use them."""
+    monkeypatch.setattr(compiled_blocks, "COMPILE_BACKEND", "eager")
+
+
+class EagerBlockCalls:
+    """Counts the block layers the eager pass computes (by `call_directly`,
+    as it does every layer of a float32 block) while active. Patching what
+    a compiled block traced (`Layer.__call__`, which the attention kernel's
+    dropout goes through) would make it recompile."""
+
+    def __init__(self, model, monkeypatch):
+        self.count = 0
+        blocks = [*model.template.encoder_blocks, *model.template.blocks]
+        block_layers = {id(layer) for block in blocks for layer in block.layers}
+
+        def counting(function):
+            def counted(layer, *args, **kwargs):
+                self.count += id(layer) in block_layers
+                return function(layer, *args, **kwargs)
+
+            return counted
+
+        monkeypatch.setattr(direct_graph, "call_directly", counting(direct_graph.call_directly))
+
+
+def outputs_and_masks(outputs):
+    return [
+        (to_numpy(x), None if getattr(x, "_keras_mask", None) is None else to_numpy(x._keras_mask))
+        for x in keras.tree.flatten(outputs)
+    ]
+
+
+def assert_same(got, expected, tolerance=1e-5):
+    assert len(got) == len(expected)
+    for (value, mask), (expected_value, expected_mask) in zip(got, expected):
+        np.testing.assert_allclose(value, expected_value, rtol=tolerance, atol=tolerance)
+        assert (mask is None) == (expected_mask is None)
+        if mask is not None:
+            np.testing.assert_array_equal(mask, expected_mask)
+
+
+def check_compiled_blocks(model, inputs, monkeypatch, graphs=1):
+    """`model(inputs)` compiled equals it eager, twice, in `graphs` graphs
+    (one per block structure); the second call runs no block layer eagerly
+    and compiles nothing new."""
+    expected = outputs_and_masks(model(inputs))
+    model.compile(jit_compile=True)
+    counts = DynamoCounts()
+    first = outputs_and_masks(model(inputs))
+    frames = counts.frames
+    eager_calls = EagerBlockCalls(model, monkeypatch)
+    second = outputs_and_masks(model(inputs))
+    assert eager_calls.count == 0
+    assert counts.graph_breaks == 0, dict(counts.counters["graph_break"])
+    assert counts.frames == frames == counts.graphs == graphs, dict(counts.counters)
+    assert_same(first, expected)
+    assert_same(second, expected)
+
+
+@pytest.mark.parametrize("variant", sorted(REGISTERED))
+def test_every_variant_compiles_each_block_structure_once(variant, dynamo_only, monkeypatch):
+    """Two blocks (three for ALBERT's one shared block) of different
+    weights: a graph compiled for one block and run with its weights for
+    both would give other numbers."""
+    keras.utils.set_random_seed(0)
+    application = REGISTERED[variant].applications[0]
+    model = build(variant, application, blocks=3 if variant == "albert" else 2)
+    # An encoder-decoder's encoder blocks and decoder blocks differ, and
+    # so do ModernBERT's global and local attention blocks.
+    two = "encoder_token_ids" in model.input_contract.names or variant == "modernbert"
+    check_compiled_blocks(model, inputs_for(model), monkeypatch, graphs=2 if two else 1)
+
+
+def test_lora_int8_and_a_reloaded_model_compile_their_blocks(dynamo_only, monkeypatch, tmp_path):
+    keras.utils.set_random_seed(1)
+    model = build("bert", "mlm", )
+    inputs = inputs_for(model)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    check_compiled_blocks(keras.models.load_model(path), inputs, monkeypatch)
+
+    adapted = build("bert", "encoder", )
+    lora.enable_lora(adapted, 2, feed_forward=True)
+    for variable in adapted.trainable_weights:  # adapters start at zero: make them count
+        variable.assign(np.random.default_rng(2).normal(size=variable.shape) * 0.1)
+    # The first block's input needs no gradient (the embeddings are
+    # frozen), the second's does (block 0's adapters): two graphs.
+    check_compiled_blocks(adapted, inputs, monkeypatch, graphs=2)
+
+    quantized = build("bert", "encoder")
+    quantized.quantize("int8")
+    expected = outputs_and_masks(quantized(inputs))
+    quantized.compile(jit_compile=True)
+    with pytest.warns(UserWarning, match="2 of the 2 blocks .* run eagerly.*quantized"):
+        assert_same(outputs_and_masks(quantized(inputs)), expected)
+
+
+def test_new_lengths_and_batch_sizes_compile_once_more_then_never(dynamo_only):
+    """The first shape compiles with static sizes, the second with dynamic
+    ones (dynamo's automatic dynamic shapes), which every later shape
+    reuses but a batch of one (dynamo specializes sizes 0 and 1): `predict`
+    does not recompile per batch."""
+    keras.utils.set_random_seed(3)
+    model = build("bert", "encoder")
+    rng = np.random.default_rng(4)
+    shapes = [(2, 8), (3, 10), (2, 12), (4, 14), (1, 16), (1, 9), (5, 11)]
+    data = [
+        {"token_ids": rng.integers(4, 30, size=shape).astype("int32"),
+         "segment_ids": np.zeros(shape, "int32")}
+        for shape in shapes
+    ]
+    expected = [model.predict_on_batch(inputs) for inputs in data]
+    model.compile(jit_compile=True)
+    counts = DynamoCounts()
+    for inputs, reference in zip(data, expected):
+        np.testing.assert_allclose(model.predict_on_batch(inputs), reference, rtol=1e-5, atol=1e-5)
+    assert (counts.frames, counts.graphs) == (3, 3), dict(counts.counters)
