@@ -38,9 +38,14 @@ part() {  # part NAME BACKEND ARGS...: one benchmark, its log in NAME.log
 
 torch_peers=(--models keras_attn "transformers (eager)")
 part torch_bert_float32 torch "$here/bert_base.py" "${torch_peers[@]}" --repeats 10 --output "$out"
+# `jit_compile=True` (compiled blocks) apart, into its own folder: the
+# eager rows above keep their file and survive a compile that runs long.
+compiled_peers=(--models "keras_attn (torch.compile)" "transformers (eager)")
+part torch_bert_compiled_float32 torch "$here/bert_base.py" "${compiled_peers[@]}" --repeats 10 --output "$out/compiled"
 part torch_gpt2 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
 part jax_bert_float32 jax "$here/bert_base.py" --repeats 10 --output "$out"
 part torch_bert_bfloat16 torch "$here/bert_base.py" "${torch_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out"
+part torch_bert_compiled_bfloat16 torch "$here/bert_base.py" "${compiled_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out/compiled"
 part jax_gpt2 jax "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
 part torch_profile torch "$here/torch_profile.py" --output "$out/torch_profile.txt"
 part jax_bert_bfloat16 jax "$here/bert_base.py" --repeats 10 --dtype bfloat16 --output "$out"

@@ -36,17 +36,21 @@ class CompiledBlocks:
     are its arguments, so dynamo guards on their types and configuration,
     not on which block they are, and their weights are graph inputs.
 
-    Inside a region each layer runs by its `call` (`quantized_call` for a
-    quantized layer), its Keras masks filled in and set on its outputs as
-    `keras_attn.layers.direct_call.call_directly` does eagerly; the nodes
-    outside the blocks (embeddings, heads, the attention-mask layer) run as
-    `DirectGraph` runs them. A block runs eagerly instead where a layer's
-    `__call__` would do more than `call`: a mixed dtype policy (it casts),
-    rematerialisation, an activity regularizer or torch hooks (said once,
-    by a warning naming the layer), an open autocast scope or a
-    distribution, or a floating input of another dtype than the block
-    computes in. Outputs, masks and gradients are those of the eager pass
-    (to float rounding: inductor fuses and reorders float operations).
+    Inside a region each layer runs by its `call`, its Keras masks filled
+    in and set on its outputs as `keras_attn.layers.direct_call.call_directly`
+    does eagerly; the nodes outside the blocks (embeddings, heads, the
+    attention-mask layer) run as `DirectGraph` runs them. A block runs
+    eagerly instead where a layer's `__call__` would do more than `call`: a
+    mixed dtype policy (it casts), rematerialisation, an activity
+    regularizer or torch hooks; also with quantized layers (Keras' int8
+    `Dense` calls a custom autograd function, which breaks dynamo's graph).
+    These are said once, by a warning naming the layer. So does a block
+    under an open autocast scope or a distribution, or given a floating
+    input of another dtype than it computes in. Outputs, masks and
+    gradients are those of the eager pass (to float rounding: inductor
+    fuses and reorders float operations). Weights are read at each call;
+    a layer's configuration changed after compiling (LoRA enabled, say)
+    fails dynamo's guards and compiles again.
 
     `TransformerModel` uses it on torch under `compile(jit_compile=True)`,
     unless `KERAS_ATTN_COMPILE_BLOCKS=0` in the environment (`enabled`),
