@@ -57,7 +57,9 @@ class CompiledBlocks:
     which gives Keras' own `torch.compile` of the whole step back.
 
     Args:
-        model: a `keras_attn.TransformerModel` with its template.
+        model: a `keras_attn.TransformerModel`.
+        template: the `keras_attn.Transformer` whose blocks are the model's
+            (its template, or for a model of `with_outputs` its base model's).
         steps: the model's `keras_internals.functional_steps`.
 
     Example:
@@ -74,9 +76,9 @@ class CompiledBlocks:
     ```
     """
 
-    def __init__(self, model, steps):
+    def __init__(self, model, template, steps):
         output_keys = {id(tensor) for tensor in keras.tree.flatten(model.output)}
-        regions = _block_regions(model.template, steps, output_keys)
+        regions = _block_regions(template, steps, output_keys)
         # The order to run the steps in: each region in one piece (the
         # `keras.ops` nodes it took over run there too).
         self.schedule = _schedule(regions, steps, [id(tensor) for tensor in model.inputs])

@@ -64,15 +64,16 @@ class DirectGraph:
         self.output_keys = [id(tensor) for tensor in keras.tree.flatten(model.output)]
         self.compiled_blocks = None
 
-    def __call__(self, model, inputs, training=None, compile_blocks=False):
+    def __call__(self, model, inputs, training=None, blocks_template=None):
         """`model(inputs, training=training)`'s outputs (on torch, eagerly;
-        with `compile_blocks`, each Transformer block by its compiled
-        program, `keras_attn.models.compiled_blocks.CompiledBlocks`)."""
+        with a `blocks_template`, the `keras_attn.Transformer` whose blocks
+        are the model's, each block by its compiled program,
+        `keras_attn.models.compiled_blocks.CompiledBlocks`)."""
         values = dict(zip(self.input_keys, keras_internals.standardized_inputs(model, inputs)))
         blocks = None
-        if compile_blocks:
+        if blocks_template is not None:
             if self.compiled_blocks is None:
-                self.compiled_blocks = CompiledBlocks(model, self.functional_steps)
+                self.compiled_blocks = CompiledBlocks(model, blocks_template, self.functional_steps)
             blocks = self.compiled_blocks
         for item in blocks.schedule if blocks is not None else range(len(self.steps)):
             if isinstance(item, int):

@@ -181,9 +181,13 @@ class TransformerModel(keras.Model):
         classifier = encoder.with_outputs(probabilities, name="classifier")
         ```
         """
-        return TransformerModel(
+        model = TransformerModel(
             self.input, outputs, input_contract=self.input_contract, name=name
         )
+        # Whose blocks `jit_compile=True` compiles on torch. Not saved: a
+        # reloaded head model compiles Keras' whole step.
+        model._base_template = self._blocks_template()
+        return model
 
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
         """Exports the forward pass with Keras' `Model.export`.
@@ -273,11 +277,20 @@ class TransformerModel(keras.Model):
             return super().call(inputs, training=training, mask=mask, **kwargs)
         if self._direct_graph is None:
             self._direct_graph = direct_graph.DirectGraph(self)
-        return self._direct_graph(self, inputs, training, compile_blocks=self._compiles_blocks())
+        blocks = self._blocks_template() if self._compiles_blocks() else None
+        return self._direct_graph(self, inputs, training, blocks_template=blocks)
+
+    def _blocks_template(self):
+        """The `keras_attn.Transformer` whose blocks are this model's: its
+        template, or for a model made by `with_outputs` (in memory) the
+        template of the model it was made from; None if unknown."""
+        if self.template is not None:
+            return self.template
+        return getattr(self, "_base_template", None)
 
     def _compiles_blocks(self):
         """Whether this torch model compiles its blocks (`jit_compile=True`
-        and `compiled_blocks.enabled()`, the template known). Not in a
+        and `compiled_blocks.enabled()`, the blocks known). Not in a
         stateless or symbolic scope: Keras' `compute_output_spec` (in its
         `*_on_batch` methods' first build) runs the pass there on placeholder
         tensors, and variables read from a scope's mapping would make dynamo
@@ -287,7 +300,7 @@ class TransformerModel(keras.Model):
             and getattr(self, "_jit_compile", None) is True
             and compiled_blocks.enabled()
             and not keras_internals.in_stateless_or_symbolic_scope()
-            and self.template is not None
+            and self._blocks_template() is not None
         )
 
     @contextlib.contextmanager

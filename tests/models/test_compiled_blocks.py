@@ -45,9 +45,9 @@ class EagerBlockCalls:
     a compiled block traced (`Layer.__call__`, which the attention kernel's
     dropout goes through) would make it recompile."""
 
-    def __init__(self, model, monkeypatch):
+    def __init__(self, template, monkeypatch):
         self.count = 0
-        blocks = [*model.template.encoder_blocks, *model.template.blocks]
+        blocks = [*template.encoder_blocks, *template.blocks]
         block_layers = {id(layer) for block in blocks for layer in block.layers}
 
         def counting(function):
@@ -76,16 +76,17 @@ def assert_same(got, expected, tolerance=1e-5):
             np.testing.assert_array_equal(mask, expected_mask)
 
 
-def check_compiled_blocks(model, inputs, monkeypatch, graphs=1):
+def check_compiled_blocks(model, inputs, monkeypatch, graphs=1, template=None):
     """`model(inputs)` compiled equals it eager, twice, in `graphs` graphs
-    (one per block structure); the second call runs no block layer eagerly
-    and compiles nothing new."""
+    (one per block structure); the second call runs no block layer of
+    `template`'s blocks (the model's own by default) eagerly and compiles
+    nothing new."""
     expected = outputs_and_masks(model(inputs))
     model.compile(jit_compile=True)
     counts = DynamoCounts()
     first = outputs_and_masks(model(inputs))
     frames = counts.frames
-    eager_calls = EagerBlockCalls(model, monkeypatch)
+    eager_calls = EagerBlockCalls(template or model.template, monkeypatch)
     second = outputs_and_masks(model(inputs))
     assert eager_calls.count == 0
     assert counts.graph_breaks == 0, dict(counts.counters["graph_break"])
@@ -108,7 +109,7 @@ def test_every_variant_compiles_each_block_structure_once(variant, dynamo_only, 
     check_compiled_blocks(model, inputs_for(model), monkeypatch, graphs=2 if two else 1)
 
 
-def test_lora_int8_and_a_reloaded_model_compile_their_blocks(dynamo_only, monkeypatch, tmp_path):
+def test_reloaded_head_lora_and_int8_models_compile_their_blocks(dynamo_only, monkeypatch, tmp_path):
     keras.utils.set_random_seed(1)
     model = build("bert", "mlm", )
     inputs = inputs_for(model)
@@ -123,6 +124,12 @@ def test_lora_int8_and_a_reloaded_model_compile_their_blocks(dynamo_only, monkey
     # The first block's input needs no gradient (the embeddings are
     # frozen), the second's does (block 0's adapters): two graphs.
     check_compiled_blocks(adapted, inputs, monkeypatch, graphs=2)
+
+    # A head on the encoder (`with_outputs`, fine-tuning's classifier)
+    # compiles the encoder's blocks.
+    encoder = build("bert", "encoder")
+    classifier = encoder.with_outputs(keras.layers.Dense(3)(encoder.output[:, 0]))
+    check_compiled_blocks(classifier, inputs, monkeypatch, template=encoder.template)
 
     quantized = build("bert", "encoder")
     quantized.quantize("int8")
