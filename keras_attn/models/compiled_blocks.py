@@ -77,6 +77,8 @@ class CompiledBlocks:
     """
 
     def __init__(self, model, template, steps):
+        self.model_name = model.name
+        self.warned = set()
         output_keys = {id(tensor) for tensor in keras.tree.flatten(model.output)}
         regions = _block_regions(template, steps, output_keys)
         # The order to run the steps in: each region in one piece (the
@@ -108,7 +110,15 @@ class CompiledBlocks:
         """Runs `region` compiled on the computed `values` (by `KerasTensor`
         id), adding its outputs; False, with nothing computed, where the
         block must run eagerly."""
-        if region.program is None or not _runs_compiled(region, values):
+        if region.program is None:
+            return False
+        reason = _eager_reason(region, values)
+        if reason is not None:
+            if reason not in self.warned:
+                self.warned.add(reason)
+                warnings.warn(
+                    f"jit_compile: a block of model {self.model_name!r} runs eagerly: {reason}."
+                )
             return False
         inputs = [values[key] for key in region.input_keys]
         outputs = self.functions[region.program](
@@ -357,25 +367,28 @@ def _static_blocker(operations):
     return None
 
 
-def _runs_compiled(region, values):
-    """Whether `region` may run compiled now: every input computed, no
-    autocast scope or distribution open, and every floating input of the
-    dtype the block computes in (`__call__` would cast another)."""
-    if keras_internals.autocast_scope_active() or keras.distribution.distribution() is not None:
-        return False
+def _eager_reason(region, values):
+    """Why `region` must run eagerly now, or None: an input not computed,
+    an autocast scope or a distribution open, or a floating input of
+    another dtype than the block computes in (`__call__` would cast it)."""
+    if keras_internals.autocast_scope_active():
+        return "an autocast scope is open"
+    if keras.distribution.distribution() is not None:
+        return "a distribution is set"
     dtypes = {
         operation.compute_dtype for operation in region.operations
         if isinstance(operation, keras.layers.Layer)
     }
     if len(dtypes) != 1:
-        return False
+        return f"its layers compute in several dtypes ({', '.join(sorted(dtypes))})"
     import torch
 
-    dtype = getattr(torch, dtypes.pop(), None)
+    name = dtypes.pop()
+    dtype = getattr(torch, name, None)
     for key in region.input_keys:
         value = values.get(key)
         if value is None:
-            return False
+            return "one of its inputs is not computed from the model's inputs"
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != dtype:
-            return False
-    return True
+            return f"it computes in {name} and is given a {value.dtype} input"
+    return None

@@ -159,3 +159,20 @@ def test_new_lengths_and_batch_sizes_compile_once_more_then_never(dynamo_only):
     for inputs, reference in zip(data, expected):
         np.testing.assert_allclose(model.predict_on_batch(inputs), reference, rtol=1e-5, atol=1e-5)
     assert (counts.frames, counts.graphs) == (3, 3), dict(counts.counters)
+
+
+def test_a_mixed_precision_model_runs_its_blocks_eagerly_and_says_so(dynamo_only):
+    """Keras' `__call__` casts under a mixed policy; a compiled `call`
+    would not: the blocks run eagerly, with the warning naming why."""
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = build("bert", "encoder")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    inputs = inputs_for(model)
+    expected = outputs_and_masks(model(inputs))
+    model.compile(jit_compile=True)
+    counts = DynamoCounts()
+    with pytest.warns(UserWarning, match="2 of the 2 blocks .* eagerly.*'mixed_bfloat16'"):
+        assert_same(outputs_and_masks(model(inputs)), expected, tolerance=0)
+    assert counts.frames == 0
