@@ -447,7 +447,6 @@ def torch_layer_norm(layer, inputs):
     )
 
 
-
 def set_keras_mask(x, mask):
     """Sets `mask` as the Keras mask of the tensor `x`
     (`keras.src.backend.set_keras_mask`)."""
