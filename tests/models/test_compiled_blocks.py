@@ -35,7 +35,8 @@ def build(variant, application, blocks=2):
 def dynamo_only(monkeypatch):
     """Dynamo's graphs run without inductor: what is captured and shared
     (guards, graph inputs) is dynamo's; inductor's kernels cost seconds of
-    compiling per graph, so only the BERT tests below use them."""
+    compiling per graph, so tests/models/test_torch_compile.py alone runs
+    them (BERT and talking heads, predict and training)."""
     monkeypatch.setattr(compiled_blocks, "COMPILE_BACKEND", "eager")
 
 
