@@ -143,7 +143,8 @@ def enabled():
 class _Region:
     """One block's steps: `steps` (indices into the model's steps), the
     `operations` they call, `parameters` (`direct_call`'s signature record
-    of each layer, None for a `keras.ops` node), the `program`, and the
+    of each layer, None for a `keras.ops` node), the `compute_dtypes` of
+    its layers (sorted), the `program`, and the
     `KerasTensor` ids of its `input_keys` and of the `output_keys` used
     after it."""
 
@@ -155,6 +156,10 @@ class _Region:
             if isinstance(operation, keras.layers.Layer) else None
             for operation in self.operations
         )
+        self.compute_dtypes = sorted({
+            operation.compute_dtype for operation in self.operations
+            if isinstance(operation, keras.layers.Layer)
+        })
         place = {}
         self.input_keys = []
         produced = {id(output) for index in steps for output in all_steps[index][3]}
@@ -375,15 +380,11 @@ def _eager_reason(region, values):
         return "an autocast scope is open"
     if keras.distribution.distribution() is not None:
         return "a distribution is set"
-    dtypes = {
-        operation.compute_dtype for operation in region.operations
-        if isinstance(operation, keras.layers.Layer)
-    }
-    if len(dtypes) != 1:
-        return f"its layers compute in several dtypes ({', '.join(sorted(dtypes))})"
+    if len(region.compute_dtypes) != 1:
+        return f"its layers compute in several dtypes ({', '.join(region.compute_dtypes)})"
     import torch
 
-    name = dtypes.pop()
+    name = region.compute_dtypes[0]
     dtype = getattr(torch, name, None)
     for key in region.input_keys:
         value = values.get(key)
