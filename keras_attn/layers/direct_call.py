@@ -26,10 +26,8 @@ def calls_directly(layer, args, kwargs):
     """
     if keras.config.backend() != "torch" or not layer.built or not args or torch_compiling():
         return False
-    policy = layer.dtype_policy
     if (
-        policy.compute_dtype != policy.variable_dtype
-        or keras_internals.needs_keras_call(layer)
+        keras_call_reason(layer) is not None
         or keras_internals.autocast_scope_active()
         or keras.distribution.distribution() is not None
     ):
@@ -54,6 +52,22 @@ def calls_directly(layer, args, kwargs):
         elif isinstance(value, keras.KerasTensor) or hasattr(value, "__array__"):
             return False
     return True
+
+
+def keras_call_reason(layer):
+    """Why `layer.__call__` would do more than `layer.call` whatever its
+    arguments, or None: a mixed dtype policy (it casts), or
+    rematerialisation, an activity regularizer or torch hooks
+    (`keras_internals.needs_keras_call`)."""
+    policy = layer.dtype_policy
+    if policy.compute_dtype != policy.variable_dtype:
+        return f"its dtype policy {policy.name!r} casts in `__call__`"
+    if keras_internals.needs_keras_call(layer):
+        return (
+            "it has rematerialisation, an activity regularizer or torch hooks, "
+            "which run in `__call__`"
+        )
+    return None
 
 
 def call_directly(layer, *args, **kwargs):

@@ -211,11 +211,11 @@ def _block_regions(template, steps, output_keys):
     region_of = [None] * len(steps)
     calls = {}
     for index, (operation, *_) in enumerate(steps):
-        blocks = blocks_of.get(id(operation)) if isinstance(operation, keras.layers.Layer) else None
-        if blocks:
+        owners = blocks_of.get(id(operation)) if isinstance(operation, keras.layers.Layer) else None
+        if owners:
             call = calls.get(id(operation), 0)
             calls[id(operation)] = call + 1
-            region_of[index] = blocks[min(call, len(blocks) - 1)]
+            region_of[index] = owners[min(call, len(owners) - 1)]
     consumers = {}
     for index, (_, args, kwargs, _) in enumerate(steps):
         for value in keras.tree.flatten((args, kwargs)):
@@ -349,13 +349,14 @@ def _compiled_program(number):
 
 def _static_blocker(operations):
     """`(layer, reason)` for a layer whose `__call__` would do more than
-    `call` whatever the inputs, or None."""
+    `call` whatever the inputs (`direct_call.keras_call_reason`), or that
+    is quantized, or None."""
     for operation in operations:
         if not isinstance(operation, keras.layers.Layer):
             continue
-        policy = operation.dtype_policy
-        if policy.compute_dtype != policy.variable_dtype:
-            return operation, f"its dtype policy {policy.name!r} casts in `__call__`"
+        reason = direct_call.keras_call_reason(operation)
+        if reason is not None:
+            return operation, reason
         if any(
             layer.quantization_mode is not None
             for layer in [operation, *keras_internals.all_layers(operation)]
@@ -363,11 +364,6 @@ def _static_blocker(operations):
             return operation, (
                 "Keras' quantized layers call a custom autograd function, which "
                 "torch.compile cannot trace in one graph"
-            )
-        if keras_internals.needs_keras_call(operation):
-            return operation, (
-                "it has rematerialisation, an activity regularizer or torch hooks, "
-                "which run in `__call__`"
             )
     return None
 
