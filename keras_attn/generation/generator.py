@@ -381,11 +381,10 @@ class CompiledStep:
     compiling: it pays back after some 6,000 steps; GPT-2 small at batch 8
     steps in 70 ms and 57 ms: after some 900.
 
-    On a GPU with `KERAS_ATTN_TORCH_CUDA_GRAPHS=1`, a compiled shape runs
-    as a CUDA graph from its second step in each `generate` call on
-    (`step_graph.StepGraph`, off by default until measured on a GPU): one
-    graph launch a step instead of some 330 kernel launches and dynamo's
-    guards.
+    On a GPU, a compiled shape runs as a CUDA graph from its second step
+    in each `generate` call on (`step_graph.StepGraph`;
+    `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` turns it off): one graph launch a
+    step instead of some 330 kernel launches and dynamo's guards.
 
     If compiling fails (no C++ compiler for inductor's CPU kernels, an
     unsupported device), the step logs the reason once and runs eagerly from

@@ -46,12 +46,12 @@ class StepGraph:
     `NotCapturable`, and `CompiledStep` runs the compiled step without a
     graph from then on: the same numbers.
 
-    Off unless `KERAS_ATTN_TORCH_CUDA_GRAPHS=1` in the environment
-    (`enabled`): the first GPU run (H200, 2026-11-26) found the cache's
-    bookkeeping tensors written as new tensors, which this version handles
-    and no GPU has run yet. It becomes the default once the GPU tests
-    (tests/generation/test_step_graph.py) pass and the benchmark measures
-    it.
+    On by default; `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` in the environment
+    turns it off (`enabled`). On an H200 (2026-11-26) the GPU tests
+    (tests/generation/test_step_graph.py: greedy decoding and beam search
+    of every generative variant give the compiled steps' tokens and scores,
+    one capture per shape and call) passed, and GPT-2 small at batch 8
+    generated 1,975 tokens/s against 1,432 to 1,481 without graphs.
 
     Args:
         function: the compiled step, `function(forward, tokens, index,
@@ -162,13 +162,13 @@ class NotCapturable(RuntimeError):
 
 def enabled():
     """Whether compiled torch decoding steps on a GPU run as CUDA graphs
-    (`StepGraph`): with `KERAS_ATTN_TORCH_CUDA_GRAPHS=1` (off by default
-    until measured on a GPU; see `StepGraph`)."""
-    value = os.environ.get("KERAS_ATTN_TORCH_CUDA_GRAPHS", "0")
+    (`StepGraph`): yes unless `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` in the
+    environment (read at each `generate` call)."""
+    value = os.environ.get("KERAS_ATTN_TORCH_CUDA_GRAPHS", "1")
     if value not in ("0", "1"):
         raise ValueError(
             f"KERAS_ATTN_TORCH_CUDA_GRAPHS={value!r}: use 1 (replay compiled decoding steps "
-            "as CUDA graphs) or 0 (launch their kernels one by one, the default)."
+            "as CUDA graphs, the default) or 0 (launch their kernels one by one)."
         )
     return value == "1"
 

@@ -34,8 +34,8 @@ def cuda_available():
     return torch.cuda.is_available()
 
 
-@pytest.mark.parametrize("value, expected", [(None, False), ("1", True), ("0", False)])
-def test_graphs_are_off_unless_the_environment_turns_them_on(monkeypatch, value, expected):
+@pytest.mark.parametrize("value, expected", [(None, True), ("1", True), ("0", False)])
+def test_graphs_are_on_unless_the_environment_turns_them_off(monkeypatch, value, expected):
     if value is None:
         monkeypatch.delenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", raising=False)
     else:
