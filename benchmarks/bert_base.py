@@ -316,21 +316,26 @@ def transformers_eager():
     return make
 
 
-def torch_eager_calls(config, tokens):
-    """`(ours, theirs)`: one eager call without gradients of keras_attn's
-    BERT (`model(inputs)`) and of transformers' `BertModel` of `config`,
-    on int32 `tokens` (segment 0) already on the device Keras computes on
-    (torch only; each returns without waiting for the device)."""
+def torch_eager_calls(config, tokens, jit_compile=False):
+    """`(ours, theirs)`: one call without gradients of keras_attn's BERT
+    (`model(inputs)`; with `jit_compile`, its blocks compiled) and of
+    transformers' `BertModel` of `config` (eager, in the compute dtype of
+    Keras' global policy), on int32 `tokens` (segment 0) already on the
+    device Keras computes on (torch only; each returns without waiting for
+    the device)."""
     import torch
     import transformers
 
     model = keras_attn.build_transformer_model(config)
+    if jit_compile:
+        model.compile(jit_compile=True)
     inputs = {
         "token_ids": keras.ops.convert_to_tensor(tokens),
         "segment_ids": keras.ops.convert_to_tensor(np.zeros_like(tokens)),
     }
     device = placement.torch_device()
-    reference = transformers.BertModel(transformers.BertConfig(**config)).to(device).eval()
+    dtype = getattr(torch, keras.config.dtype_policy().compute_dtype)
+    reference = transformers.BertModel(transformers.BertConfig(**config)).to(device, dtype).eval()
     ids = torch.from_numpy(tokens).long().to(device)
 
     def ours():

@@ -2,11 +2,12 @@
 kernels on the device.
 
 On the torch backend this profiles (`torch.profiler`), with random weights
-in float32 on the device Keras computes on:
+on the device Keras computes on:
 
 - one BERT-base inference call at batch 8 x 128 (`model(inputs)`, inputs
-  already on the device) of keras_attn and of transformers' `BertModel`
-  (eager, SDPA);
+  already on the device) of keras_attn (`--jit-compile`: its blocks
+  compiled) and of transformers' `BertModel` (eager, SDPA), in the dtype
+  of `--dtype`;
 - `--decode-tokens` greedy steps of a GPT-2 small `lm` at batch 8 (prompts
   of 32 tokens; the step compiled first, `KERAS_ATTN_TORCH_COMPILE=1`).
 
@@ -64,11 +65,13 @@ def profiled(name, function, calls, lines):
     lines.append(events.table(sort_by="self_cpu_time_total", row_limit=15))
 
 
-def bert(lines, calls):
+def bert(lines, calls, jit_compile):
     tokens = np.random.default_rng(0).integers(1000, 30000, size=(8, 128)).astype("int32")
-    ours, theirs = torch_eager_calls(CONFIG, tokens)
-    profiled("keras_attn BERT-base 8x128", ours, calls, lines)
-    profiled("transformers BERT-base 8x128", theirs, calls, lines)
+    ours, theirs = torch_eager_calls(CONFIG, tokens, jit_compile)
+    how = ", jit_compile=True" if jit_compile else ""
+    dtype = keras.config.dtype_policy().name
+    profiled(f"keras_attn BERT-base 8x128 ({dtype}{how})", ours, calls, lines)
+    profiled(f"transformers BERT-base 8x128 ({dtype})", theirs, calls, lines)
 
 
 def gpt2_decode(lines, new_tokens):
@@ -91,11 +94,20 @@ def main():
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--decode-tokens", type=int, default=32)
     parser.add_argument("--output", default="torch_profile.txt")
+    parser.add_argument(
+        "--jit-compile", action="store_true",
+        help="profile keras_attn's BERT compiled (`compile(jit_compile=True)`: its blocks)",
+    )
+    parser.add_argument(
+        "--dtype", default="float32", choices=["float32", "bfloat16"],
+        help="Keras' global dtype policy; transformers' BERT is cast to it",
+    )
     arguments = parser.parse_args()
     if keras.config.backend() != "torch":
         raise SystemExit("torch_profile.py profiles the torch backend: set KERAS_BACKEND=torch.")
+    keras.config.set_dtype_policy(arguments.dtype)
     lines = [f"device: {placement.device_name()}, torch {torch.__version__}"]
-    bert(lines, arguments.calls)
+    bert(lines, arguments.calls, arguments.jit_compile)
     if arguments.decode_tokens:
         gpt2_decode(lines, arguments.decode_tokens)
     text = "\n".join(lines)
