@@ -418,11 +418,10 @@ class CompiledStep:
         self.graphs = {}
 
     def __call__(self, *args):
-        graphs = (
-            self.no_graphs is None and step_graph.on_gpu(args[1]) and step_graph.enabled()
-        )
+        on_gpu = step_graph.on_gpu(args[1])
+        graphs = self.no_graphs is None and on_gpu and step_graph.enabled()
         shape = _step_shape(args) if self.mode == "auto" or graphs else None
-        if self.failure is None and self._compiles(shape):
+        if self.failure is None and self._compiles(shape, on_gpu):
             try:
                 if graphs:
                     return self._graphed(shape, args)
@@ -468,17 +467,18 @@ class CompiledStep:
             )
             return self.compiled(*args)
 
-    def _compiles(self, shape):
+    def _compiles(self, shape, on_gpu):
         """Whether a step of `shape` (`_step_shape`) runs compiled: always
         (`mode="always"`), or (`"auto"`) once the eager steps of its shape
-        have taken `COMPILE_AFTER_EAGER_SECONDS` in all, what compiling one
-        shape costs (see `torch_compile_mode`)."""
+        have taken `COMPILE_AFTER_EAGER_SECONDS` in all (for a step on a GPU
+        or not), what compiling one shape costs there (see
+        `torch_compile_mode`)."""
         if self.mode != "auto":
             return True
         if shape in self.compiled_shapes:
             return True
         spent = self.eager_seconds.get(shape, 0.0)
-        if spent < COMPILE_AFTER_EAGER_SECONDS:
+        if spent < COMPILE_AFTER_EAGER_SECONDS["gpu" if on_gpu else "cpu"]:
             return False
         self.compiled_shapes.add(shape)
         progress.say(
@@ -489,13 +489,17 @@ class CompiledStep:
         return True
 
 
-# What compiling one shape of the decoding step costs, measured on the
-# project's 2-core CPU (2026-11-24/26): 11.6 s for a 2-layer GPT-2 of width
-# 64, 8.3 s for the same model at another cache capacity, 10 to 15 s for
-# GPT-2 small and BERT-base `lm`. With `KERAS_ATTN_TORCH_COMPILE` unset, a
-# shape compiles once its eager steps have taken this long (the ski-rental
-# rule: never more than twice the time of the better choice made in hindsight).
-COMPILE_AFTER_EAGER_SECONDS = 10.0
+# What compiling one shape of the decoding step costs, by where the step
+# runs. On the project's 2-core CPU (2026-11-24/26): 11.6 s for a 2-layer
+# GPT-2 of width 64, 8.3 s for the same model at another cache capacity, 10
+# to 15 s for GPT-2 small and BERT-base `lm`. On an NVIDIA H200 (16 CPU
+# cores; inductor compiles CUDA kernels): 27.3 s for GPT-2 small at batch 8
+# (2026-11-26), and first steps of 29 to 32 s in two earlier runs. With
+# `KERAS_ATTN_TORCH_COMPILE` unset, a shape compiles once its eager steps
+# have taken this long (the ski-rental rule: never more than twice the time
+# of the better choice made in hindsight; a GPU threshold at the CPU's
+# 10 s could cost 3.7 times it).
+COMPILE_AFTER_EAGER_SECONDS = {"cpu": 10.0, "gpu": 25.0}
 
 
 def _step_shape(args):

@@ -10,6 +10,7 @@ import pytest
 
 import keras_attn
 from keras_attn.generation import generator as generator_module
+from keras_attn.generation import step_graph
 from tests.generation.test_generate import uncached_greedy
 
 pytestmark = pytest.mark.skipif(
@@ -137,6 +138,25 @@ def test_the_compile_mode_is_read_from_the_environment(monkeypatch):
         read()
 
 
+def test_a_step_on_a_gpu_compiles_after_the_longer_gpu_compile_time(monkeypatch):
+    """Compiling costs more on a GPU (inductor builds CUDA kernels: 27 s
+    for GPT-2 small on an H200, 10 to 15 s on the 2-core CPU), so under
+    `"auto"` eager steps that took 15 s compile a CPU step's shape but not a
+    GPU step's, which compiles after 25 s; the step's tokens decide."""
+    step = generator_module.CompiledStep("auto")
+    monkeypatch.setattr(step_graph, "on_gpu", lambda tokens: tokens == "on a GPU")
+    monkeypatch.setattr(generator_module, "decoding_step", lambda *args: "eager")
+    monkeypatch.setattr(generator_module, "_step_shape", lambda args: "shape")
+    monkeypatch.setattr(step_graph, "enabled", lambda: False)  # graphs apart
+    step.compiled = lambda *args: "compiled"
+    for tokens, spent, expected in [
+        ("on a GPU", 15.0, "eager"), ("on the CPU", 15.0, "compiled"),
+        ("on a GPU", 26.0, "compiled"),
+    ]:
+        step.compiled_shapes, step.eager_seconds = set(), {"shape": spent}
+        assert step("forward", tokens) == expected, (tokens, spent)
+
+
 def test_by_default_a_shape_compiles_once_its_eager_steps_took_what_compiling_costs(
     model, monkeypatch, capsys
 ):
@@ -158,9 +178,12 @@ def test_by_default_a_shape_compiles_once_its_eager_steps_took_what_compiling_co
     assert spent > 0
     assert "compiling" not in capsys.readouterr().err
 
-    # As if compiling cost less than the steps so far: the next call's
-    # first step compiles, and the rest reuse the graph.
-    monkeypatch.setattr(generator_module, "COMPILE_AFTER_EAGER_SECONDS", spent / 2)
+    # As if compiling cost less than the steps so far on this device (but
+    # not on a GPU: a step there would still run eagerly, tested below):
+    # the next call's first step compiles, and the rest reuse the graph.
+    monkeypatch.setattr(
+        generator_module, "COMPILE_AFTER_EAGER_SECONDS", {"cpu": spent / 2, "gpu": spent * 2}
+    )
     before = dynamo_counts()
     np.testing.assert_array_equal(generator.generate(prompts, STEPS), expected)
     graphs, breaks, _ = np.subtract(dynamo_counts(), before)
