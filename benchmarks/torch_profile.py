@@ -84,7 +84,8 @@ def gpt2_decode(lines, new_tokens):
         model = keras_attn.build_transformer_model(directory)
     prompts = np.random.default_rng(0).integers(1, 50000, size=(8, 32)).astype("int32")
     profiled(
-        f"keras_attn GPT-2 small generate, batch 8, {new_tokens} new tokens",
+        f"keras_attn GPT-2 small generate ({keras.config.dtype_policy().name}), batch 8, "
+        f"{new_tokens} new tokens",
         lambda: model.generate(prompts, new_tokens), 1, lines,
     )
 
