@@ -16,6 +16,7 @@ from keras_attn.generation import step_graph
 from keras_attn.generation.cached_forward import CachedForward
 from keras_attn.generation.prompts import new_tokens
 from keras_attn.generation.prompts import prepare_prompts
+from keras_attn.samplers import decoding_loop
 from keras_attn.samplers.decoding_loop import DecodingSettings
 
 
@@ -310,7 +311,10 @@ class DecodingStep:
     and the cache with the token at `index` written for rows past their
     prompt (the prompt encoding wrote the prompts; a row still reading its
     prompt re-reads it without writing). For a UniLM model the generated
-    tokens are segment 1.
+    tokens are segment 1. Given `pick=(function, args)` the step returns
+    `function(logits, index, tokens, *args)` in place of the logits (a
+    sampler's `next_tokens`: the new tokens and finished rows), computed in
+    the same program.
 
     `run` is `decoding_step` or its compiled form (`CompiledStep`, torch),
     taking the same arguments."""
@@ -322,9 +326,9 @@ class DecodingStep:
         self.source = source
         self.run = decoding_step if run is None else run
 
-    def __call__(self, tokens, index, cache):
+    def __call__(self, tokens, index, cache, pick=None):
         return self.run(
-            self.forward, tokens, index, cache, self.lengths, self.condition, self.source
+            self.forward, tokens, index, cache, self.lengths, self.condition, self.source, pick
         )
 
     def select_rows(self, rows):
@@ -336,9 +340,11 @@ class DecodingStep:
         )
 
 
-def decoding_step(forward, tokens, index, cache, lengths, condition=None, source=None):
-    """One decoding step (see `DecodingStep`): a function of tensors only
-    (and the model's `CachedForward`), so that torch can compile it whole."""
+def decoding_step(forward, tokens, index, cache, lengths, condition=None, source=None,
+                  pick=None):
+    """One decoding step (see `DecodingStep`): a function of tensors (and
+    the model's `CachedForward`, the sampler's `pick`), so that torch can
+    compile it whole, the sampler's choice of the token included."""
     index = ops.convert_to_tensor(index, "int32")
     current = ops.take(tokens, ops.reshape(index, (1,)), axis=1)
     generating = ops.greater_equal(index, lengths)
@@ -349,7 +355,8 @@ def decoding_step(forward, tokens, index, cache, lengths, condition=None, source
         current, index, cache, segment_ids=segment_ids, write_rows=generating,
         condition=condition, source=source,
     )
-    return ops.cast(logits[:, 0], "float32"), cache
+    logits = ops.cast(logits[:, 0], "float32")
+    return decoding_loop.picked(pick, logits, index, tokens), cache
 
 
 class CompiledStep:
@@ -358,8 +365,10 @@ class CompiledStep:
 
     On TensorFlow and JAX the whole decoding loop is one XLA program; on
     torch the loop stays Python and its step, the model's whole forward pass
-    for one token (every block, the cache writes, the head), is one compiled
-    graph: no Python or Keras dispatch per op, fused elementwise work.
+    for one token (every block, the cache writes, the head) and, for a
+    sampler's loop, the choice of the token (`Sampler.next_tokens`, passed
+    as `pick`), is one compiled graph: no Python or Keras dispatch per op,
+    fused elementwise work.
     Shapes are static (`dynamic=False`): a cache has a fixed capacity and
     prompts are padded to buckets, so the step compiles once per shape
     (batch or beams, cache capacity, buffer length) and never per step (the

@@ -11,6 +11,7 @@ from keras import ops
 
 from keras_attn.generation.generator import _sampler_key
 from keras_attn.generation.prompts import prepare_prompts
+from keras_attn.samplers import decoding_loop
 
 
 class SharedOutputCache(NamedTuple):
@@ -48,7 +49,7 @@ class SharedOutputStep:
         self.combine = combine
         self.has_states = has_states
 
-    def __call__(self, tokens, index, cache):
+    def __call__(self, tokens, index, cache, pick=None):
         rows = tokens.shape[0]
         reading_output = ops.greater(index, 0)
         output_token = ops.slice(tokens, (0, index), (rows, 1))
@@ -76,7 +77,8 @@ class SharedOutputStep:
             )
         if not self.has_states:
             states = cache.states
-        return ops.log(combined), SharedOutputCache(tuple(caches), states)
+        logits = decoding_loop.picked(pick, ops.log(combined), index, tokens)
+        return logits, SharedOutputCache(tuple(caches), states)
 
     def select_rows(self, rows):
         return self

@@ -26,8 +26,12 @@ class StepGraph:
       rows each step) is copied into them, as the compiled step would read
       it. The cache's small bookkeeping tensors (slot positions, validity),
       which the step writes as new tensors, get buffers of their own too;
-    - the logits and the new bookkeeping tensors are the graph's buffers,
-      overwritten by the next replay: copies are returned;
+    - the step's other arguments are constants of the graph (None, the
+      decoding settings' numbers, the sampler's `next_tokens`): a replay
+      with another constant is refused (`NotCapturable`);
+    - the outputs (the logits, or with a sampler's `pick` the new tokens
+      and finished rows) and the new bookkeeping tensors are the graph's
+      buffers, overwritten by the next replay: copies are returned;
     - the model's weights are read at their addresses as they were at the
       capture, and the guards that `torch.compile` checks on every call
       (the model's structure, its variables) are not checked between
@@ -56,7 +60,8 @@ class StepGraph:
 
     Args:
         function: the compiled step, `function(forward, tokens, index,
-            cache, lengths, condition, source) -> (logits, cache)`.
+            cache, lengths, condition, source, pick) -> (outputs, cache)`
+            (`generator.decoding_step`).
         args: the arguments of the step to capture; its cache becomes the
             graph's.
     """
@@ -66,7 +71,7 @@ class StepGraph:
         parts = [keras.tree.flatten(part) for part in rest]
         leaves = [leaf for part in parts for leaf in part]
         for leaf in leaves:
-            if leaf is not None and not self.on_device(leaf):
+            if _is_array(leaf) and not self.on_device(leaf):
                 raise NotCapturable(
                     f"a step argument is {type(leaf).__name__}, not a CUDA tensor"
                 )
@@ -78,7 +83,8 @@ class StepGraph:
         # arguments but the cache's own tensors.
         versions = [leaf._version for leaf in cache]
         warm = [
-            leaf if leaf is None or start <= index < self.cache_leaves.stop else leaf.clone()
+            leaf if not _is_array(leaf) or start <= index < self.cache_leaves.stop
+            else leaf.clone()
             for index, leaf in enumerate(leaves)
         ]
         _, written = self.warm_up(lambda: function(forward, *keras.tree.pack_sequence_as(rest, warm)))
@@ -97,25 +103,27 @@ class StepGraph:
             self.in_place.append(moved)
         kept = {start + index for index, moved in enumerate(self.in_place) if moved}
         self.inputs = [
-            leaf if leaf is None or index in kept else leaf.clone()
+            leaf if not _is_array(leaf) or index in kept else leaf.clone()
             for index, leaf in enumerate(leaves)
         ]
         self.args = (forward, *keras.tree.pack_sequence_as(rest, self.inputs))
         self.kinds = [_kind(buffer) for buffer in self.inputs]
         try:
-            self.logits, self.cache = self.capture(lambda: function(*self.args))
+            self.outputs, self.cache = self.capture(lambda: function(*self.args))
         except Exception as error:  # noqa: BLE001 - any operation a graph cannot record
             raise NotCapturable(f"{type(error).__name__}: {error}") from error
 
     def __call__(self, *args):
         """The step on `args` (`(forward, tokens, index, cache, lengths,
-        condition, source)` of the captured shapes): `(logits, cache)`, the
-        cache's tensors written in place the graph's, the others copies."""
+        condition, source, pick)` of the captured shapes and constants):
+        `(outputs, cache)`, the cache's tensors written in place the graph's,
+        the others, and the outputs (the logits, or what `pick` returns),
+        copies."""
         leaves = keras.tree.flatten(args[1:])
         if args[0] is not self.args[0] or [_kind(leaf) for leaf in leaves] != self.kinds:
             raise NotCapturable("the step's arguments differ from the captured ones")
         for leaf, buffer in zip(leaves, self.inputs):
-            if leaf is not None and _address(leaf) != _address(buffer):
+            if _is_array(leaf) and _address(leaf) != _address(buffer):
                 buffer.copy_(leaf)
         self.replay()
         written = keras.tree.flatten(self.cache)
@@ -123,7 +131,8 @@ class StepGraph:
             buffer if kept else new.clone()
             for buffer, kept, new in zip(self.inputs[self.cache_leaves], self.in_place, written)
         ]
-        return self.logits.clone(), keras.tree.pack_sequence_as(self.cache, cache)
+        outputs = keras.tree.map_structure(lambda output: output.clone(), self.outputs)
+        return outputs, keras.tree.pack_sequence_as(self.cache, cache)
 
     # CUDA itself: a test stands these in on the CPU.
 
@@ -195,8 +204,15 @@ def _address(tensor):
     return tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride())
 
 
+def _is_array(value):
+    """Whether a step argument is an array (a tensor the graph holds a
+    buffer for), not a constant (None, a number, the sampler's method)."""
+    return hasattr(value, "shape")
+
+
 def _kind(value):
-    """What a graph's buffer must match: a tensor's shape, dtype and device."""
-    if not hasattr(value, "data_ptr"):
-        return type(value)
+    """What a replay's argument must match: a tensor's shape, dtype and
+    device; a constant itself (the graph computed with it)."""
+    if not _is_array(value):
+        return value
     return tuple(value.shape), value.dtype, value.device

@@ -37,6 +37,17 @@ def run_steps(body, lengths, limits, state):
     return ops.while_loop(condition, body, (ops.min(lengths) - 1,) + tuple(state))[1:]
 
 
+def picked(pick, logits, index, tokens):
+    """What a decoding step returns in place of its `logits`: themselves
+    for `pick=None`, else `function(logits, index, tokens, *args)` for
+    `pick=(function, args)` (a sampler's `next_tokens`), so that a step
+    compiled whole (torch's `CompiledStep`) also picks the token."""
+    if pick is None:
+        return logits
+    function, args = pick
+    return function(logits, index, tokens, *args)
+
+
 def forbid_early_end(logits, generated, settings):
     """`logits` `(rows, vocab)` with `end_token_id` at -inf in rows that
     have generated fewer than `min_new_tokens` tokens (`generated`)."""
@@ -51,13 +62,21 @@ def forced_tokens(tokens, following, lengths, settings):
     """`(forced, token)`, both `(rows,)`: the rows whose token at position
     `following` is not chosen by the model (their prompt's, or the start
     token as their first generated one) and that token."""
-    token = ops.slice(tokens, (0, following), (tokens.shape[0], 1))[:, 0]
+    token = ops.take(tokens, ops.reshape(following, (1,)), axis=1)[:, 0]
     forced = ops.less(following, lengths)
     if settings.start_token_id is not None:
         starts = ops.equal(following, lengths)
         token = ops.where(starts, settings.start_token_id, token)
         forced = ops.logical_or(forced, starts)
     return forced, token
+
+
+def write_column(tokens, following, chosen):
+    """`tokens` `(rows, total)` with column `following` (an int32 scalar
+    tensor) set to `chosen` `(rows,)`: a select, which torch's compiler
+    traces (`ops.slice_update` at a tensor position does not)."""
+    column = ops.equal(ops.arange(tokens.shape[1], dtype="int32"), following)
+    return ops.where(column[None, :], chosen[:, None], tokens)
 
 
 def finishes(chosen, forced, following, lengths, limits, settings):

@@ -78,7 +78,7 @@ class Sampler:
         # Shifting by the row maximum keeps the noise at full float32
         # resolution for large logits; a row without a finite logit is not
         # shifted (-inf - -inf would be NaN).
-        row_max = ops.max(logits, axis=-1, keepdims=True)
+        row_max = ops.amax(logits, axis=-1, keepdims=True)
         logits = ops.subtract(logits, ops.where(ops.isfinite(row_max), row_max, 0.0))
         return lowest_argmax(ops.add(logits, gumbel_noise(ops.shape(logits), seed)))
 
@@ -86,8 +86,11 @@ class Sampler:
         """Decodes every row token by token, picking each with this sampler.
 
         Args:
-            step: `step(tokens, index, cache) -> (logits, cache)`: float32
-                logits `(rows, vocab)` for the token after position `index`.
+            step: `step(tokens, index, cache, pick=None) -> (logits, cache)`:
+                float32 logits `(rows, vocab)` for the token after position
+                `index`; given `pick=(function, args)`, it returns
+                `function(logits, index, tokens, *args)` in place of the
+                logits (`decoding_loop.picked`), in the same program.
             tokens: int32 `(rows, total)`, the prompts then the pad id.
             lengths: int32 `(rows,)`, each prompt's length.
             cache: the decoding cache after the prompts.
@@ -98,24 +101,36 @@ class Sampler:
             int32 `(rows, total)`: the prompts and their continuations (the
             pad id after a row's end).
         """
-        pad = settings.pad_token_id
         limits = lengths + settings.max_new_tokens  # each row's final length
         done = ops.zeros((tokens.shape[0],), "bool")
 
         def body(index, tokens, cache, done):
-            logits, cache = step(tokens, index, cache)
-            following = index + 1
-            logits = decoding_loop.forbid_early_end(logits, following - lengths, settings)
-            step_seed = seed + ops.stack([0, following])
-            chosen = ops.cast(self(logits, step_seed if self.needs_seed else None), "int32")
-            forced, forced_token = decoding_loop.forced_tokens(tokens, following, lengths, settings)
-            chosen = ops.where(forced, forced_token, chosen)
-            chosen = ops.where(done, pad, chosen)
-            tokens = ops.slice_update(tokens, (0, following), chosen[:, None])
-            finished = decoding_loop.finishes(chosen, forced, following, lengths, limits, settings)
-            return index + 1, tokens, cache, ops.logical_or(done, finished)
+            # The step picks the token in its own program: on torch its
+            # compiled graph (one CUDA graph on a GPU) holds the whole step.
+            (tokens, done), cache = step(
+                tokens, index, cache,
+                pick=(self.next_tokens, (lengths, limits, seed, done, settings)),
+            )
+            return index + 1, tokens, cache, done
 
         return decoding_loop.run_steps(body, lengths, limits, (tokens, cache, done))[0]
+
+    def next_tokens(self, logits, index, tokens, lengths, limits, seed, done, settings):
+        """One step of `run_loop` after the model: the tokens `(rows, total)`
+        with each row's token at position `index + 1` written (picked from
+        float32 `logits` `(rows, vocab)`, or forced: the prompt's, the start
+        token; the pad id once a row is done), and the rows done after it
+        (`done`, or this token finished them)."""
+        following = index + 1
+        logits = decoding_loop.forbid_early_end(logits, following - lengths, settings)
+        step_seed = seed + ops.stack([0, following])
+        chosen = ops.cast(self(logits, step_seed if self.needs_seed else None), "int32")
+        forced, forced_token = decoding_loop.forced_tokens(tokens, following, lengths, settings)
+        chosen = ops.where(forced, forced_token, chosen)
+        chosen = ops.where(done, settings.pad_token_id, chosen)
+        tokens = decoding_loop.write_column(tokens, following, chosen)
+        finished = decoding_loop.finishes(chosen, forced, following, lengths, limits, settings)
+        return tokens, ops.logical_or(done, finished)
 
     def filter_logits(self, logits):
         """Returns float32 `logits` `(batch, vocab)` (already divided by the
@@ -152,9 +167,9 @@ def lowest_argmax(scores):
     """The int32 index of each row's maximum, the lowest index among ties
     (`ops.argmax` leaves ties unspecified on TensorFlow)."""
     vocab = ops.shape(scores)[-1]
-    is_max = ops.equal(scores, ops.max(scores, axis=-1, keepdims=True))
+    is_max = ops.equal(scores, ops.amax(scores, axis=-1, keepdims=True))
     ids = ops.arange(vocab, dtype="int32")
-    return ops.cast(ops.min(ops.where(is_max, ids, vocab), axis=-1), "int32")
+    return ops.cast(ops.amin(ops.where(is_max, ids, vocab), axis=-1), "int32")
 
 
 def check_number(name, value, owner, minimum, maximum=None, integer=False):

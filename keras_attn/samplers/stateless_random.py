@@ -10,7 +10,6 @@ same noise (and the same tokens) on TensorFlow, JAX and torch, eagerly and
 under `jax.jit` / `tf.function(jit_compile=True)`.
 """
 
-import numpy as np
 from keras import ops
 
 # The shifts and odd multipliers of Chris Wellons's "lowbias32" integer hash
@@ -23,7 +22,9 @@ _MANTISSA_BITS = 23
 
 
 def _int32(value):
-    return ops.convert_to_tensor(np.int32(value))
+    # From the Python int, not `np.int32(value)`: torch's compiler cannot
+    # trace a numpy scalar into a tensor.
+    return ops.convert_to_tensor(value, dtype="int32")
 
 
 def _logical_right_shift(x, bits):

@@ -58,7 +58,7 @@ class TopPSampler(Sampler):
             ops.less(mass_before, self.p),
             ops.equal(ops.arange(ops.shape(logits)[-1]), 0),
         )
-        smallest_kept = ops.min(
+        smallest_kept = ops.amin(
             ops.where(in_nucleus, descending, float("inf")), axis=-1, keepdims=True
         )
         return ops.where(ops.greater_equal(logits, smallest_kept), logits, float("-inf"))

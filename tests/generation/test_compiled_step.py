@@ -67,6 +67,31 @@ def test_one_graph_per_shape_and_none_per_step(model):
     np.testing.assert_array_equal(tokens, uncached_greedy(model, prompts, STEPS))
 
 
+@pytest.mark.parametrize("sampler", ["top_k", "top_p"])
+def test_a_random_sampler_picks_inside_the_one_compiled_graph(model, sampler, monkeypatch):
+    """The sampler's choice of the token (its filter, the seeded Gumbel
+    noise, the bookkeeping of forced and finished rows) compiles into the
+    step's one graph, without a break; another seed and sampler object
+    compile nothing more; the tokens are those of the eager step with the
+    same seeds."""
+    prompts = [[2, 7, 9, 11], [3, 5, 8]]
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    eager = generator_module.Generator(model)
+    expected = [eager.generate(prompts, STEPS, sampler=sampler, seed=seed) for seed in (3, 4)]
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "1")
+    generator = generator_module.Generator(model)
+    before = dynamo_counts()
+    tokens = generator.generate(prompts, STEPS, sampler=sampler, seed=3)
+    graphs, breaks, _ = np.subtract(dynamo_counts(), before)
+    assert (graphs, breaks) == (1, 0)
+    before = dynamo_counts()
+    again = generator.generate(prompts, STEPS, sampler=sampler, seed=4)
+    assert tuple(np.subtract(dynamo_counts(), before)) == (0, 0, 0)
+    np.testing.assert_array_equal(tokens, expected[0])
+    np.testing.assert_array_equal(again, expected[1])
+    assert not np.array_equal(expected[0], expected[1])  # the seeds matter
+
+
 def test_two_models_keep_their_own_graphs(model):
     """Each generator compiles its own copy of the step, so another model's
     graphs are not recompilations of this one's (dynamo's recompile limit

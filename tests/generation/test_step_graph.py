@@ -95,9 +95,8 @@ class CpuStepGraph(step_graph.StepGraph):
         return run()
 
     def replay(self):
-        logits, cache = self.run()
-        self.logits.copy_(logits)
-        for captured, new in zip(keras.tree.flatten(self.cache), keras.tree.flatten(cache)):
+        written = keras.tree.flatten(self.run())
+        for captured, new in zip(keras.tree.flatten((self.outputs, self.cache)), written):
             if captured is not new:
                 captured.copy_(new)
 
@@ -182,6 +181,32 @@ def test_a_step_that_cannot_be_captured_runs_compiled_and_says_why(
     generator._step.no_graphs = None  # the module's other tests use graphs
     warnings = [r for r in caplog.records if "cannot run as a CUDA graph" in r.getMessage()]
     assert len(warnings) == 1 and "refused by the test" in warnings[0].getMessage()
+
+
+def test_constants_are_the_graphs_and_a_replay_with_others_is_refused():
+    """A step's arguments that are not tensors (the decoding settings'
+    numbers, the sampler's `next_tokens` in `pick`) are baked into the
+    graph: a replay with the same ones gives the step's outputs, one with
+    another is refused rather than replaying the captured constant."""
+    import torch
+
+    def step(forward, tokens, index, cache, lengths, condition, source, pick):
+        (table,) = cache
+        table.add_(1.0)  # written in place and returned, as the keys and values are
+        _, (scale,) = pick
+        return tokens * scale + index, (table,)
+
+    table = torch.zeros(2)
+    args = (object(), torch.arange(3.0), torch.tensor(1.0), (table,), None, None, None)
+    graph = CpuStepGraph(step, args + ((None, (2.0,)),))
+    outputs, (written,) = graph(*args, (None, (2.0,)))
+    np.testing.assert_allclose(outputs.numpy(), [1.0, 3.0, 5.0])
+    assert written is table and graph.in_place == [True]
+    outputs, _ = graph(args[0], torch.arange(3.0) + 1.0, torch.tensor(0.5), (table,), None, None,
+                       None, (None, (2.0,)))
+    np.testing.assert_allclose(outputs.numpy(), [2.5, 4.5, 6.5])
+    with pytest.raises(step_graph.NotCapturable, match="differ from the captured"):
+        graph(*args, (None, (3.0,)))
 
 
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
