@@ -65,6 +65,11 @@ float32, this measures:
      and keras-hub (`Llama3Backbone.from_preset` on the directory) read the
      same weights; against keras-hub's `Llama3CausalLM.generate` and, on
      torch, transformers' `generate`.
+   - GPT-2 small's depth at width 48 (`--parts gpt2-narrow`: 12 layers,
+     hidden 48, 12 heads of 4, FFN 192, vocabulary 4096), against
+     transformers' `generate` on the same weights: a step does next to no
+     arithmetic, so this measures the host's time per step (Python,
+     dispatch, kernel launches), which a GPU waits for.
    The contenders take turns within each repetition. On torch keras_attn is
    warmed up by a full call (its step compiles once per shape, see
    `keras_attn.generation.generator.CompiledStep`) and the others by an 8-token call
@@ -78,7 +83,8 @@ Results go to `benchmarks/results/generation_<backend>.json` (parts 1 and
 2), with `cached_over_uncached_tokens_per_second` and
 `keras_attn_over_keras_hub_tokens_per_second` fields, and
 `benchmarks/results/generation_gpt2_t5_<backend>.json` (part 3; LLaMA in
-`generation_llama_<backend>.json`), with
+`generation_llama_<backend>.json`, the narrow GPT-2 in
+`generation_host_bound_<backend>.json`), with
 `keras_attn_over_keras_hub_tokens_per_second` and, on torch,
 `keras_attn_over_transformers_tokens_per_second` per model; so a run of
 some parts never overwrites another part's results. `report.py` prints the
@@ -131,6 +137,10 @@ WINDOW_CONFIG = dict(
 WINDOW_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 # Pretrained shapes, in transformers' config fields.
 GPT2_SMALL = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+# GPT-2 small's depth at almost no width or vocabulary: a step does next to
+# no arithmetic, so its time is the host's (Python, dispatch, launches),
+# what a GPU waits for between steps (issue 30).
+GPT2_NARROW = dict(vocab_size=4096, n_positions=1024, n_embd=48, n_layer=12, n_head=12)
 BERT_BASE_DECODER = dict(
     vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
     intermediate_size=3072, max_position_embeddings=512, is_decoder=True,
@@ -436,8 +446,9 @@ def random_transformers_model(family, directory):
     import transformers
 
     torch.manual_seed(0)
-    if family == "gpt2":
-        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**GPT2_SMALL))
+    if family in ("gpt2", "gpt2-narrow"):
+        shape = GPT2_SMALL if family == "gpt2" else GPT2_NARROW
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**shape))
     elif family == "bert":
         config = transformers.BertConfig(**BERT_BASE_DECODER)
         model = transformers.BertLMHeadModel(config)
@@ -563,6 +574,17 @@ PRETRAINED_SHAPES = {
         ),
         "vocab_size": GPT2_SMALL["vocab_size"],
         "keras_hub": ("keras-hub GPT2CausalLM", keras_hub_gpt2, True),
+        "transformers": "transformers GPT2LMHeadModel",
+    },
+    "gpt2-narrow": {
+        "description": (
+            "GPT-2 small's depth at width 48 (variant 'gpt2'): 12 layers, hidden 48, 12 heads of "
+            "4, FFN 192, vocabulary 4096, float32, random weights: one transformers "
+            "GPT2LMHeadModel, saved and loaded by keras_attn; a step does next to no arithmetic, "
+            "so its time is the host's"
+        ),
+        "vocab_size": GPT2_NARROW["vocab_size"],
+        "keras_hub": None,
         "transformers": "transformers GPT2LMHeadModel",
     },
     "bert": {
@@ -712,7 +734,8 @@ def main():
                         help="run the uncached loop for real (default on a GPU) or estimate it "
                              "from steps at a few prefix lengths (default on CPU)")
     parser.add_argument("--parts", nargs="+",
-                        choices=["windowed", "cached", "gpt2", "t5", "bert", "llama"],
+                        choices=["windowed", "cached", "gpt2", "t5", "bert", "llama",
+                                 "gpt2-narrow"],
                         default=["windowed", "cached", "gpt2", "t5"])
     parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS,
                         help="new tokens per row for the gpt2 and t5 parts")
@@ -734,10 +757,11 @@ def main():
         )
     if {"windowed", "cached"} & set(arguments.parts):
         write_result(result, arguments.output, f"generation_{BACKEND}.json")
-    # GPT-2, T5 and BERT in one file, LLaMA in its own.
+    # GPT-2, T5 and BERT in one file, LLaMA and the narrow GPT-2 in their own.
     for shapes, name in (
         (("gpt2", "t5", "bert"), f"generation_gpt2_t5_{BACKEND}.json"),
         (("llama",), f"generation_llama_{BACKEND}.json"),
+        (("gpt2-narrow",), f"generation_host_bound_{BACKEND}.json"),
     ):
         shapes = [family for family in shapes if family in arguments.parts]
         if not shapes:
