@@ -126,8 +126,8 @@ class BeamSearch:
             # The candidates' sequences: their beam's, then their token.
             candidate_rows = ops.reshape(row_offsets * num_beams + source, (batch * wide,))
             candidate_tokens = ops.take(tokens, candidate_rows, axis=0)
-            candidate_tokens = ops.slice_update(
-                candidate_tokens, (0, following), ops.reshape(token, (batch * wide, 1))
+            candidate_tokens = decoding_loop.write_column(
+                candidate_tokens, following, ops.reshape(token, (batch * wide,))
             )
             # Live beams: the best candidates that do not end.
             live_scores = best_scores - 1e9 * ops.cast(ends, "float32")
@@ -196,7 +196,7 @@ class BeamSearch:
             selected = ops.reshape(selected, (rows,))
             tokens = ops.take(tokens, selected, axis=0)
             written = ops.where(forced, forced_token, ops.reshape(new_token, (rows,)))
-            tokens = ops.slice_update(tokens, (0, following), written[:, None])
+            tokens = decoding_loop.write_column(tokens, following, written)
             cache = cache.select_rows(selected)
             scores = ops.where(act, new_scores, scores)
             row_active = ops.repeat(active, num_beams)[:, None]
@@ -280,7 +280,7 @@ class BeamSearch:
             chosen = ops.where(forced, forced_token, chosen)
             selected = ops.reshape(row_offsets + source, (rows,))
             tokens = ops.take(tokens, selected, axis=0)
-            tokens = ops.slice_update(tokens, (0, following), chosen[:, None])
+            tokens = decoding_loop.write_column(tokens, following, chosen)
             cache = cache.select_rows(selected)
             was_done = ops.take(done, selected, axis=0)
             grows = ops.logical_and(ops.logical_not(was_done), ops.greater_equal(following, lengths))

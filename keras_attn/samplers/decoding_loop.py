@@ -73,8 +73,9 @@ def forced_tokens(tokens, following, lengths, settings):
 
 def write_column(tokens, following, chosen):
     """`tokens` `(rows, total)` with column `following` (an int32 scalar
-    tensor) set to `chosen` `(rows,)`: a select, which torch's compiler
-    traces (`ops.slice_update` at a tensor position does not)."""
+    tensor) set to `chosen` `(rows,)`, as every decoding loop writes its
+    tokens: a select, which torch's compiler traces (`ops.slice_update` at
+    a tensor position does not)."""
     column = ops.equal(ops.arange(tokens.shape[1], dtype="int32"), following)
     return ops.where(column[None, :], chosen[:, None], tokens)
 
