@@ -1,8 +1,9 @@
 """The Transformer blocks of a functional model's graph, compiled once per
 block structure by `torch.compile` (regional compilation)."""
 
+import linecache
+import math
 import os
-import types
 import warnings
 
 import keras
@@ -32,9 +33,12 @@ class CompiledBlocks:
     becomes a program: its steps, with every tensor addressed by its place
     in the region (the region's inputs first, then each step's outputs).
     Blocks with the same program (same layer classes, same wiring, same
-    constant arguments) share one compiled function; the block's layers
-    are its arguments, so dynamo guards on their types and configuration,
-    not on which block they are, and their weights are graph inputs.
+    constant arguments) share one compiled function, whose code is the
+    program written out (`_source`): dynamo checks its guards at every
+    call, and they read the block's layers and inputs, not the wiring. The
+    layers are the function's arguments, so dynamo guards on their types
+    and configuration, not on which block they are, and their weights are
+    graph inputs.
 
     Inside a region each layer runs by its `call`, its Keras masks filled
     in and set on its outputs as `keras_attn.layers.direct_call.call_directly`
@@ -97,8 +101,16 @@ class CompiledBlocks:
             if blocker is not None:
                 region.program = None
                 blocked.append(blocker)
-            elif region.program is not None and region.program not in self.functions:
-                self.functions[region.program] = _compiled_program(len(self.functions))
+            elif region.program is not None:
+                body, region.constants = _source(region)
+                key = (body, region.constants)
+                try:
+                    hash(key)
+                except TypeError:  # an unhashable constant: compared by identity
+                    key = (body, tuple(map(id, region.constants)))
+                if key not in self.functions:
+                    self.functions[key] = _compiled_program(len(self.functions), body)
+                region.function = self.functions[key]
         if blocked:
             layer, reason = blocked[0]
             warnings.warn(
@@ -121,9 +133,7 @@ class CompiledBlocks:
                 )
             return False
         inputs = [values[key] for key in region.input_keys]
-        outputs = self.functions[region.program](
-            region.program, region.operations, region.parameters, inputs, training
-        )
+        outputs = region.function(region.operations, inputs, training, region.constants)
         count = len(region.output_keys)
         for key, value, mask in zip(region.output_keys, outputs[:count], outputs[count:]):
             if mask is not None and keras_internals.keras_mask(value) is None:
@@ -298,53 +308,109 @@ def _spec(structure, place):
     return ("constant", structure)
 
 
-def _filled(spec, values):
-    """The structure `spec` stands for, its values taken from `values`."""
-    kind, content = spec
-    if kind == "value":
-        return values[content]
-    if kind == "constant":
-        return content
-    if kind == "list":
-        return [_filled(item, values) for item in content]
-    if kind == "tuple":
-        return tuple(_filled(item, values) for item in content)
-    return {name: _filled(item, values) for name, item in content}
+def _source(region):
+    """`(body, constants)`: the Python source of the body of a function
+    `(operations, inputs, training, constants)` that runs `region`'s
+    program on its `inputs` and returns its outputs, then their Keras masks
+    (None where none); what `_compiled_program` compiles.
 
+    The program is written out as code: which value goes to which argument,
+    the constant arguments, each layer's `direct_call.layer_parameters` and
+    whether it takes `training`. Dynamo guards what a function reads from
+    its arguments and globals, at every call, but not its code: passed as
+    arguments, the program and the parameters were some 500 of a BERT
+    block's 1,250 guard entries. Constants other than None, `bool`, `int`,
+    finite `float` and `str` are read from `constants` (and guarded).
+    Blocks with the same source and constants share one compiled
+    function."""
+    constants = []
 
-def _run_program(program, operations, parameters, inputs, training):
-    """Runs a region's `program` over `operations` on `inputs`: its outputs,
-    then their Keras masks (None where none). What is compiled, once per
-    program (`_compiled_program`)."""
-    steps, outputs = program
-    values = list(inputs)
-    for position, args_spec, kwargs_spec, count in steps:
-        operation = operations[position]
-        args, kwargs = _filled(args_spec, values), _filled(kwargs_spec, values)
-        if parameters[position] is None:
-            result = operation(*args, **kwargs)
+    def literal(value):
+        if value is None or type(value) in (bool, int, str) or (
+            type(value) is float and math.isfinite(value)
+        ):
+            return repr(value)
+        constants.append(value)
+        return f"constants[{len(constants) - 1}]"
+
+    def expression(spec):
+        kind, content = spec
+        if kind == "value":
+            return f"v{content}"
+        if kind == "constant":
+            return literal(content)
+        if kind == "dict":
+            return "{" + ", ".join(f"{literal(key)}: {expression(item)}" for key, item in content) + "}"
+        items = [expression(item) for item in content]
+        if kind == "list":
+            return "[" + ", ".join(items) + "]"
+        return "(" + "".join(f"{item}, " for item in items) + ")"
+
+    def names(values):
+        return "{" + ", ".join(map(repr, sorted(values))) + "}" if values else "set()"
+
+    steps, outputs = region.program
+    count = len(region.input_keys)
+    lines = ["    (" + "".join(f"v{place}, " for place in range(count)) + ") = inputs"]
+    for position, args_spec, kwargs_spec, outputs_count in steps:
+        args, kwargs = expression(args_spec), expression(kwargs_spec)
+        if region.parameters[position] is None:
+            call = f"operations[{position}](*{args}, **{kwargs})"
         else:
-            if training is not None and keras_internals.takes_training(operation):
-                kwargs["training"] = training
-            result = direct_call.call_with_masks(operation, args, kwargs, parameters[position])
-        if count == 1 and not isinstance(result, (list, tuple, dict)):
-            values.append(result)
-        else:
-            values.extend(keras.tree.flatten(result))
-    results = [values[place] for place in outputs]
-    return tuple(results) + tuple(keras_internals.keras_mask(value) for value in results)
+            parameter_names, positional, defaults, mask_names, masks_default_none = (
+                region.parameters[position]
+            )
+            default_items = ", ".join(
+                f"{key!r}: {literal(value)}" for key, value in defaults.items()
+            )
+            record = (
+                f"({names(parameter_names)}, {positional!r}, {{{default_items}}}, "
+                f"{names(mask_names)}, {masks_default_none!r})"
+            )
+            takes = keras_internals.takes_training(region.operations[position])
+            call = f"_run_layer(operations[{position}], {args}, {kwargs}, {record}, {takes!r}, training)"
+        targets = "".join(f"v{count + number}, " for number in range(outputs_count))
+        count += outputs_count
+        lines.append(f"    ({targets}) = _results({call}, {outputs_count})" if targets else f"    {call}")
+    lines.append("    return _with_masks((" + "".join(f"v{place}, " for place in outputs) + "))")
+    return "\n".join(lines) + "\n", tuple(constants)
 
 
-def _compiled_program(number):
-    """`torch.compile` of a copy of `_run_program` with a code object of its
-    own: dynamo keeps its compiled graphs (and counts recompiles) per code
-    object, so each program gets its own cache and recompile limit."""
+def _run_layer(layer, args, kwargs, parameters, takes_training, training):
+    """A block program's call of `layer`: `training` passed where its
+    `call` takes it and it is given, Keras masks as `__call__` fills them."""
+    if takes_training and training is not None:
+        kwargs["training"] = training
+    return direct_call.call_with_masks(layer, args, kwargs, parameters)
+
+
+def _results(result, count):
+    """A step's `count` outputs: `result` itself for one, or flattened."""
+    if count == 1 and not isinstance(result, (list, tuple, dict)):
+        return (result,)
+    return keras.tree.flatten(result)
+
+
+def _with_masks(outputs):
+    """`outputs`, then their Keras masks (None where none)."""
+    return outputs + tuple(keras_internals.keras_mask(value) for value in outputs)
+
+
+def _compiled_program(number, body):
+    """`torch.compile` of the function of `body` (`_source`), named
+    `_run_block_program_<number>`, its source kept in `linecache` for
+    tracebacks and dynamo's messages. Each program is a code object of its
+    own: dynamo keeps compiled graphs (and counts recompiles) per code
+    object."""
     import torch
 
     name = f"_run_block_program_{number}"
-    code = _run_program.__code__.replace(co_name=name, co_qualname=name)
-    function = types.FunctionType(code, _run_program.__globals__, name)
-    return torch.compile(function, backend=COMPILE_BACKEND)
+    source = f"def {name}(operations, inputs, training, constants):\n{body}"
+    filename = f"<keras_attn.models.compiled_blocks {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"_run_layer": _run_layer, "_results": _results, "_with_masks": _with_masks}
+    exec(compile(source, filename, "exec"), namespace)
+    return torch.compile(namespace[name], backend=COMPILE_BACKEND)
 
 
 def _static_blocker(operations):

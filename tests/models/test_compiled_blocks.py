@@ -4,6 +4,9 @@ structure once (`keras_attn.models.compiled_blocks.CompiledBlocks`, issue
 the eager pass's, every block runs compiled, one graph per structure, no
 recompiles over batches."""
 
+import re
+import types
+
 import keras
 import numpy as np
 import pytest
@@ -177,3 +180,58 @@ def test_a_mixed_precision_model_runs_its_blocks_eagerly_and_says_so(dynamo_only
     with pytest.warns(UserWarning, match="2 of the 2 blocks .* eagerly.*'mixed_bfloat16'"):
         assert_same(outputs_and_masks(model(inputs)), expected, tolerance=0)
     assert counts.frames == 0
+
+
+def test_the_guards_read_the_layers_and_inputs_not_the_program(dynamo_only):
+    """Dynamo checks every guard at every block call. The program (which
+    value goes to which argument) and the layers' call signatures are
+    written into each compiled function's code, so no guard reads them:
+    passed as arguments, they were some 500 of a BERT block's 1,250 guard
+    entries. (Blocks of another wiring get a function of their own:
+    `test_every_variant_compiles_each_block_structure_once` counts them.)"""
+    import torch
+
+    keras.utils.set_random_seed(5)
+    model = build("bert", "encoder")
+    inputs = inputs_for(model)
+    expected = outputs_and_masks(model(inputs))
+    model.compile(jit_compile=True)
+    DynamoCounts()
+    assert_same(outputs_and_masks(model(inputs)), expected)
+    functions = list(model._direct_graph.compiled_blocks.functions.values())
+    assert len(functions) == 1
+    code = functions[0]._torchdynamo_orig_callable.__code__
+    assert code.co_varnames[:4] == ("operations", "inputs", "training", "constants")
+    entries = torch._dynamo.eval_frame._debug_get_cache_entry_list(code)
+    assert len(entries) == 1
+    guards = entries[0].guard_manager.code_parts
+    layers = sum("L['operations']" in guard for guard in guards)
+    assert layers > 100  # the layers' configuration and weights stay guarded
+    read = {name for guard in guards for name in re.findall(r"L\['(\w+)'\]", guard)}
+    assert read <= {"operations", "inputs", "training", "constants"}, read
+    assert not any("L['constants'][" in guard for guard in guards)
+
+
+def test_constants_that_are_not_literals_are_read_from_the_constants(dynamo_only):
+    """A program's constant arguments are written into its code where
+    `repr` gives them back (here -0.5); others (a numpy scalar, infinity)
+    are read from the function's `constants` argument."""
+    import torch
+
+    def operation(x, offset, scale=None, limit=None):
+        return torch.clamp(x * scale + offset, max=limit)
+
+    args = ("tuple", (("value", 0), ("constant", -0.5)))
+    kwargs = ("dict", (("scale", ("constant", np.float32(3.0))), ("limit", ("constant", float("inf")))))
+    region = types.SimpleNamespace(
+        program=(((0, args, kwargs, 1),), (1,)),
+        parameters=(None,), input_keys=["x"], operations=(operation,),
+    )
+    body, constants = compiled_blocks._source(region)
+    assert constants == (np.float32(3.0), float("inf"))
+    assert "-0.5" in body
+    function = compiled_blocks._compiled_program(0, body)
+    x = torch.arange(4, dtype=torch.float32)
+    output, mask = function(region.operations, [x], None, constants)
+    np.testing.assert_array_equal(to_numpy(output), np.arange(4) * 3.0 - 0.5)
+    assert mask is None
