@@ -4,8 +4,11 @@ are forced (a prompt being read, a start token), which rows have finished."""
 from typing import NamedTuple
 from typing import Optional
 
+import keras
 import numpy as np
 from keras import ops
+
+from keras_attn.concrete import torch_compiling
 
 
 class DecodingSettings(NamedTuple):
@@ -26,15 +29,31 @@ class DecodingSettings(NamedTuple):
     start_token_id: Optional[int] = None
 
 
-def run_steps(body, lengths, limits, state):
+def run_steps(body, lengths, limits, state, check_done=True):
     """Runs `body(index, tokens, cache, done, ...)` from the last token of
     the shortest prompt until every row is done or full; returns the final
-    state without the index. `state` starts with `(tokens, cache, done)`."""
+    state without the index. `state` starts with `(tokens, cache, done)`.
+
+    On torch, where each step is a call from Python (a compiled graph, or
+    one CUDA graph), the number of steps is read once, and `done` is read
+    back from the device before each step only with `check_done`: a caller
+    passes False where no row can be done before the last step (the
+    samplers without an end token), and the host then never waits for a
+    step before queueing the next. On JAX and TensorFlow the loop is the
+    backend's `while_loop`, its condition inside the compiled program."""
+    index = ops.min(lengths) - 1
+    if keras.config.backend() == "torch" and not torch_compiling():
+        state = tuple(state)
+        for _ in range(int(ops.max(limits)) - 1 - int(index)):
+            if check_done and bool(ops.all(state[2])):
+                break
+            index, *state = body(index, *state)
+        return tuple(state)
 
     def condition(index, tokens, cache, done, *rest):
         return ops.logical_and(index < ops.max(limits) - 1, ops.logical_not(ops.all(done)))
 
-    return ops.while_loop(condition, body, (ops.min(lengths) - 1,) + tuple(state))[1:]
+    return ops.while_loop(condition, body, (index,) + tuple(state))[1:]
 
 
 def picked(pick, logits, index, tokens):

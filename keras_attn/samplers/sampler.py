@@ -113,7 +113,9 @@ class Sampler:
             )
             return index + 1, tokens, cache, done
 
-        return decoding_loop.run_steps(body, lengths, limits, (tokens, cache, done))[0]
+        # Without an end token no row is done before the last step.
+        check_done = settings.end_token_id is not None
+        return decoding_loop.run_steps(body, lengths, limits, (tokens, cache, done), check_done)[0]
 
     def next_tokens(self, logits, index, tokens, lengths, limits, seed, done, settings):
         """One step of `run_loop` after the model: the tokens `(rows, total)`
