@@ -1,6 +1,7 @@
 """The Transformer blocks of a functional model's graph, compiled once per
 block structure by `torch.compile` (regional compilation)."""
 
+import itertools
 import linecache
 import math
 import os
@@ -16,6 +17,9 @@ from keras_attn.layers import direct_call
 # first compiles them: inductor (fused kernels); "eager" runs dynamo's
 # graphs without inductor (the tests check what dynamo captures with it).
 COMPILE_BACKEND = "inductor"
+
+# Numbers the programs' sources in `linecache`, each under a name of its own.
+_SOURCES = itertools.count()
 
 
 class CompiledBlocks:
@@ -398,15 +402,15 @@ def _with_masks(outputs):
 
 def _compiled_program(number, body):
     """`torch.compile` of the function of `body` (`_source`), named
-    `_run_block_program_<number>`, its source kept in `linecache` for
-    tracebacks and dynamo's messages. Each program is a code object of its
+    `_run_block_program_<number>`, its source kept in `linecache` (under a
+    file name no other program has) for tracebacks and dynamo's messages. Each program is a code object of its
     own: dynamo keeps compiled graphs (and counts recompiles) per code
     object."""
     import torch
 
     name = f"_run_block_program_{number}"
     source = f"def {name}(operations, inputs, training, constants):\n{body}"
-    filename = f"<keras_attn.models.compiled_blocks {name}>"
+    filename = f"<keras_attn.models.compiled_blocks {name} #{next(_SOURCES)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"_run_layer": _run_layer, "_results": _results, "_with_masks": _with_masks}
     exec(compile(source, filename, "exec"), namespace)

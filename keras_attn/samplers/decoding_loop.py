@@ -29,24 +29,36 @@ class DecodingSettings(NamedTuple):
     start_token_id: Optional[int] = None
 
 
-def run_steps(body, lengths, limits, state, check_done=True):
+def run_steps(body, lengths, limits, state, done_check="each"):
     """Runs `body(index, tokens, cache, done, ...)` from the last token of
     the shortest prompt until every row is done or full; returns the final
     state without the index. `state` starts with `(tokens, cache, done)`.
 
-    On torch, where each step is a call from Python (a compiled graph, or
-    one CUDA graph), the number of steps is read once, and `done` is read
-    back from the device before each step only with `check_done`: a caller
-    passes False where no row can be done before the last step (the
-    samplers without an end token), and the host then never waits for a
-    step before queueing the next. On JAX and TensorFlow the loop is the
-    backend's `while_loop`, its condition inside the compiled program."""
+    On torch each step is a call from Python (a compiled graph, or one
+    CUDA graph): the number of steps is read once, and `done_check` says
+    when `done` is read back from the device, which makes the host wait
+    for the step that computed it:
+    - `"each"`: before each step, the done of the step before;
+    - `"late"`: the done of the step before that one, so that the host
+      queues a step while the previous one runs. The loop may then run one
+      step after every row is done: for callers whose steps change nothing
+      then (the samplers write the pad id over the pad id);
+    - None: never, for callers where no row is done before the last step
+      (the samplers without an end token).
+
+    On JAX and TensorFlow the loop is the backend's `while_loop`, its
+    condition (every row done) inside the compiled program."""
+    if done_check not in ("each", "late", None):
+        raise ValueError(f'`done_check` must be "each", "late" or None; received {done_check!r}.')
     index = ops.min(lengths) - 1
     if keras.config.backend() == "torch" and not torch_compiling():
-        state = tuple(state)
+        state, earlier = tuple(state), None
         for _ in range(int(ops.max(limits)) - 1 - int(index)):
-            if check_done and bool(ops.all(state[2])):
+            done = state[2] if done_check == "each" else earlier
+            if done is not None and bool(ops.all(done)):
                 break
+            if done_check == "late":
+                earlier = state[2]
             index, *state = body(index, *state)
         return tuple(state)
 

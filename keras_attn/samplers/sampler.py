@@ -113,16 +113,20 @@ class Sampler:
             )
             return index + 1, tokens, cache, done
 
-        # Without an end token no row is done before the last step.
-        check_done = settings.end_token_id is not None
-        return decoding_loop.run_steps(body, lengths, limits, (tokens, cache, done), check_done)[0]
+        # Without an end token no row is done before the last step; with
+        # one, a step after every row is done writes the pad id over the
+        # pad id: `done` may be read a step late.
+        done_check = "late" if settings.end_token_id is not None else None
+        return decoding_loop.run_steps(body, lengths, limits, (tokens, cache, done), done_check)[0]
 
     def next_tokens(self, logits, index, tokens, lengths, limits, seed, done, settings):
         """One step of `run_loop` after the model: the tokens `(rows, total)`
         with each row's token at position `index + 1` written (picked from
         float32 `logits` `(rows, vocab)`, or forced: the prompt's, the start
         token; the pad id once a row is done), and the rows done after it
-        (`done`, or this token finished them)."""
+        (`done`, or this token finished them). A step after every row is
+        done thus writes the pad id over the pad id, which `run_loop`
+        relies on when it reads `done` a step late."""
         following = index + 1
         logits = decoding_loop.forbid_early_end(logits, following - lengths, settings)
         step_seed = seed + ops.stack([0, following])

@@ -4,6 +4,7 @@ structure once (`keras_attn.models.compiled_blocks.CompiledBlocks`, issue
 the eager pass's, every block runs compiled, one graph per structure, no
 recompiles over batches."""
 
+import linecache
 import re
 import types
 
@@ -202,6 +203,8 @@ def test_the_guards_read_the_layers_and_inputs_not_the_program(dynamo_only):
     assert len(functions) == 1
     code = functions[0]._torchdynamo_orig_callable.__code__
     assert code.co_varnames[:4] == ("operations", "inputs", "training", "constants")
+    # Tracebacks show the program's source.
+    assert linecache.getline(code.co_filename, 1).startswith("def _run_block_program_0(")
     entries = torch._dynamo.eval_frame._debug_get_cache_entry_list(code)
     assert len(entries) == 1
     guards = entries[0].guard_manager.code_parts

@@ -2,6 +2,7 @@
 the loop written out in numpy (step from the shortest prompt's last token
 while some row is not done and the longest row is not full)."""
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -20,12 +21,12 @@ def reference_steps(lengths, limits, done_at):
     return indices
 
 
-@pytest.mark.parametrize("check_done", [True, False])
+@pytest.mark.parametrize("done_check", ["each", "late", None])
 @pytest.mark.parametrize("lengths,new_tokens", [([3, 5, 2], 4), ([6], 1), ([4, 4], 7)])
-def test_the_steps_run_are_the_loops(lengths, new_tokens, check_done):
+def test_the_steps_run_are_the_loops(lengths, new_tokens, done_check):
     """No row is done before the last step (the samplers without an end
-    token): with or without reading `done` back, every step runs once,
-    from the shortest prompt's last token to the longest row's end."""
+    token): however `done` is read back, every step runs once, from the
+    shortest prompt's last token to the longest row's end."""
     limits = [length + new_tokens for length in lengths]
 
     def body(index, tokens, cache, done):
@@ -37,7 +38,7 @@ def test_the_steps_run_are_the_loops(lengths, new_tokens, check_done):
     tokens = ops.zeros((len(lengths), max(limits)), "int32")
     state = (tokens, ops.convert_to_tensor(0), ops.zeros((len(lengths),), "bool"))
     tokens, cache, done = decoding_loop.run_steps(
-        body, ops.convert_to_tensor(lengths), ops.convert_to_tensor(limits), state, check_done
+        body, ops.convert_to_tensor(lengths), ops.convert_to_tensor(limits), state, done_check
     )
     expected = reference_steps(lengths, limits, None)
     assert int(ops.convert_to_numpy(cache)) == len(expected)
@@ -46,9 +47,12 @@ def test_the_steps_run_are_the_loops(lengths, new_tokens, check_done):
     assert np.all(ops.convert_to_numpy(done))
 
 
-def test_a_batch_done_early_stops_when_done_is_checked():
+@pytest.mark.parametrize("done_check", ["each", "late"])
+def test_a_batch_done_early_stops(done_check):
     """Every row done after the third step (an end token): the loop stops
-    there, as numpy's does."""
+    there, as numpy's does; reading `done` a step late, torch's loop runs
+    one step more (the compiled `while_loop` of JAX and TensorFlow checks
+    in the program)."""
     lengths, limits = [2, 3], [10, 11]
 
     def body(index, tokens, cache, done):
@@ -57,6 +61,13 @@ def test_a_batch_done_early_stops_when_done_is_checked():
 
     state = (ops.zeros((2, 11), "int32"), ops.convert_to_tensor(0), ops.zeros((2,), "bool"))
     _, cache, _ = decoding_loop.run_steps(
-        body, ops.convert_to_tensor(lengths), ops.convert_to_tensor(limits), state
+        body, ops.convert_to_tensor(lengths), ops.convert_to_tensor(limits), state, done_check
     )
-    assert int(ops.convert_to_numpy(cache)) == len(reference_steps(lengths, limits, 3)) == 3
+    late = done_check == "late" and keras.config.backend() == "torch"
+    assert len(reference_steps(lengths, limits, 3)) == 3
+    assert int(ops.convert_to_numpy(cache)) == 3 + late
+
+
+def test_an_unknown_done_check_is_named():
+    with pytest.raises(ValueError, match="`done_check`.*received True"):
+        decoding_loop.run_steps(None, ops.ones((1,), "int32"), ops.ones((1,), "int32"), (), True)
