@@ -515,7 +515,7 @@ def _step_shape(args):
     """What a compiled step's graph is specialised to: the shapes of the
     tensors among the step's arguments (the cache's included)."""
     return tuple(
-        tuple(value.shape) for value in keras.tree.flatten(args[1:]) if hasattr(value, "shape")
+        tuple(value.shape) for value in step_graph.flatten(args[1:])[0] if hasattr(value, "shape")
     )
 
 
