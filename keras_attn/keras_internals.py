@@ -253,6 +253,18 @@ def unshare_jax_values(variables):
             holders[id(value)] = variable
 
 
+def held_jax_values(variables):
+    """On JAX, the array each variable of `variables` holds (None for one a
+    running loop has detached), to give back with `reattach_jax_values`.
+
+    Uses `Variable._value`: the public `value` checks the autocast and
+    stateless scopes at each read (and would return a cast copy inside an
+    autocast scope), which for BERT's 632 variables, optimizer's included,
+    took 0.54 ms per `*_on_batch` call on a 2-core CPU.
+    """
+    return [variable._value for variable in variables]
+
+
 def reattach_jax_values(variables, values):
     """On JAX, gives each variable of `variables` that a compiled loop left
     without a value (it detaches them while it runs) its value in `values`.

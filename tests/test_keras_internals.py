@@ -415,3 +415,21 @@ def test_a_merge_of_an_unmasked_input_gets_no_mask_as_call_gives_it():
                 np.testing.assert_array_equal(
                     keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(expected)
                 )
+
+
+@jax_only
+def test_held_jax_values_are_the_arrays_the_variables_hold():
+    kept = keras.Variable(np.arange(3, dtype="float32"))
+    detached = keras.Variable(np.ones((2,), "float32"))
+    detached._value = None  # as a compiled loop leaves it
+    held = keras_internals.held_jax_values([kept, detached])
+    assert held[0] is kept.value, changed(
+        "Variable", "_value", "held_jax_values", "it is not the array `value` returns"
+    )
+    assert held[1] is None
+    # What reattach_jax_values gives back must be the stored array, never
+    # the copy `value` casts inside an autocast scope.
+    from keras.src.backend.common.variables import AutocastScope
+
+    with AutocastScope("float16"):
+        assert keras_internals.held_jax_values([kept])[0].dtype == np.float32

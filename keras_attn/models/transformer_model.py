@@ -451,7 +451,7 @@ class TransformerModel(keras.Model):
         # Keras' EMA leaves weights and their averages sharing arrays, which
         # the loop would donate (see keras_internals.unshare_jax_values).
         keras_internals.unshare_jax_values(variables)
-        saved = [variable.value for variable in variables]
+        saved = keras_internals.held_jax_values(variables)
         try:
             yield
         except BaseException:
