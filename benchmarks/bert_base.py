@@ -35,6 +35,7 @@ Not part of the test suite.
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -63,6 +64,10 @@ SHAPES = {
 # 2-core CPU, and there a call and `predict_on_batch` differ by nothing but
 # the copies between host and device, which the GPU rows separate.
 GPU_ONLY_SHAPES = ("inference 32x512", "call 8x128", "call 32x512")
+
+
+# A contender measured only when `--models` names it (`ours_einsum_attention`).
+EINSUM_CONTENDER = "keras_attn (einsum attention)"
 
 
 def mode_of(label):
@@ -258,6 +263,31 @@ def ours(jit_compile=None):
     )
 
 
+def ours_einsum_attention():
+    """keras_attn's BERT-base with every attention layer on its einsum path
+    (scores, a float32 masked softmax, the value product), as keras-hub's
+    `BertBackbone` computes attention (its dropout keeps Keras'
+    `MultiHeadAttention` off `dot_product_attention`), rather than the
+    backend's fused kernel (`keras.ops.dot_product_attention`; on JAX on a
+    GPU, cuDNN's flash attention where it applies). Named in `--models`
+    only: it separates the kernel's share of a gap to keras-hub (issue 30,
+    item 5). Replaces the layers' kernels with copies whose `fused` is
+    False (the layers' `fused_attention`, which the builder does not
+    expose)."""
+    model = keras_attn.build_transformer_model(CONFIG, dropout_rate=0.1)
+    attention = [
+        layer for layer in model._flatten_layers()
+        if isinstance(layer, keras_attn.layers.MultiHeadAttention)
+    ]
+    assert len(attention) == CONFIG["num_hidden_layers"], attention
+    for layer in attention:
+        layer._kernel = dataclasses.replace(layer._kernel, fused=False)
+    return keras_runner(
+        model, {"tokens": "token_ids", "segments": "segment_ids"}, None,
+        keras_attn.optimizers.AdamW(1e-5),
+    )
+
+
 def ours_torch_compiled():
     """keras_attn on torch with `compile(jit_compile=True)`: each block
     structure compiled once by `torch.compile` (inductor), the rest eager
@@ -402,6 +432,12 @@ def main():
         "--measurements", nargs="*", default=None, choices=list(SHAPES),
         help="only these measurements; all by default",
     )
+    parser.add_argument(
+        "--flash-attention", default="auto", choices=["auto", "off"],
+        help="'off': keras.config.disable_flash_attention(), so that keras.ops."
+             "dot_product_attention takes XLA's composition rather than cuDNN's flash "
+             "kernel on JAX (keras_attn on torch calls torch's kernel itself: no change)",
+    )
     arguments = parser.parse_args()
     repeats = 1 if arguments.quick else arguments.repeats
     keras.config.set_dtype_policy(arguments.dtype)
@@ -418,6 +454,8 @@ def main():
     load_before = os.getloadavg()[0]
     peak = matmul_flops_per_second(repeats, compute_dtype)
     print(f"backend={BACKEND}: {compute_dtype} matmul {peak / 1e9:.1f} GFLOP/s")
+    if arguments.flash_attention == "off":
+        keras.config.disable_flash_attention()
     contenders = {"keras_attn": ours, "keras-hub": keras_hub}
     if BACKEND == "torch":
         contenders["keras_attn (torch.compile)"] = ours_torch_compiled
@@ -426,6 +464,8 @@ def main():
         name: factory for name, factory in contenders.items()
         if not arguments.models or name in arguments.models
     }
+    if arguments.models and EINSUM_CONTENDER in arguments.models:
+        contenders[EINSUM_CONTENDER] = ours_einsum_attention
     devices = placement.check_placements({
         name: placement.torch_device_name(placement.torch_device())
         if name.startswith("transformers") else placement.device_name()
@@ -472,6 +512,7 @@ def main():
     result = {
         "devices": devices, "matmul_device": placement.device_name(),
         "dtype_policy": arguments.dtype, "matmul_dtype": compute_dtype,
+        "flash_attention": arguments.flash_attention,
         "matmul_gflops": peak / 1e9, "repeats": repeats,
         "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
         "rows": rows,

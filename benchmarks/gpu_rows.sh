@@ -49,3 +49,10 @@ part torch_bert_compiled_bfloat16 torch "$here/bert_base.py" "${compiled_peers[@
 part jax_gpt2 jax "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
 part torch_profile torch "$here/torch_profile.py" --output "$out/torch_profile.txt"
 part jax_bert_bfloat16 jax "$here/bert_base.py" --repeats 10 --dtype bfloat16 --output "$out"
+# Issue 30, item 5: the attention kernel's share of JAX's gap to keras-hub in
+# bfloat16: keras_attn with the fused kernel (cuDNN's flash attention where
+# Keras picks it), with its einsum path (as keras-hub computes attention),
+# and with Keras' flash attention switched off (XLA's composition).
+jax_attention=(--models keras_attn "keras_attn (einsum attention)" keras-hub --repeats 10 --dtype bfloat16)
+part jax_bert_bfloat16_attention jax "$here/bert_base.py" "${jax_attention[@]}" --output "$out/attention"
+part jax_bert_bfloat16_no_flash jax "$here/bert_base.py" "${jax_attention[@]}" --flash-attention off --output "$out/no_flash"
