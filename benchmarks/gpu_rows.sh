@@ -10,8 +10,8 @@
 # PARTS="torch_gpt2 torch_bert_float32" in the environment runs those only.
 #
 # Needs keras_attn importable (PYTHONPATH or an install), keras, keras-hub,
-# JAX with CUDA, a CUDA torch and transformers. Writes each part's JSON and
-# log into OUTPUT_DIR.
+# JAX with CUDA, a CUDA torch, transformers and pytest. Writes each part's
+# JSON and log into OUTPUT_DIR.
 set -u
 out=${1:?usage: gpu_rows.sh OUTPUT_DIR [SECONDS_PER_PART] [SECONDS_IN_ALL]}
 limit=${2:-150}
@@ -43,6 +43,9 @@ part torch_bert_float32 torch "$here/bert_base.py" "${torch_peers[@]}" --repeats
 compiled_peers=(--models "keras_attn (torch.compile)" "transformers (eager)")
 part torch_bert_compiled_float32 torch "$here/bert_base.py" "${compiled_peers[@]}" --repeats 10 --output "$out/compiled"
 part torch_gpt2 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
+# The tests that run only on a CUDA GPU: CUDA-graph replay of the decoding
+# step equals the compiled step, one capture per shape (needs pytest).
+part torch_gpu_tests torch -m pytest "$here/../tests/generation/test_step_graph.py" -q -rfE -p no:cacheprovider
 part jax_bert_float32 jax "$here/bert_base.py" --repeats 10 --output "$out"
 part torch_bert_bfloat16 torch "$here/bert_base.py" "${torch_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out"
 part torch_bert_compiled_bfloat16 torch "$here/bert_base.py" "${compiled_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out/compiled"
