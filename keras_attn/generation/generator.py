@@ -3,7 +3,6 @@ of prompts (`prompts`), the model's step (`CachedForward`), the sampler's
 loop (`keras_attn.samplers`) and its compilation."""
 
 import logging
-import os
 import time
 import types
 
@@ -18,6 +17,7 @@ from keras_attn.generation.prompts import new_tokens
 from keras_attn.generation.prompts import prepare_prompts
 from keras_attn.samplers import decoding_loop
 from keras_attn.samplers.decoding_loop import DecodingSettings
+from keras_attn.switches import read_switch
 
 
 class Generator:
@@ -532,26 +532,17 @@ def _is_compile_failure(error):
 
 
 def torch_compile_mode():
-    """How torch decoding steps are compiled, from `KERAS_ATTN_TORCH_COMPILE`:
-    `"always"` (`1`: each shape at its first step), `"never"` (`0`), or,
-    unset, `"auto"`: each shape once its eager steps have taken as long as
+    """How torch decoding steps are compiled, from `KERAS_ATTN_TORCH_COMPILE`
+    (read by `keras_attn.switches.read_switch`): `"always"` (on, `1`: each
+    shape at its first step), `"never"` (off, `0`), or, unset or `auto`,
+    `"auto"`: each shape once its eager steps have taken as long as
     compiling it would (`COMPILE_AFTER_EAGER_SECONDS`), so that short
     generations and small models, where compiling cannot pay back, never
     wait for it. None off torch."""
     if keras.config.backend() != "torch":
         return None
-    value = os.environ.get("KERAS_ATTN_TORCH_COMPILE", "")
-    if value == "0":
-        return "never"
-    if value == "1":
-        return "always"
-    if value not in ("", "auto"):
-        raise ValueError(
-            f"KERAS_ATTN_TORCH_COMPILE={value!r}: use 1 (compile each shape at once), "
-            "0 (never compile) or leave it unset (compile once eager steps have "
-            "taken as long as compiling)."
-        )
-    return "auto"
+    value = read_switch("KERAS_ATTN_TORCH_COMPILE")
+    return {True: "always", False: "never"}.get(value, value)
 
 
 def torch_compiles_steps():

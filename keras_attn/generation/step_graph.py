@@ -1,8 +1,8 @@
 """A compiled torch decoding step replayed as one CUDA graph."""
 
-import os
-
 import optree
+
+from keras_attn.switches import read_switch
 
 
 class StepGraph:
@@ -177,15 +177,10 @@ class NotCapturable(RuntimeError):
 
 def enabled():
     """Whether compiled torch decoding steps on a GPU run as CUDA graphs
-    (`StepGraph`): yes unless `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` in the
-    environment (read at each step)."""
-    value = os.environ.get("KERAS_ATTN_TORCH_CUDA_GRAPHS", "1")
-    if value not in ("0", "1"):
-        raise ValueError(
-            f"KERAS_ATTN_TORCH_CUDA_GRAPHS={value!r}: use 1 (replay compiled decoding steps "
-            "as CUDA graphs, the default) or 0 (launch their kernels one by one)."
-        )
-    return value == "1"
+    (`StepGraph`): yes unless `KERAS_ATTN_TORCH_CUDA_GRAPHS` is off in the
+    environment (`0`, `false`, `off`, `no`; read at each step by
+    `keras_attn.switches.read_switch`)."""
+    return read_switch("KERAS_ATTN_TORCH_CUDA_GRAPHS")
 
 
 # The cache's place among a step's arguments after `forward`: `(tokens,

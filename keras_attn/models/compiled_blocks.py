@@ -4,13 +4,13 @@ block structure by `torch.compile` (regional compilation)."""
 import itertools
 import linecache
 import math
-import os
 import warnings
 
 import keras
 
 from keras_attn import keras_internals
 from keras_attn.layers import direct_call
+from keras_attn.switches import read_switch
 
 
 # The `torch.compile` backend of the blocks' programs, read when a model
@@ -148,10 +148,11 @@ class CompiledBlocks:
 
 def enabled():
     """Whether `compile(jit_compile=True)` compiles a `TransformerModel`'s
-    blocks on torch: unless `KERAS_ATTN_COMPILE_BLOCKS=0` in the
-    environment (read at each call), which keeps Keras' `torch.compile`
+    blocks on torch: unless `KERAS_ATTN_COMPILE_BLOCKS` is off in the
+    environment (`0`, `false`, `off`, `no`; read at each call by
+    `keras_attn.switches.read_switch`), which keeps Keras' `torch.compile`
     of the whole step."""
-    return os.environ.get("KERAS_ATTN_COMPILE_BLOCKS", "1") != "0"
+    return read_switch("KERAS_ATTN_COMPILE_BLOCKS")
 
 
 class _Region:

@@ -1,13 +1,12 @@
 """A functional model's eager torch pass without Keras' per-layer `__call__`."""
 
-import os
-
 import keras
 
 from keras_attn import keras_internals
 from keras_attn.layers.direct_call import call_directly
 from keras_attn.layers.direct_call import calls_directly
 from keras_attn.models.compiled_blocks import CompiledBlocks
+from keras_attn.switches import read_switch
 
 
 class DirectGraph:
@@ -121,9 +120,10 @@ class DirectGraph:
 
 def enabled():
     """Whether `TransformerModel` runs its eager torch pass by `DirectGraph`:
-    unless `KERAS_ATTN_DIRECT_PASS=0` in the environment (read at each
-    call)."""
-    return os.environ.get("KERAS_ATTN_DIRECT_PASS", "1") != "0"
+    unless `KERAS_ATTN_DIRECT_PASS` is off in the environment (`0`,
+    `false`, `off`, `no`; read at each call by
+    `keras_attn.switches.read_switch`)."""
+    return read_switch("KERAS_ATTN_DIRECT_PASS")
 
 
 def _keys(args, kwargs):

@@ -1,0 +1,74 @@
+"""The environment switches (`keras_attn.switches`): one rule for every
+switch, at the place that reads it (issue 54, item 19: `false`, `off` and
+`no` read as on for two switches, refused by the other two)."""
+
+import pathlib
+import re
+
+import keras
+import pytest
+
+import keras_attn
+from keras_attn import switches
+from keras_attn.generation import generator
+from keras_attn.generation import step_graph
+from keras_attn.models import compiled_blocks
+from keras_attn.models import direct_graph
+
+# The function that reads each switch where it takes effect.
+READERS = {
+    "KERAS_ATTN_DIRECT_PASS": direct_graph.enabled,
+    "KERAS_ATTN_COMPILE_BLOCKS": compiled_blocks.enabled,
+    "KERAS_ATTN_TORCH_CUDA_GRAPHS": step_graph.enabled,
+    # "always" / "never" / "auto" on torch; None (nothing read) elsewhere.
+    "KERAS_ATTN_TORCH_COMPILE": generator.torch_compile_mode,
+}
+COMPILE_MODES = {True: "always", False: "never", "auto": "auto"}
+
+
+def read(name, monkeypatch, value):
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
+    result = READERS[name]()
+    if name == "KERAS_ATTN_TORCH_COMPILE":
+        if keras.config.backend() != "torch":
+            return switches.read_switch(name)
+        return {mode: value for value, mode in COMPILE_MODES.items()}[result]
+    return result
+
+
+def test_every_switch_in_the_package_is_registered_and_read_here():
+    source = pathlib.Path(keras_attn.__file__).parent
+    named = {
+        match for path in source.rglob("*.py")
+        for match in re.findall(r"KERAS_ATTN_[A-Z_]+[A-Z]", path.read_text(encoding="utf-8"))
+    }
+    assert named == set(switches.SWITCHES) == set(READERS)
+
+
+@pytest.mark.parametrize("name", sorted(switches.SWITCHES))
+def test_each_switch_accepts_every_spelling_and_keeps_its_default(name, monkeypatch):
+    assert read(name, monkeypatch, None) == switches.SWITCHES[name].default
+    assert read(name, monkeypatch, "") == switches.SWITCHES[name].default
+    for spellings, expected in ((switches.ON, True), (switches.OFF, False)):
+        for spelling in spellings:
+            for value in (spelling, spelling.upper(), spelling.capitalize()):
+                assert read(name, monkeypatch, value) is expected, value
+    for value in switches.SWITCHES[name].values:
+        assert read(name, monkeypatch, value.upper()) == value
+
+
+@pytest.mark.parametrize("name", sorted(switches.SWITCHES))
+@pytest.mark.parametrize("value", ["2", "enabled", "nope", " 1", "-1"])
+def test_each_switch_refuses_another_value_by_name(name, value, monkeypatch):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError) as error:
+        if name == "KERAS_ATTN_TORCH_COMPILE" and keras.config.backend() != "torch":
+            switches.read_switch(name)
+        else:
+            READERS[name]()
+    message = str(error.value)
+    assert f"{name}={value!r}" in message
+    assert "true/on/yes" in message and "false/off/no" in message
