@@ -1,5 +1,7 @@
 """LoRA adapters on the projections of `MultiHeadAttention` and `FeedForward`."""
 
+import math
+import numbers
 import os
 import zipfile
 import zlib
@@ -79,18 +81,32 @@ def enable_lora(model, rank, feed_forward=False, alpha=None):
             model containing one; it must be built.
         rank: the adapters' rank, a positive integer.
         feed_forward: also adapt the feed-forward projections.
-        alpha: LoRA's scale numerator; defaults to `rank` (scale 1).
+        alpha: LoRA's scale numerator, a finite positive real number;
+            defaults to `rank` (scale 1).
 
     Returns:
         The number of adapter weights (trainable parameters) added.
 
     Raises:
-        ValueError: `rank` is not a positive integer, `model` has no
-            attention layer, or a projection already has adapters of
-            another rank.
+        TypeError: `alpha` is not a real number (a string, a bool).
+        ValueError: `rank` is not a positive integer, `alpha` is not finite
+            and positive (0 would make the adapters inert, NaN every
+            output NaN), `model` has no attention layer, or a projection
+            already has adapters of another rank.
     """
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise ValueError(f"enable_lora: `rank` must be a positive integer; received {rank!r}.")
+    if alpha is not None:
+        if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, numbers.Real):
+            raise TypeError(
+                "enable_lora: `alpha` must be a finite positive real number (or None for "
+                f"`rank`); received {alpha!r} ({type(alpha).__name__})."
+            )
+        if not math.isfinite(alpha) or alpha <= 0:
+            raise ValueError(
+                "enable_lora: `alpha` must be a finite positive real number (or None for "
+                f"`rank`); received {alpha!r}."
+            )
     projections = list(_projections(model, feed_forward))
     if not projections:
         raise ValueError(

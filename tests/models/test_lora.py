@@ -226,3 +226,21 @@ def test_lora_model_keras_round_trip(tmp_path):
     assert isinstance(loaded, keras_attn.TransformerModel)
     np.testing.assert_allclose(to_numpy(loaded(inputs)), expected, atol=1e-5)
     assert not adapter_variables(loaded)
+
+
+def test_a_bad_alpha_is_refused_by_name_before_any_adapter():
+    model = build("bert", "encoder")
+    for alpha, error, shown in (
+        (float("nan"), ValueError, "nan"),  # every output NaN
+        (float("inf"), ValueError, "inf"),
+        (0, ValueError, "0"),  # inert adapters
+        (-8.0, ValueError, "-8.0"),
+        ("8", TypeError, r"'8' \(str\)"),  # a raw TypeError at the first call
+        (True, TypeError, r"True \(bool\)"),
+        ([8], TypeError, r"\[8\] \(list\)"),
+    ):
+        with pytest.raises(error, match=r"enable_lora: `alpha` must be a finite positive "
+                           rf"real number.*received {shown}"):
+            lora.enable_lora(model, RANK, alpha=alpha)
+    assert not adapter_variables(model)
+    assert lora.enable_lora(model, RANK, alpha=np.float32(0.5)) > 0
