@@ -1,6 +1,7 @@
 """Prompts for generation: parsed, checked and laid out in one buffer."""
 
 import functools
+import os
 from typing import NamedTuple
 
 import keras
@@ -284,12 +285,20 @@ def prompt_condition(forward, prompts, batch):
 
 def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_tokens,
                    start_token_id):
-    """Raises a ValueError for settings the loop cannot honour."""
+    """Raises a ValueError for settings the loop cannot honour, before
+    anything is allocated: `max_new_tokens` not an integer >= 1 (a bool
+    is refused), `min_new_tokens` outside `[0, max_new_tokens]`, an empty
+    prompt, a token id outside the vocabulary, and sequences (the longest
+    prompt plus `max_new_tokens`) longer than the model's position table,
+    longer than the int32 positions of decoding hold (`MAX_POSITIONS`), or
+    whose token buffer and key/value cache would take more than the
+    machine's memory (see `check_decoding_size`)."""
     if len(lengths) == 0:
         raise ValueError("`prompts` is empty; give at least one prompt.")
-    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+    if not _is_integer(max_new_tokens) or max_new_tokens < 1:
         raise ValueError(
-            f"`max_new_tokens` must be a positive integer; received {max_new_tokens!r}."
+            f"`max_new_tokens` must be a positive integer; received {max_new_tokens!r} "
+            f"({type(max_new_tokens).__name__})."
         )
     if not _is_integer(min_new_tokens) or not 0 <= min_new_tokens <= max_new_tokens:
         raise ValueError(
@@ -304,14 +313,79 @@ def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_token
         )
     for name, token in (("end_token_id", end_token_id), ("start_token_id", start_token_id)):
         check_token_id(name, token, forward.vocab_size)
-    if forward.max_length is not None:
-        longest = int(lengths.max())
-        if longest + max_new_tokens > forward.max_length:
-            raise ValueError(
-                f"The longest prompt ({longest} tokens) plus max_new_tokens="
-                f"{max_new_tokens} exceeds the {forward.max_length} positions of the "
-                "model's position table; shorten the prompt or ask for fewer tokens."
-            )
+    longest = int(lengths.max())
+    if forward.max_length is not None and longest + max_new_tokens > forward.max_length:
+        raise ValueError(
+            f"The longest prompt ({longest} tokens) plus max_new_tokens="
+            f"{max_new_tokens} exceeds the {forward.max_length} positions of the "
+            "model's position table; shorten the prompt or ask for fewer tokens."
+        )
+    check_decoding_size(forward, len(lengths), longest, max_new_tokens)
+
+
+# Decoding's positions, lengths and token buffer are int32.
+MAX_POSITIONS = 2**31 - 1
+
+
+def check_decoding_size(forward, batch, longest, max_new_tokens):
+    """Raises a ValueError naming the sizes when decoding `batch` rows of a
+    prompt of up to `longest` tokens (an encoder-decoder's decoder starts
+    from one token) and `max_new_tokens` more could not run: its sequences
+    are longer than `MAX_POSITIONS`, or its token buffer and key/value
+    cache (`forward.capacity` slots per row, each as large as the model's
+    cache makes it) would take more than the machine's physical memory.
+    A model without a position table (rotary or relative positions) has no
+    length limit of its own, so these are its limits; the messages name its
+    config's `max_position` (Hugging Face's `max_position_embeddings`)."""
+    length = (1 if forward.seq2seq else longest) + max_new_tokens
+    what = (
+        f"max_new_tokens={max_new_tokens} after "
+        + ("the decoder's start token" if forward.seq2seq else f"the longest prompt ({longest} tokens)")
+        + f" makes sequences of {length} positions"
+    )
+    made_for = "" if forward.max_length is not None else (
+        f" ({forward.model.name} has no position table, so no length limit of its own; "
+        f"its config gives max_position_embeddings={forward.template.config.max_position}.)"
+    )
+    if length > MAX_POSITIONS:
+        raise ValueError(
+            f"generate: {what}, more than the {MAX_POSITIONS} that decoding's int32 "
+            f"positions hold; ask for fewer tokens.{made_for}"
+        )
+    memory = _physical_memory()
+    if memory is None:
+        return
+    per_slot = _cache_bytes(forward.empty_cache(1, 2)) - _cache_bytes(forward.empty_cache(1, 1))
+    capacity = forward.capacity(longest, length)
+    needed = batch * (4 * length + per_slot * capacity)
+    if needed > memory:
+        raise ValueError(
+            f"generate: {what}; decoding {batch} row(s) of them needs at least "
+            f"{_gibibytes(needed)} (a token buffer of 4 bytes per position and a "
+            f"key/value cache of {per_slot} bytes per position, {capacity} positions, per "
+            f"row), more than this machine's {_gibibytes(memory)} of memory; ask for "
+            f"fewer tokens or fewer prompts at once.{made_for}"
+        )
+
+
+def _cache_bytes(cache):
+    return sum(
+        int(np.prod(tensor.shape)) * np.dtype(keras.backend.standardize_dtype(tensor.dtype)).itemsize
+        for tensor in keras.tree.flatten(cache)
+    )
+
+
+def _physical_memory():
+    """The machine's physical memory in bytes, or None where the system
+    does not say (Windows)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gibibytes(size):
+    return f"{size / 2**40:.1f} TiB" if size >= 2**40 else f"{size / 2**30:.1f} GiB"
 
 
 def _is_integer(value):

@@ -64,3 +64,40 @@ def test_an_integer_end_token_stops_a_row(model):
 def test_auto_regressive_decoder_ids_are_checked_when_built(model, arguments, message):
     with pytest.raises(ValueError, match=message):
         keras_attn.AutoRegressiveDecoder(model, maxlen=4, **arguments)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (dict(max_new_tokens=True), r"`max_new_tokens` must be a positive integer; received True \(bool\)"),
+        (dict(max_new_tokens=3, min_new_tokens=True), r"`min_new_tokens` must be an integer.*True"),
+        (dict(max_new_tokens=3, start_token_id=True), r"`start_token_id` must be .*True"),
+        (dict(max_new_tokens=3, seed=True, sampler="random"), r"seed.*True"),
+    ],
+)
+def test_a_bool_is_refused_for_every_integer_argument(model, arguments, message):
+    with pytest.raises(ValueError, match=message):
+        model.generate(PROMPTS, **arguments)
+
+
+def test_a_bool_number_of_beams_is_refused(model):
+    with pytest.raises(ValueError, match=r"num_beams.*True"):
+        model.generator.beam_search(PROMPTS, 3, num_beams=True)
+
+
+def test_a_rotary_model_refuses_impossible_lengths_before_allocating():
+    """A model without a position table has no length limit of its own;
+    `generate` names the sizes instead of numpy's "Unable to allocate
+    7.28 TiB": past int32 positions, and past the machine's memory."""
+    llama = keras_attn.build_transformer_model(dict(CONFIG, model_type="llama"))
+    with pytest.raises(ValueError, match=(
+        r"max_new_tokens=1000000000000 after the longest prompt \(3 tokens\) makes sequences "
+        r"of 1000000000003 positions, more than the 2147483647 .*int32.*"
+        r"has no position table.*max_position_embeddings=24"
+    )):
+        llama.generate(PROMPTS, 10**12)
+    with pytest.raises(ValueError, match=(
+        r"max_new_tokens=2147483640 .* decoding 8 row\(s\) of them needs at least "
+        r"[\d.]+ TiB .* more than this machine's [\d.]+ [GT]iB of memory"
+    )):
+        llama.generate(PROMPTS * 4, 2**31 - 8)
