@@ -73,7 +73,43 @@ def test_fit_with_interleaved_steps_equals_alternating_train_on_batch():
 def test_errors_name_what_is_wrong():
     with pytest.raises(TypeError, match="compiled keras.Model; received function"):
         InterleavedTraining(lambda x: x, UNLABELED)
+    _, model_vat = models()
+    x, y = UNLABELED[0], np.zeros((2, CLASSES), "float32")
+    for data, found in (
+        (3, r"received 3 \(int\)\.$"),
+        ("batches", r"received 'batches' \(str\)\.$"),
+        ([], r"received an empty list, which holds no batch"),
+        # One batch, which `fit` would read as a batch and iteration splits.
+        ({"token_ids": x}, r"received a dict with keys \['token_ids'\], which `fit` reads as "
+                           r"one batch.*`\[batch\]`"),
+        ((x, y), r"received a tuple of 2 element\(s\), which `fit` reads as one batch"),
+        (x, r"received a ndarray of shape \(2, 5\), which `fit` reads as one batch"),
+    ):
+        with pytest.raises(ValueError, match=r"InterleavedTraining: `data` must be an iterable "
+                           r"of batches .*" + found):
+            InterleavedTraining(model_vat, data)
+
+
+def test_bad_batches_and_a_spent_generator_are_named_at_the_step():
+    """Checked where `fit` reaches them (a generator's batches are not known
+    before): the step's callback names the batch and what it found, and a
+    generator that ran out says so, instead of "`data` holds no batch"."""
     model, model_vat = models()
-    with pytest.raises(ValueError, match="`data` holds no batch"):
-        model.fit(TOKENS, LABELS, batch_size=2, verbose=0,
-                  callbacks=[InterleavedTraining(model_vat, [])])
+    steps = [InterleavedTraining(model_vat, [UNLABELED[0], 7])]
+    steps.append(InterleavedTraining(model_vat, (batch for batch in UNLABELED[:1])))
+    spent = (batch for batch in UNLABELED)
+    list(spent)
+    steps.append(InterleavedTraining(model_vat, spent))
+    for step in steps:
+        step.set_model(model)
+    steps[0].on_train_batch_end(0)
+    with pytest.raises(ValueError, match=r"InterleavedTraining: batch 2 of `data` must be a "
+                       r"batch as `fit` reads one: .*; found 7 \(int\)"):
+        steps[0].on_train_batch_end(1)
+    steps[1].on_train_batch_end(0)
+    with pytest.raises(ValueError, match=r"InterleavedTraining: `data` is a generator \(an "
+                       r"iterator\), which ran out after 1 batch\(es\) and cannot start again"):
+        steps[1].on_train_batch_end(1)
+    with pytest.raises(ValueError, match=r"`data` is a generator \(an iterator\) that was "
+                       r"already exhausted before its first batch"):
+        steps[2].on_train_batch_end(0)
