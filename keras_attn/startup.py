@@ -3,12 +3,15 @@ clear error when its backend is not installed, and keeps TensorFlow's
 start-up log lines out of the user's output.
 
 This module imports no Keras at the top: `keras_attn/__init__.py` calls
-`import_keras` first, and the examples call `quiet_tensorflow` around the
-calls that load TensorFlow (`keras.utils.set_random_seed` does on every
-backend where TensorFlow is installed).
+`import_keras` first. On JAX and torch, TensorFlow is not imported, but
+Keras imports it wherever it is installed when some functions run
+(`keras.utils.set_random_seed`, `model.save`), as other libraries may:
+`import_keras` leaves an import hook (`QuietTensorFlowImport`) that keeps
+TensorFlow's start-up lines out of stderr whoever imports it later.
 """
 
 import contextlib
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -50,6 +53,7 @@ def import_keras():
         if error.name not in BACKEND_MODULES:
             raise
         raise ImportError(missing_backend_message(error.name)) from None
+    QuietTensorFlowImport.install()
     return keras
 
 
@@ -93,6 +97,12 @@ def _installed(module):
     return False
 
 
+def _wants_every_line():
+    """`TF_CPP_MIN_LOG_LEVEL=0`, set by the user before or after
+    `import keras_attn`: TensorFlow's every line, as TensorFlow means it."""
+    return USER_TF_LOG_LEVEL == "0" or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0"
+
+
 @contextlib.contextmanager
 def quiet_tensorflow():
     """Runs its body with TensorFlow's start-up lines kept out of stderr.
@@ -106,7 +116,22 @@ def quiet_tensorflow():
     still reach the user as Python exceptions), and captures the process's stderr while its body runs
     (file descriptor 2, where C++ libraries write) to write it back without
     the lines `TENSORFLOW_START_UP_LINE` matches."""
-    if "tensorflow" in sys.modules or USER_TF_LOG_LEVEL == "0":
+    if "tensorflow" in sys.modules or _wants_every_line():
+        yield
+        return
+    with _without_start_up_lines():
+        yield
+
+
+# Whether `_without_start_up_lines` is capturing: a nested use (TensorFlow
+# imported while Keras is) leaves the capture to the outer one.
+_capturing = False
+
+
+@contextlib.contextmanager
+def _without_start_up_lines():
+    global _capturing
+    if _capturing:
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -118,9 +143,11 @@ def quiet_tensorflow():
         return
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
+        _capturing = True
         try:
             yield
         finally:
+            _capturing = False
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.flush()
             os.dup2(saved, 2)
@@ -135,3 +162,66 @@ def quiet_tensorflow():
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()
+
+
+class QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+    """An import hook (a `sys.meta_path` finder) under which TensorFlow's
+    import, by whichever code, runs inside `quiet_tensorflow`.
+
+    It finds `tensorflow` as the finders after it do and wraps the loader
+    they return (`_QuietLoader`); the module keeps its own loader. Nothing
+    is imported here, every other module is left to the other finders, and
+    the hook removes itself once TensorFlow is imported. With
+    `TF_CPP_MIN_LOG_LEVEL=0` it leaves TensorFlow's lines alone.
+    """
+
+    @classmethod
+    def install(cls):
+        """Puts the hook first in `sys.meta_path`, unless TensorFlow is
+        already imported, the user asked for every line, or it is there."""
+        if "tensorflow" in sys.modules or _wants_every_line():
+            return
+        if not any(isinstance(finder, cls) for finder in sys.meta_path):
+            sys.meta_path.insert(0, cls())
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow" or _wants_every_line():
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _QuietLoader(spec.loader, self)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Runs TensorFlow's `exec_module` without its start-up lines; every
+    other attribute is the wrapped loader's."""
+
+    def __init__(self, loader, finder):
+        self._loader = loader
+        self._finder = finder
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        if _wants_every_line():
+            self._loader.exec_module(module)
+            return
+        with _without_start_up_lines():
+            self._loader.exec_module(module)
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self._finder)
