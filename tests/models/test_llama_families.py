@@ -234,6 +234,21 @@ def test_grouped_query_cache_holds_only_the_key_value_heads(key_value_heads):
      r"`layer_types` must be a list of \['sliding_attention', 'full_attention'\]"),
     (dict(model_type="qwen2", layer_types=["local"], sliding_window=4),
      r"`layer_types` must be a list of"),
+    # As transformers' Qwen2Config and Qwen3Config refuse them: "false" read
+    # as true windowed every layer, 1 and 1.5 were read, "1" a bare TypeError.
+    (dict(model_type="qwen2", use_sliding_window="false", sliding_window=4),
+     r"A qwen2 config's `use_sliding_window` must be true or false; received 'false' \(str\)"),
+    (dict(model_type="qwen3", use_sliding_window=1, sliding_window=4),
+     r"A qwen3 config's `use_sliding_window` must be true or false; received 1 \(int\)"),
+    (dict(model_type="qwen2", use_sliding_window=True, sliding_window=4, max_window_layers=1.5),
+     r"`max_window_layers` \(the first layer with the window\) must be an integer; "
+     r"received 1.5 \(float\)"),
+    (dict(model_type="qwen3", use_sliding_window=True, sliding_window=4, max_window_layers="1"),
+     r"`max_window_layers` .*must be an integer; received '1' \(str\)"),
+    (dict(model_type="qwen2", max_window_layers=True), r"received True \(bool\)"),
+    (dict(model_type="qwen3", layer_types="full_attention", sliding_window=4),
+     r"A qwen3 config's `layer_types` must be a list, one entry per layer; received "
+     r"'full_attention' \(str\)"),
 ])
 def test_bad_llama_config_values_are_clear_errors(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -1,6 +1,8 @@
 """Qwen2's checkpoints (Hugging Face `model_type: qwen2`): LLaMA's names,
 with query, key and value biases."""
 
+import numbers
+
 from keras_attn.checkpoints.families import llama
 from keras_attn.checkpoints.families.family import register_family
 
@@ -17,6 +19,7 @@ def sliding_layers(values, model_type):
     layers have the window (so that an override of it replaces the
     folder's); none of them when no layer has a window."""
     values = dict(values)
+    check_window_keys(values, model_type)
     window = values.get("sliding_window")
     layers = values.get("num_hidden_layers")
     kinds = values.get("layer_types")
@@ -36,6 +39,40 @@ def sliding_layers(values, model_type):
         # A `layer_types` given is kept: as an override it replaces the folder's.
         values["layer_types"] = list(kinds)
     return values
+
+
+def check_window_keys(values, model_type):
+    """Raises a ValueError naming the key and the value unless each window
+    key given has the type transformers' Qwen2Config and Qwen3Config
+    require: `use_sliding_window` a bool (the string "false" is true in
+    Python, and would put a window in every layer), `max_window_layers` an
+    integer (not a bool), `layer_types` a list (not a string, which would
+    be read as a list of characters)."""
+    where = f"A {model_type or 'Qwen'} config's"
+    if "use_sliding_window" in values and not isinstance(values["use_sliding_window"], bool):
+        raise ValueError(
+            f"{where} `use_sliding_window` must be true or false; received "
+            f"{_shown(values['use_sliding_window'])}."
+        )
+    first = values.get("max_window_layers", 0)
+    if "max_window_layers" in values and (
+        isinstance(first, bool) or not isinstance(first, numbers.Integral)
+    ):
+        raise ValueError(
+            f"{where} `max_window_layers` (the first layer with the window) must be an "
+            f"integer; received {_shown(first)}."
+        )
+    kinds = values.get("layer_types")
+    if kinds is not None and not isinstance(kinds, (list, tuple)):
+        # (Its entries are checked with the config's other fields.)
+        raise ValueError(
+            f"{where} `layer_types` must be a list, one entry per layer; received "
+            f"{_shown(kinds)}."
+        )
+
+
+def _shown(value):
+    return f"{value!r} ({type(value).__name__})"
 
 
 def prepare_config(values, model_type):
