@@ -135,7 +135,12 @@ def build_transformer_model(
     name=None,
     **overrides,
 ):
-    """Builds a BERT-family model and loads its weights.
+    """Builds a Transformer of any registered variant and loads its weights.
+
+    The variants are BERT and its relatives (RoBERTa, ALBERT, ELECTRA,
+    NEZHA, RoFormer, ModernBERT, and BERT with other position encodings or
+    attention), the GPTs and LLaMA-style decoders, and T5: the `variant`
+    argument lists them all.
 
     Args:
         config: a Google `bert_config.json`, a Hugging Face `config.json`, a
@@ -145,28 +150,31 @@ def build_transformer_model(
             Hugging Face directory, `.safetensors` or `.bin` file, or a
             `.weights.h5` saved by this library. `None` leaves the weights
             randomly initialised (unless `config` is a directory).
-        variant: `None` (the config's family: `"roberta"` for a Hugging Face
+        variant: the architecture, a registered name: the BERT encoders
+            `"bert"`, `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
+            `"albert"`, `"albert_unshared"`, `"electra"`, `"nezha"`,
+            `"modernbert"`; BERT with other positions `"sinusoidal"`,
+            `"roformer"`, `"roformer_v2"`, `"alibi"`, `"kerple_log"`,
+            `"kerple_power"`, `"sandwich"`, `"xpos"`; GAU blocks
+            `"gau_alpha"`; the decoders `"gpt"`, `"gpt2"`, `"gpt2_ml"`,
+            `"llama"`, `"mistral"`, `"qwen2"`, `"qwen3"`; T5 `"t5"`,
+            `"t5.1.1"`, `"mt5.1.1"` and its encoder `"t5_encoder"`; or a name
+            given to `keras_attn.register_variant` (see
+            `keras_attn.Transformer` for writing one). `None`: the config's
+            family decides (`"roberta"` for a Hugging Face
             `model_type: roberta`, `"roberta+"` for a config with
-            `attention_key_size`/`embedding_size`, else `"bert"`), `"bert"`,
-            `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
-            `"sinusoidal"`, `"roformer"` (the default for Hugging Face
-            RoFormer configs), `"roformer_v2"`, `"nezha"` (the default for
-            NEZHA configs), `"alibi"`, `"kerple_log"`,
-            `"kerple_power"`, `"sandwich"`, `"xpos"`, `"albert"` (the
-            default for ALBERT configs), or a name given to
-            `keras_attn.register_variant` (see `keras_attn.Transformer` for
-            writing one). A variant that contradicts the config's family is
-            an error; `select_variant` has the table.
-        application: `"encoder"` (sequence output), `"mlm"`, `"lm"` or
-            `"unilm"` (masked-LM logits under a bidirectional, causal or
-            seq2seq mask), `"seq2seq"` (an encoder-decoder's decoder
-            logits); one the variant's `applications` lists (`"tta"`
-            builds `"encoder"` and `"mlm"`, `"xpos"` only `"lm"`, `"gpt"`,
-            `"gpt2"` and `"gpt2_ml"` `"lm"` and `"encoder"`, the T5 variants
-            `"seq2seq"`, `"t5_encoder"` `"encoder"`). None: `"lm"` for a
-            config with `is_decoder: true` (Hugging Face's BertLMHeadModel),
-            else the variant's first (`"encoder"` for the BERT family,
-            `"lm"` for the GPTs, `"seq2seq"` for T5).
+            `attention_key_size`/`embedding_size`, the family's own variant
+            for the other `model_type`s, else `"bert"`). A variant that
+            contradicts the config's family is an error; `select_variant`
+            has the table.
+        application: what the model outputs, one the variant builds (its
+            `applications`; the first is the default): `"encoder"`
+            (sequence output), `"mlm"`, `"lm"` or `"unilm"` (masked-LM
+            logits under a bidirectional, causal or seq2seq mask),
+            `"discriminator"` (ELECTRA's replaced-token logits,
+            `(batch, length)`), `"seq2seq"` (an encoder-decoder's decoder
+            logits). None: `"lm"` for a config with `is_decoder: true`
+            (Hugging Face's BertLMHeadModel), else the variant's first.
         with_pool: add the pooler (`pooled_output`): `True` for BERT's `tanh`
             dense layer, or a Keras activation name for another.
         with_nsp: add the next-sentence head (`nsp_logits`; implies the pooler).
@@ -224,7 +232,7 @@ def build_transformer_model(
     `application="discriminator"`, logits: bert4keras applied a sigmoid).
     Giving one with its counterpart here is an error, and
     so are the bert4keras models and keywords this builder does not have
-    (`t5_decoder`, `gau_alpha`, `layer_norm_cond`, `sequence_length`, ...): each message
+    (`t5_decoder`, `layer_norm_cond`, `sequence_length`, ...): each message
     says what to write instead.
 
     Returns:
@@ -236,7 +244,7 @@ def build_transformer_model(
         `[token_ids, segment_ids(, padding_mask)]` in that order. It returns
         one tensor when it has one output, else a dict with the keys
         `"sequence_output"`, `"pooled_output"`, `"nsp_logits"`,
-        `"mlm_logits"` it has. The sequence outputs (`sequence_output`,
+        `"mlm_logits"`, `"discriminator_logits"` it has. The sequence outputs (`sequence_output`,
         `mlm_logits`) carry a Keras mask, false at padding, for the
         mask-consuming layers stacked on them.
 
