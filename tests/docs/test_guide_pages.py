@@ -51,8 +51,8 @@ def test_guide_pages_lead_with_the_common_task_and_its_output(page):
 
 def test_the_home_page_lists_what_the_readme_lists():
     """docs/index.md listed the BERT family and two tokenizers only, long
-    after the README named all 13 families: the feature list and family
-    table are the README's."""
+    after the README named every family: the feature list and family
+    tables are the README's."""
     readme = (DOCS.parent / "README.md").read_text()
     home = (DOCS / "index.md").read_text()
 
@@ -61,3 +61,14 @@ def test_the_home_page_lists_what_the_readme_lists():
         return text[start : text.index("## Quickstart")].replace("docs/builder.md", "builder.md")
 
     assert features(home) == features(readme)
+
+
+def test_the_home_page_gives_the_readme_s_commands():
+    """The quickstart and installing sections, with their commands, are the
+    README's on the home page too (the README's `### Installing` is a
+    section of its own there)."""
+    readme = (DOCS.parent / "README.md").read_text()
+    home = (DOCS / "index.md").read_text()
+    readme_part = readme[readme.index("## Quickstart") : readme.index("## A tour")]
+    home_part = home[home.index("## Quickstart") : home.index("## Where to go next")]
+    assert home_part == readme_part.replace("### Installing", "## Installing").replace("](docs/", "](")
