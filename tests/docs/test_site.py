@@ -147,8 +147,11 @@ def test_site_builds_with_strict_mkdocs(tmp_path):
     home = (site / "index.html").read_text(encoding="utf-8")
     entries = re.findall(r'<span class="md-ellipsis">\s*API reference\s*</span>', home)
     assert len(entries) == 1, entries
-    # Long code lines wrap.
+    # Long code lines wrap; table cells keep identifiers whole and wide
+    # tables show where they scroll.
     assert "stylesheets/code.css" in home
+    assert "stylesheets/tables.css" in home
+    assert (site / "stylesheets" / "tables.css").exists()
 
 
 def test_doctest_examples_become_code_blocks():
@@ -163,3 +166,26 @@ def test_doctest_examples_become_code_blocks():
         "Text.\n\nExample:\n\n```pycon\n>>> x = f(\n...     1)\n>>> x\n2\n```\n\nMore text.\n"
         "    ```pycon\n    >>> y = 3\n    ```"
     )
+
+
+def css_rules(path):
+    """`{selector: declarations}` of a small stylesheet (comments removed)."""
+    text = re.sub(r"/\*.*?\*/", "", path.read_text(encoding="utf-8"), flags=re.S)
+    return {
+        " ".join(selector.split()): " ".join(body.split())
+        for selector, body in re.findall(r"([^{}]+)\{([^{}]*)\}", text)
+    }
+
+
+def test_tables_keep_identifiers_whole_and_show_that_they_scroll():
+    """Material breaks code anywhere, so identifiers in table cells broke
+    mid-word (`albert_unsha|red`, `ElectraForPreTrainin|g`), and a table
+    wider than a phone was cut at the right edge with no sign that it
+    scrolls."""
+    rules = css_rules(REPO_ROOT / "docs" / "stylesheets" / "tables.css")
+    cell_code = rules[".md-typeset td code"]
+    assert "word-break: keep-all" in cell_code and "overflow-wrap: normal" in cell_code
+    scrolling = rules[".md-typeset__scrollwrap"]
+    # Covers that scroll with the table over shadows fixed to the box.
+    assert "background-attachment: local, local, scroll, scroll" in scrolling
+    assert "stylesheets/tables.css" in (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
