@@ -1,4 +1,7 @@
-"""Span extraction with GlobalPointer (bert4keras's task_sequence_labeling_ner_global_pointer), offline.
+"""Span extraction with GlobalPointer (bert4keras's gplinker, its entity part), offline.
+
+Ported from the entity part of bert4keras's task_relation_extraction_gplinker.py
+(bert4keras's examples have no GlobalPointer NER script of their own).
 
 Finds the keywords, identifiers, numbers and strings of Python source lines
 (your installation's standard library) as `(type, start, end)` spans of
