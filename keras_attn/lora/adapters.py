@@ -10,6 +10,7 @@ import keras
 import numpy as np
 
 from keras_attn import keras_internals
+from keras_attn.files import atomic_write
 from keras_attn.layers.feed_forward import FeedForward
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 
@@ -142,6 +143,9 @@ def save_lora_weights(model, path):
     and the scale `name/lora_alpha`; a few hundred kilobytes for a
     rank-8 BERT-base, against hundreds of megabytes for the model.
 
+    The file is written whole (`keras_attn.files.atomic_write`): a failure
+    mid-write leaves a previous file at `path` as it was.
+
     Args:
         model: a model on which `enable_lora` was called.
         path: the file to write; `.npz` is appended if missing (NumPy's rule).
@@ -152,6 +156,8 @@ def save_lora_weights(model, path):
 
     Raises:
         ValueError: `model` has no adapters.
+        OSError: the file cannot be written (its folder is missing or not
+            writable, the disk is full).
     """
     adapted = _adapted(model)
     if not adapted:
@@ -165,7 +171,8 @@ def save_lora_weights(model, path):
             arrays[f"{name}/{variable_name}"] = keras.ops.convert_to_numpy(variable)
         arrays[f"{name}/lora_alpha"] = np.asarray(dense.lora_alpha, "float64")
     path = _npz_path(path)
-    np.savez(path, **arrays)
+    with atomic_write(path) as temporary:
+        np.savez(temporary, **arrays)
     return path
 
 
