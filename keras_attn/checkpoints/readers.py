@@ -1,6 +1,7 @@
 """Read-only access to checkpoint files: name -> numpy array, whatever the format.
 
-Formats: TensorFlow name-based checkpoints (Google's BERT release), safetensors
+Formats: TensorFlow name-based checkpoints (Google's BERT release, read
+without TensorFlow by `tensorflow_bundle`), safetensors
 files (read with safetensors' numpy API, no torch needed), PyTorch `.bin`
 files (read with `weights_only=True`), their sharded `*.index.json` sets, and
 Hugging Face directories holding any of these.
@@ -72,52 +73,40 @@ class CheckpointReader:
 
 
 class TensorFlowReader(CheckpointReader):
-    """A TensorFlow name-based checkpoint, read with `tf.train.load_checkpoint`."""
+    """A TensorFlow checkpoint (Google's `bert_model.ckpt`, what
+    `tf.train.Checkpoint` or `tf.compat.v1.train.Saver` writes), read with
+    numpy alone (`tensorflow_bundle.TensorBundle`): no TensorFlow is needed
+    or imported, on any backend. Each read checks the variable's CRC32C.
+
+    Raises (when opened):
+        CheckpointError: the `.index` file is truncated or damaged.
+        FileNotFoundError: a data file the index names is missing.
+    """
 
     format = "tensorflow"
 
     def __init__(self, prefix):
         super().__init__(prefix)
-        try:
-            import tensorflow as tf
-        except ImportError as error:
-            raise ImportError(
-                f"Reading the TensorFlow checkpoint {prefix!r} needs TensorFlow: "
-                'pip install "keras_attn[tensorflow]".'
-            ) from error
-        # TensorFlow reports damaged files as OpError, or as IndexError or
-        # ValueError from its Python wrapper.
-        self._errors = (tf.errors.OpError, IndexError, ValueError)
-        try:
-            self._reader = tf.train.load_checkpoint(prefix)
-            self._shapes = self._reader.get_variable_to_shape_map()
-        except self._errors as error:
-            raise CheckpointError(
-                f"Cannot read TensorFlow checkpoint {prefix!r}; its files look "
-                f"truncated or corrupt: {error}"
-            ) from error
+        # Imported here: tensorflow_bundle raises this module's CheckpointError.
+        from keras_attn.checkpoints.tensorflow_bundle import TensorBundle
+
+        self._bundle = TensorBundle(prefix)
 
     def names(self):
-        return sorted(self._shapes)
+        return self._bundle.names()
 
     def __contains__(self, name):
-        return name in self._shapes
+        return name in self._bundle
 
     def shape(self, name):
-        if name not in self._shapes:
+        if name not in self._bundle:
             raise self._unknown(name)
-        return tuple(self._shapes[name])
+        return self._bundle.shape(name)
 
     def read(self, name):
-        if name not in self._shapes:
+        if name not in self._bundle:
             raise self._unknown(name)
-        try:
-            return _as_numpy(self._reader.get_tensor(name))
-        except self._errors as error:
-            raise CheckpointError(
-                f"Cannot read {name!r} from TensorFlow checkpoint {self.path!r}; "
-                f"its data file looks truncated or corrupt: {error}"
-            ) from error
+        return _as_numpy(self._bundle.read(name))
 
 
 class _ShardedReader(CheckpointReader):
@@ -270,8 +259,7 @@ def _tf_prefix_in(directory):
     state file names (TensorFlow's "latest"), else the only `*.index`."""
     state = os.path.join(directory, "checkpoint")
     if os.path.isfile(state):
-        # Read as TensorFlow writes it, without importing TensorFlow, so that
-        # a missing install is reported by the reader with its hint.
+        # Read as TensorFlow writes it (a text protobuf), without TensorFlow.
         with open(state, encoding="utf-8") as file:
             match = re.search(r'^model_checkpoint_path:\s*"(.*)"\s*$', file.read(), re.M)
         if match is None:
@@ -315,7 +303,8 @@ def open_checkpoint(path):
         CheckpointError: a file that is truncated or corrupt, a `.bin`
             holding more than tensors, a directory with several TensorFlow
             checkpoints and no state file choosing one.
-        ImportError: the format needs TensorFlow or torch and it is missing.
+        ImportError: a PyTorch `.bin` file and torch is not installed
+            (TensorFlow checkpoints need no TensorFlow).
     """
     path = os.fspath(path)
     if os.path.isdir(path):
