@@ -6,6 +6,7 @@ import numbers
 import keras
 import numpy as np
 
+from keras_attn.preprocessing import tf_signature
 from keras_attn.preprocessing.sequence_padding import sequence_padding
 
 
@@ -28,7 +29,13 @@ class DataGenerator(keras.utils.PyDataset):
     "segment_ids": ...}, label`. Batches keep that structure, so `fit` on
     TensorFlow takes them: its `tf.data` pipeline refuses a Python list
     where Keras expects a structure of tensors (bert4keras's `[token_ids,
-    segment_ids], labels`), which JAX and torch accept.
+    segment_ids], labels`), which JAX and torch accept. Batches of different
+    lengths train on every backend: on TensorFlow, where Keras infers the
+    `tf.data` signature from the first two batches, a generator padding to
+    each batch's longest declares the length free (see
+    `keras_attn.preprocessing.tf_signature`), so a later batch longer or
+    shorter than those two is read like them (the step is traced once; a
+    jit-compiled step compiles once per length, as on JAX).
 
     For work on the whole batch, subclass and override `collate(examples)`
     (the list of a batch's raw examples, the port of a bert4keras
@@ -55,9 +62,9 @@ class DataGenerator(keras.utils.PyDataset):
         batch_size: examples per batch.
         shuffle: whether each epoch reads the examples in a new random order.
         seed: the seed of the shuffling (None: numpy's fresh entropy).
-        length: None (pad each batch to its longest sequence), or the one
-            length to pad and cut every sequence to (a jit-compiled step
-            then compiles once).
+        length: None (pad each batch to its longest sequence; a
+            jit-compiled step compiles once per length), or the one length
+            to pad and cut every sequence to (it then compiles once).
         pad_value: the value padding sequences.
         **kwargs: `keras.utils.PyDataset`'s `workers`,
             `use_multiprocessing`, `max_queue_size`.
@@ -100,6 +107,8 @@ class DataGenerator(keras.utils.PyDataset):
         _check_examples_and_length(data, length)
         self._random = np.random.default_rng(seed)
         self._order = self._new_order()
+        if length is None and keras.config.backend() == "tensorflow":
+            tf_signature.install()
 
     def __len__(self):
         return -(-len(self.data) // self.batch_size)
@@ -108,6 +117,8 @@ class DataGenerator(keras.utils.PyDataset):
         if not 0 <= index < len(self):
             raise IndexError(f"DataGenerator: batch {index} of {len(self)}.")
         positions = self._order[index * self.batch_size:(index + 1) * self.batch_size]
+        if self.length is None:
+            tf_signature.note_batch_with_free_length()
         return _with_tuples(self.collate([self.data[position] for position in positions]))
 
     def on_epoch_end(self):

@@ -203,3 +203,54 @@ def test_transformer_model_takes_lists_in_pydataset_batches(classifier):
     targets into what `tf.data` takes."""
     history = classifier.fit(ListBatches(), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+# Batches whose length changes after the first two ------------------------------
+
+# In order, batches of lengths 3, 3 and 5: Keras infers the tf.data
+# signature on TensorFlow from the first two.
+LATER_LONGER = [([2, 5, 3], 0), ([2, 3], 1), ([2, 6, 3], 2), ([2, 9, 3], 3), ([2, 4, 7, 8, 3], 4)]
+
+
+class BatchCount(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches += 1
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "plain keras",
+        # Its fit reads batches through a PyDataset of its own, which only
+        # TensorFlow's signature sees (JAX compiles a step per length).
+        pytest.param("TransformerModel", marks=pytest.mark.skipif(
+            BACKEND != "tensorflow", reason="the tf.data signature is TensorFlow's"
+        )),
+    ],
+)
+def test_fit_runs_through_batches_whose_length_changes_after_two(model, classifier):
+    generator = DataGenerator(LATER_LONGER, encode, batch_size=2, shuffle=False)
+    assert [generator[i][0][0].shape[1] for i in range(3)] == [3, 3, 5]
+    count = BatchCount()
+    model = two_input_model() if model == "plain keras" else classifier
+    history = model.fit(generator, epochs=1, verbose=0, shuffle=False, callbacks=[count])
+    assert count.batches == 3
+    assert np.isfinite(history.history["loss"][0])
+
+
+def test_the_keras_internals_of_the_tensorflow_signature_exist():
+    """`keras_attn.preprocessing.tf_signature` wraps these (checked against
+    the Keras in `CHECKED_KERAS_VERSION`): a Keras upgrade that renames them
+    fails here."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    adapter = PyDatasetAdapter(DataGenerator(LATER_LONGER, encode, batch_size=2, shuffle=False))
+    assert adapter._output_signature is None
+    if BACKEND == "tensorflow":
+        (token_ids, _), labels = adapter.get_tf_dataset().element_spec
+        assert token_ids.shape.as_list() == [None, None]  # not [None, 3]
+        assert labels.shape.as_list() == [None]
