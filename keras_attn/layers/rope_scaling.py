@@ -24,7 +24,19 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
 - `dynamic` (`factor`, `L`): NTK-aware scaling whose base follows the
   length `T` being encoded (emozilla's dynamic NTK):
   `base * (factor * T / L - (factor - 1))^(d / (d - 2))` once `T > L`,
-  `base` while `T <= L`.
+  `base` while `T <= L`. `T` is one length per pass, shared by the rows
+  of a batch: in a full pass its padded length (in `generate`'s first pass,
+  the prompts padded to their bucket of 8, 16, 32, ... tokens), in a cached
+  decoding step the step's position plus one. `generate` lays prompts out
+  right-padded, each row counting positions from its own first token, so
+  at every decoding step `T` is each generating row's own length, whatever
+  its batch-mates; they matter only through the prompts' bucket, when it
+  exceeds `L`. transformers' `generate` pads on the left and takes the
+  longest row's padded length as `T` for every row at every step, so there
+  a row's tokens past `L` depend on the other prompts of its batch. A
+  Hugging Face config's `L` is its `max_position_embeddings`: transformers'
+  dynamic scaling ignores an `original_max_position_embeddings`, and so
+  does reading such a config (with a warning).
 - `yarn` (`factor`, `L`, `beta_fast` 32, `beta_slow` 1, `attention_factor`,
   `mscale`, `mscale_all_dim`, `truncate` True): YaRN (Peng et al., 2023,
   "YaRN: Efficient Context Window Extension of Large Language Models",
@@ -36,6 +48,9 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
   so the scores by its square; by default `0.1 ln(factor) + 1`, or
   `(0.1 mscale ln(factor) + 1) / (0.1 mscale_all_dim ln(factor) + 1)` when
   both `mscale` and `mscale_all_dim` are set (and 1 for `factor <= 1`).
+  `factor` is read as given, as transformers 5 reads it; transformers 4.5x
+  replaced it by `max_position_embeddings / L` when a config gives `L`, so
+  reading a Hugging Face config where the two differ warns, naming both.
 - `llama3` (`factor`, `low_freq_factor`, `high_freq_factor`, `L`): Meta's
   Llama 3.1 scaling (https://github.com/meta-llama/llama-models): pairs
   whose wavelength `2 pi / w_m` is shorter than `L / high_freq_factor` keep

@@ -525,7 +525,64 @@ def _normalise(values, origin, strict, model_type=None):
     declared = families.get(fields.get("checkpoint_family"))
     if declared is not None and declared.config_defaults is not None:
         declared.config_defaults(fields)
+    if "model_type" in values:
+        _rope_scaling_as_transformers(fields, origin, "rope_parameters" if isinstance(
+            values.get("rope_parameters"), dict) else "rope_scaling")
     return fields
+
+
+def _rope_scaling_as_transformers(fields, origin, key):
+    """A Hugging Face config's rope scaling (under `key`) read as transformers
+    reads it, where this library's reading of the same dict differs:
+
+    - `dynamic`: transformers' dynamic NTK takes `max_position_embeddings`
+      as the original length and ignores an `original_max_position_embeddings`
+      (it warns of an unrecognised key), so it is left out here too (and
+      defaults to `max_position`), with a warning when it differed.
+    - `yarn`: transformers 5 reads `factor`, as this library does;
+      transformers 4.5x replaced it by `max_position_embeddings /
+      original_max_position_embeddings` when the scaling gives the latter,
+      so where the two differ the folder computes differently across
+      transformers versions: a warning names both.
+    """
+    scaling = fields.get("rope_scaling")
+    if not isinstance(scaling, dict):
+        return
+    rope_type = scaling.get("rope_type", scaling.get("type"))
+    original = scaling.get("original_max_position_embeddings")
+    max_position = fields.get("max_position", TransformerConfig.max_position)
+    if not all(_is_number(value) for value in (original, max_position)):
+        return  # refused, by name, by the field rules
+    if rope_type == "dynamic":
+        fields["rope_scaling"] = {
+            name: value for name, value in scaling.items()
+            if name != "original_max_position_embeddings"
+        }
+        if original != max_position:
+            warnings.warn(
+                f"{origin}: `{key}` gives rope_type 'dynamic' with "
+                f"original_max_position_embeddings={original}, but transformers' dynamic "
+                f"RoPE ignores that key and takes max_position_embeddings={max_position} as "
+                f"the original length; so does this reading. (Pass rope_scaling=... to "
+                "build_transformer_model to use another length.)",
+                stacklevel=4,
+            )
+    elif rope_type == "yarn" and _is_number(scaling.get("factor")):
+        factor, ratio = scaling["factor"], max_position / original
+        if factor != ratio:
+            warnings.warn(
+                f"{origin}: `{key}` gives rope_type 'yarn' with factor={factor}, but "
+                f"max_position_embeddings / original_max_position_embeddings = "
+                f"{max_position} / {original} = {ratio:g}. This library reads factor="
+                f"{factor}, as transformers 5 does; transformers 4.5x read the ratio "
+                f"({ratio:g}) instead, so this folder computes differently across "
+                "transformers versions. Make the two agree to silence this.",
+                stacklevel=4,
+            )
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
 
 
 def _rope_parameters(values, origin):

@@ -298,6 +298,31 @@ def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_p
     assert model.generate(tokens[:, :3].tolist(), 8)[0].tolist() == tokens[0, 3:].tolist()
 
 
+def test_dynamic_rope_scaling_ignores_an_original_length_as_transformers_does(tmp_path):
+    """transformers' dynamic RoPE takes `max_position_embeddings` (8) as the
+    original length and ignores the scaling's
+    `original_max_position_embeddings` (4): so does a folder read here,
+    with a warning naming both (reading 4 made the logits differ by 0.48)."""
+    config = transformers.LlamaConfig(
+        **COMMON, vocab_size=53, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=8,
+        rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0,
+                             original_max_position_embeddings=4),
+    )
+    torch.manual_seed(0)
+    reference = perturb(transformers.LlamaForCausalLM(config), seed=2).eval()
+    reference.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match=r"original_max_position_embeddings=4, but "
+                      r"transformers' dynamic RoPE ignores that key and takes "
+                      r"max_position_embeddings=8"):
+        model = keras_attn.build_transformer_model(tmp_path)
+    assert model.template.config.rope_scaling["original_max_position_embeddings"] == 8
+    ids = np.concatenate([IDS, IDS[:, :4]], axis=1)[:1] % 53  # 12 tokens, past 8
+    with torch.no_grad():
+        expected = reference(torch.tensor(ids)).logits.numpy()
+    np.testing.assert_allclose(to_numpy(model({"token_ids": ids})), expected, atol=1e-4)
+
+
 def test_qwen_window_in_some_layers_equals_transformers(tmp_path, monkeypatch):
     """`use_sliding_window` with `max_window_layers=1`: layer 0 attends to
     every earlier token, layer 1 within 3 (transformers' `layer_types`).

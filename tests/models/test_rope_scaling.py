@@ -163,3 +163,43 @@ def test_bad_rope_fields_are_clear_errors(fields, message):
 def test_a_variant_without_rotary_positions_refuses_a_scaling():
     with pytest.raises(ValueError, match=r"variant='bert' has no rotary positions.*roformer"):
         keras_attn.build_transformer_model(CONFIG, variant="bert", rope_scaling=YARN)
+
+
+LLAMA_BASE = dict(CONFIG, model_type="llama", max_position_embeddings=16)
+
+
+def test_dynamic_original_length_is_transformers_in_a_folder_and_ours_elsewhere():
+    """A Hugging Face config's `dynamic` scaling takes max_position_embeddings
+    as its original length, as transformers does (issue 54, item 12); a
+    config without `model_type` (this library's own) keeps the key's."""
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4}
+    with pytest.warns(UserWarning, match=r"`rope_scaling` gives rope_type 'dynamic' with "
+                      r"original_max_position_embeddings=4.*max_position_embeddings=16"):
+        config = load_config({**LLAMA_BASE, "rope_scaling": scaling})
+    assert config.rope_scaling["original_max_position_embeddings"] == 16
+    assert load_config({**CONFIG, "rope_scaling": scaling}).rope_scaling == scaling
+
+
+@pytest.mark.parametrize("scaling", [
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4},
+    {"rope_type": "yarn", "factor": 4.0},  # the original length is max_position_embeddings
+    {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16},
+])
+def test_scalings_read_alike_by_every_transformers_version_give_no_warning(scaling, recwarn):
+    load_config({**LLAMA_BASE, "rope_parameters": scaling})
+    assert not [w for w in recwarn if "rope_type" in str(w.message)]
+
+
+def test_a_yarn_factor_other_than_the_length_ratio_warns_with_both():
+    """transformers 4.5x read `max_position_embeddings /
+    original_max_position_embeddings` as YaRN's factor, transformers 5 (and
+    this library) `factor` (issue 54, item 14)."""
+    with pytest.warns(UserWarning, match=(
+        r"`rope_parameters` gives rope_type 'yarn' with factor=2.0, but "
+        r"max_position_embeddings / original_max_position_embeddings = 16 / 4 = 4\. This "
+        r"library reads factor=2.0, as transformers 5 does; transformers 4.5x read the ratio"
+    )):
+        config = load_config({**LLAMA_BASE, "rope_parameters": {
+            "rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4,
+        }})
+    assert config.rope_scaling["factor"] == 2.0
