@@ -2,12 +2,18 @@
 library's own files and verified against its source.
 
     keras-attn-convert SOURCE OUTPUT [--config FILE] [--variant NAME]
-        [--application NAME] [--format {weights,keras}] [--no-verify] [--quiet]
+        [--application NAME] [--format {weights,keras}] [--overwrite]
+        [--no-verify] [--quiet]
+
+The console script is `keras_attn_cli.convert`, which parses the arguments
+before importing keras_attn (so `--help` works where Keras' backend is not
+installed, and that failure is one line) and then calls `run` here.
 
 `SOURCE` is anything `build_transformer_model` reads as a checkpoint: a
-Hugging Face directory (or its `.safetensors`/`.bin` file) of a BERT,
-RoBERTa, ALBERT, GPT-2, T5 or mT5, a Google TensorFlow checkpoint prefix
-(`.../bert_model.ckpt`) or a directory holding one. The configuration is
+Hugging Face directory (or its `.safetensors`/`.bin` file) of any family
+declared in `keras_attn.checkpoints.families` (the help lists them), a
+Google TensorFlow checkpoint prefix (`.../bert_model.ckpt`) or a directory
+holding one. The configuration is
 `--config`, else the `config.json` or `bert_config.json` beside the
 checkpoint. `--variant` and `--application` default to the config's
 variant and that variant's first application (`"encoder"` for the BERT
@@ -26,13 +32,29 @@ variant=..., application=...)`. `--format keras` writes the single file
 `OUTPUT` (ending in `.keras`); reload with `keras.saving.load_model` after
 `import keras_attn` (Keras finds only registered classes, and importing
 keras_attn registers its own). The command ends by printing these lines
-for the files it wrote. Writing is atomic: the files are written whole
-under temporary names beside OUTPUT and then renamed into place, so a run
-that fails while writing (a full disk, an interrupt) leaves a previous
-OUTPUT as it was and no partial file. Nothing the run reads is written over: an OUTPUT
-directory that is or contains SOURCE's directory (or the `--config`
-file's) is refused before anything is read (exit status 1); a new
-directory beside SOURCE or inside it is fine.
+for the files it wrote.
+
+Writing is all or nothing (`keras_attn.files`): the new files are written
+whole beside OUTPUT and then take its place by renames, so OUTPUT holds
+either its previous files or the new ones, never new weights beside an old
+`config.json`; a run that fails (a full disk, an interrupt) leaves a
+previous OUTPUT as it was and no temporary file. Other files in an OUTPUT
+directory (a tokenizer's) are kept.
+
+Before anything is read, OUTPUT is checked (exit status 1, the message
+naming OUTPUT and why):
+- it must be writable: not a file where a directory is written (or the
+  other way round), not under a file, its directory writable (missing
+  parent directories are created);
+- nothing the run reads may be written over: an OUTPUT directory that is
+  or contains SOURCE's directory (or the `--config` file's) is refused; a
+  new directory beside SOURCE or inside it is fine;
+- an OUTPUT directory holding another checkpoint's files (a `config.json`
+  this command did not write, such as a Hugging Face model's, or weights
+  files other than its own `model.weights.h5`) is refused unless
+  `--overwrite` is given, which replaces those files. A directory this
+  command wrote before is replaced without `--overwrite`: running the same
+  command again updates its output, as a build does.
 
 Verification (unless `--no-verify`): the written files are reloaded into a
 fresh model, which must reproduce the model built from `SOURCE` exactly (to
@@ -64,19 +86,22 @@ reloading, loading the reference) and one per checkpoint array read.
 
 Exit status: 0 converted (and verified where asked), 1 an error (a missing
 file, a checkpoint that does not fit: the message names the file and the
-variables), 3 a verification that failed, 2 bad arguments.
+variables; an OUTPUT refused as above; keras_attn that cannot be imported,
+as where Keras' backend is not installed: the message says which backend
+to choose or install), 3 a verification that failed, 2 bad arguments.
 """
 
-import argparse
 import dataclasses
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
+
+import keras_attn_cli
+from keras_attn.files import atomic_directory
+from keras_attn.files import atomic_write
 
 # Tolerances of the two verifications: the same arithmetic (written and
 # reloaded weights), and another framework's, which is relative to the
@@ -86,9 +111,6 @@ import numpy as np
 ROUND_TRIP_TOLERANCE = 1e-6
 REFERENCE_TOLERANCE = 1e-4
 REFERENCE_RELATIVE_TOLERANCE = 1e-5
-
-# `--application` choices: every application a variant may build.
-APPLICATION_CHOICES = ("encoder", "mlm", "lm", "unilm", "discriminator", "seq2seq")
 
 # Hugging Face classes (a config's `architectures`) whose head only an
 # application other than the variant's first holds: without
@@ -114,8 +136,16 @@ class VerificationError(Exception):
 
 def main(argv=None):
     """Runs the command on `argv` (default `sys.argv[1:]`); returns the exit
-    status (see the module docstring)."""
-    arguments = _parser().parse_args(argv)
+    status (see the module docstring). The same as the console script,
+    `keras_attn_cli.convert`, which parses the arguments before importing
+    keras_attn."""
+    return keras_attn_cli.convert(argv)
+
+
+def run(arguments):
+    """Runs the command on parsed `arguments` (`keras_attn_cli.
+    convert_parser`'s); returns the exit status and prints what it wrote,
+    or the error in one line on stderr."""
     from keras_attn.checkpoints.readers import CheckpointError
     from keras_attn.models.input_contract import InputError
 
@@ -129,13 +159,14 @@ def main(argv=None):
             application=arguments.application,
             format=arguments.format,
             verify=not arguments.verify_off,
+            overwrite=arguments.overwrite,
             log=log,
         )
     except VerificationError as error:
-        print(f"keras-attn-convert: verification failed: {_one_line(error)}", file=sys.stderr)
+        print(f"keras-attn-convert: verification failed: {keras_attn_cli.one_line(error)}", file=sys.stderr)
         return 3
     except (CheckpointError, InputError, FileNotFoundError, ValueError, ImportError, OSError) as error:
-        print(f"keras-attn-convert: error: {_one_line(error)}", file=sys.stderr)
+        print(f"keras-attn-convert: error: {keras_attn_cli.one_line(error)}", file=sys.stderr)
         return 1
     print(summary)
     print(reload_snippet(arguments.output, arguments.format, arguments.variant, arguments.application))
@@ -168,13 +199,19 @@ def reload_snippet(output, format, variant=None, application=None):
 
 
 def convert(source, output, config=None, variant=None, application=None,
-            format="weights", verify=True, log=None):
+            format="weights", verify=True, overwrite=False, log=None):
     """Converts `source` to `output` (see the module docstring) and returns
     a one-line summary of what was written and verified.
 
     Raises:
         FileNotFoundError: no checkpoint or configuration where given or
             expected (the message names the path).
+        ValueError: `output` would overwrite a file the run reads, or is a
+            directory holding another checkpoint's files and `overwrite` is
+            False (the message names the directory and the files).
+        OSError: `output` cannot be written (the message names it and says
+            why: a file where a directory is needed, a directory that is
+            not writable, a full disk).
         CheckpointError: the checkpoint does not fit the configuration (the
             message names the file and the variables).
         VerificationError: the written model does not reproduce its source.
@@ -193,6 +230,15 @@ def convert(source, output, config=None, variant=None, application=None,
         raise ValueError(f"--format keras writes a .keras file; OUTPUT is {output!r}.")
     config_source = config or _source_directory(source)
     _check_output(source, config_source, output, format)
+    _check_output_location(output, format)
+    replaced = _other_checkpoint_files(output) if format == "weights" else []
+    if replaced and not overwrite:
+        raise ValueError(
+            f"OUTPUT {output!r} holds another checkpoint's files: {', '.join(replaced)}. "
+            "Writing its config.json and model.weights.h5 there would replace or sit "
+            "beside files of another model. Choose a new OUTPUT directory, or pass "
+            "--overwrite to replace these files (the directory's other files are kept)."
+        )
     started = time.perf_counter()
     reader = open_checkpoint(source)
     parsed = load_config(config_source)
@@ -216,11 +262,18 @@ def convert(source, output, config=None, variant=None, application=None,
         log(left_out.strip())
 
     log(f"Writing {output}")
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        if format == "keras":
+            _write_keras_file(model, output)
+        else:
+            _write_weights_directory(model, parsed, output, leave_out=replaced)
+    except OSError as error:
+        reason = _unwritable_reason(output, format) or error.strerror or str(error)
+        raise OSError(f"Cannot write OUTPUT {output!r}: {reason}.") from error
     if format == "keras":
-        _write_keras_file(model, output)
         written = output
     else:
-        _write_weights_directory(model, parsed, output)
         config_path = os.path.join(output, "config.json")
         weights_path = os.path.join(output, "model.weights.h5")
         written = f"{config_path} and {weights_path}"
@@ -286,53 +339,23 @@ def _saved_application(config_source, config, variant):
 
 
 def _write_keras_file(model, output):
-    """Saves `model` to the `.keras` file `output` atomically: written whole
-    beside it under a temporary name, then renamed over it, so a failure
-    mid-write leaves any previous `output` as it was."""
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    descriptor, staging = tempfile.mkstemp(
-        prefix=".keras-attn-convert-", suffix=".keras", dir=parent
-    )
-    os.close(descriptor)
-    try:
-        _permit_as_umask(staging, 0o666)
-        model.save(staging)
-        os.replace(staging, output)
-    finally:
-        if os.path.exists(staging):
-            os.remove(staging)
+    """Saves `model` to the `.keras` file `output` whole (see
+    `keras_attn.files.atomic_write`): a failure mid-write leaves any
+    previous `output` as it was."""
+    with atomic_write(output) as temporary:
+        model.save(temporary)
 
 
-def _write_weights_directory(model, config, output):
-    """Writes `output/config.json` and `output/model.weights.h5`
-    atomically: both are written whole into a temporary directory beside
-    `output`, which then becomes `output` (when new) or whose two files are
-    renamed over the previous ones (the weights first). A failure while
-    writing leaves any previous `output` as it was, and no partial file."""
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".keras-attn-convert-", dir=parent)
-    try:
-        _permit_as_umask(staging, 0o777)
+def _write_weights_directory(model, config, output, leave_out=()):
+    """Writes `output/config.json` and `output/model.weights.h5` as one
+    change of `output` (see `keras_attn.files.atomic_directory`): `output`
+    holds either its previous files or the new ones, never a new weights
+    file beside an old configuration. Its other files are kept, except
+    `leave_out`."""
+    with atomic_directory(output, leave_out=leave_out) as staging:
         with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as file:
             json.dump(dataclasses.asdict(config), file, indent=2)
         model.save_weights(os.path.join(staging, "model.weights.h5"))
-        if not os.path.exists(output):
-            os.rename(staging, output)
-            return
-        for name in ("model.weights.h5", "config.json"):
-            os.replace(os.path.join(staging, name), os.path.join(output, name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _permit_as_umask(path, mode):
-    """Gives `path` the permissions a plain `open`/`mkdir` would have given
-    it (`tempfile` makes files and directories private to their owner)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, mode & ~umask)
 
 
 def _source_directory(source):
@@ -340,6 +363,93 @@ def _source_directory(source):
     configuration beside them, and what `transformers` loads for the
     reference comparison."""
     return source if os.path.isdir(source) else os.path.dirname(source) or "."
+
+
+def _check_output_location(output, format):
+    """Raises an OSError naming `output` where it cannot be written, as far
+    as can be told before anything is read (see `_unwritable_reason`)."""
+    reason = _unwritable_reason(output, format)
+    if reason is not None:
+        raise OSError(f"Cannot write OUTPUT {output!r}: {reason}.")
+
+
+def _unwritable_reason(output, format):
+    """Why `output` cannot be written, or None where nothing says so: a file
+    where `--format weights` writes a directory, a directory where
+    `--format keras` writes a file, a file among its parents, or the
+    directory it would be written in (or created in: missing parents are
+    created) not writable."""
+    path = os.path.abspath(output)
+    if format == "weights" and os.path.isfile(path):
+        return "it is a file; --format weights writes a directory (config.json and model.weights.h5)"
+    if format == "keras" and os.path.isdir(path):
+        return "it is a directory; --format keras writes one .keras file"
+    parent = ancestor = os.path.dirname(path)
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f"{ancestor!r} is a file, not a directory"
+    where = (
+        f"its directory {parent!r}" if ancestor == parent
+        else f"its directory {parent!r} does not exist, and {ancestor!r}, where it would be created,"
+    )
+    if hasattr(os, "statvfs") and os.statvfs(ancestor).f_flag & os.ST_RDONLY:
+        return f"{where} is on a read-only file system"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"{where} is not writable (permission denied)"
+    return None
+
+
+# The files of another checkpoint that a loader of the directory could read
+# instead of, or with, the converted ones, besides its configuration
+# (`CONFIG_FILE_NAMES`): weights by their endings (the readers' formats,
+# Keras', Flax's, GGUF), TensorFlow's shards (`.data-00000-of-00001`) and its
+# `checkpoint` state file. Files of this model (a tokenizer's, LoRA adapters'
+# `.npz`, an ONNX export) are not among them.
+WEIGHTS_FILE_ENDINGS = (
+    ".safetensors", ".bin", ".pt", ".pth", ".h5", ".keras", ".ckpt", ".index", ".index.json",
+    ".msgpack", ".gguf",
+)
+
+
+def _other_checkpoint_files(output):
+    """The names of another checkpoint's files in the directory `output`
+    (sorted; none where it does not exist): a configuration this command did
+    not write, and weights files other than the `model.weights.h5` beside a
+    configuration it wrote. A directory this command wrote, even with other
+    files added (a tokenizer's), has none."""
+    from keras_attn.models.transformer_config import CONFIG_FILE_NAMES
+
+    if not os.path.isdir(output):
+        return []
+    names = os.listdir(output)
+    ours = "config.json" in names and _written_by_this_command(os.path.join(output, "config.json"))
+    found = []
+    for name in sorted(names):
+        if ours and name in ("config.json", "model.weights.h5"):
+            continue
+        if (
+            name in CONFIG_FILE_NAMES or name == "checkpoint" or ".data-" in name
+            or name.endswith(WEIGHTS_FILE_ENDINGS)
+        ):
+            found.append(name)
+    return found
+
+
+def _written_by_this_command(config_path):
+    """Whether `config_path` holds the builder's fields and nothing else, as
+    this command writes them (`TransformerConfig`'s; a Hugging Face or Google
+    configuration has others: `model_type`, `architectures`,
+    `hidden_dropout_prob`, ...)."""
+    from keras_attn.models.transformer_config import TransformerConfig
+
+    try:
+        with open(config_path, encoding="utf-8") as file:
+            values = json.load(file)
+    except (OSError, ValueError):
+        return False
+    fields = {field.name for field in dataclasses.fields(TransformerConfig)}
+    return isinstance(values, dict) and bool(values) and set(values) <= fields
 
 
 def _check_output(source, config, output, format):
@@ -379,34 +489,6 @@ def _check_output(source, config, output, format):
                 "files being converted and verified. Choose a new OUTPUT directory, "
                 "e.g. one beside SOURCE."
             )
-
-
-def _parser():
-    parser = argparse.ArgumentParser(
-        prog="keras-attn-convert",
-        description=(
-            "Convert a Google TF or Hugging Face BERT-family, GPT-2 or T5 checkpoint into a "
-            "keras_attn .weights.h5 + config.json (or a .keras file), and verify it."
-        ),
-    )
-    parser.add_argument("source", help="checkpoint: HF directory or file, TF checkpoint prefix or directory")
-    parser.add_argument("output", help="output directory (--format weights) or .keras file")
-    parser.add_argument("--config", help="configuration file (default: the one beside SOURCE)")
-    parser.add_argument("--variant", help="builder variant (default: the config's family)")
-    parser.add_argument(
-        "--application", default=None, choices=APPLICATION_CHOICES,
-        help="builder application (default: the one holding the head of the saved "
-        "Hugging Face class, e.g. discriminator for ElectraForPreTraining; else the "
-        "variant's first: encoder for the BERT family, lm for GPT-2, seq2seq for T5)",
-    )
-    parser.add_argument(
-        "--format", default="weights", choices=["weights", "keras"],
-        help="weights: OUTPUT/config.json + OUTPUT/model.weights.h5; keras: one .keras file",
-    )
-    parser.add_argument("--no-verify", dest="verify_off", action="store_true",
-                        help="skip the comparison of the written model with its source")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    return parser
 
 
 class _Log:
@@ -553,8 +635,6 @@ def _reference_output(reader, source, model, inputs, real, log):
     return f"transformers.{class_name}", field, output
 
 
-def _one_line(error):
-    return " ".join(line.strip() for line in str(error).splitlines() if line.strip())
 
 
 if __name__ == "__main__":

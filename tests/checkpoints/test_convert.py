@@ -4,13 +4,17 @@ model built directly from the source."""
 
 import json
 import os
+import pathlib
 import shutil
+import subprocess
+import sys
 
 import keras
 import numpy as np
 import pytest
 
 import keras_attn
+import keras_attn_cli
 from keras_attn.convert import main
 from tests.checkpoint_files import perturb
 
@@ -162,8 +166,85 @@ def test_help_lists_the_options(capsys):
         main(["--help"])
     assert exit_info.value.code == 0
     usage = capsys.readouterr().out
-    for option in ("--config", "--variant", "--application", "--format", "--no-verify"):
+    for option in ("--config", "--variant", "--application", "--format", "--overwrite", "--no-verify"):
         assert option in usage
+
+
+def test_help_lists_every_family_variant_and_application_the_library_has(capsys):
+    """The help said "BERT-family, GPT-2 or T5" while LLaMA and others
+    converted. Its lists are written where `--help` needs no Keras
+    (`keras_attn_cli`), and must equal the registries."""
+    from keras_attn.checkpoints import families
+    from keras_attn.models.registry import VARIANTS
+    from keras_attn.models.transformer import APPLICATIONS
+
+    assert keras_attn_cli.CHECKPOINT_FAMILIES == tuple(
+        family.title for family in families.FAMILIES.values()
+    )
+    assert keras_attn_cli.VARIANTS == tuple(
+        name for name, variant in VARIANTS.items() if variant.__module__.startswith("keras_attn.")
+    )
+    assert keras_attn_cli.APPLICATIONS == tuple(APPLICATIONS)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    for name in keras_attn_cli.CHECKPOINT_FAMILIES + keras_attn_cli.VARIANTS:
+        assert name in usage, name
+
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# The console script of setup.cfg, run where Keras' default backend
+# (TensorFlow, no KERAS_BACKEND) cannot be imported, as in a JAX-only install.
+CONSOLE_SCRIPT_WITHOUT_TENSORFLOW = """
+import configparser, importlib, importlib.abc, sys
+
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, Missing())
+setup = configparser.ConfigParser()
+setup.read("setup.cfg")
+(script,) = setup["options.entry_points"]["console_scripts"].strip().splitlines()
+name, target = (part.strip() for part in script.split("="))
+assert name == "keras-attn-convert", name
+module, function = target.split(":")
+sys.argv[0] = name
+sys.exit(getattr(importlib.import_module(module), function)())
+"""
+
+
+def test_the_console_script_needs_no_backend_for_help_and_says_which_is_missing(tmp_path):
+    """`keras-attn-convert --help` in a JAX-only install without
+    `KERAS_BACKEND` printed a traceback from `import keras_attn`."""
+    if keras.config.backend() != "jax":
+        pytest.skip("a subprocess independent of the backend: checked in the JAX run")
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("KERAS_BACKEND", "PYTHONPATH")}
+    environment["KERAS_HOME"] = str(tmp_path)  # no keras.json choosing a backend
+
+    def console_script(*arguments):
+        return subprocess.run(
+            [sys.executable, "-c", CONSOLE_SCRIPT_WITHOUT_TENSORFLOW, *arguments],
+            env=environment, cwd=REPO_ROOT, capture_output=True, text=True,
+        )
+
+    result = console_script("--help")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("usage: keras-attn-convert")
+    assert "LLaMA" in result.stdout and result.stderr == ""
+
+    result = console_script("source", str(tmp_path / "output"))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        "keras-attn-convert: error: keras_attn needs Keras' backend 'tensorflow' (Keras' "
+        "default when KERAS_BACKEND is not set), but its package 'tensorflow' is not installed"
+    ), result.stderr[-3000:]
+    assert len(result.stderr.splitlines()) == 1  # no traceback
+    assert not os.path.exists(tmp_path / "output")
 
 
 # GPT-2 and T5 ------------------------------------------------------------
