@@ -211,6 +211,25 @@ def standard_rope_scaling(scaling, original_max_position_embeddings=None):
     }
 
 
+def rotary_width_error(width, scaling=None):
+    """Why RoPE under `scaling` (a dict of `standard_rope_scaling`'s form,
+    or None) cannot rotate `width` query/key features, or None: an odd
+    width (features rotate in pairs), or a width of 2 under `ntk` or
+    `dynamic` (whose base grows to the power `d / (d - 2)`)."""
+    if width % 2:
+        return (
+            "rotary positions rotate query/key features in pairs and need an even "
+            "query/key width d"
+        )
+    rope_type = None if scaling is None else scaling["rope_type"]
+    if rope_type in ("ntk", "dynamic") and width <= 2:
+        return (
+            f"rope_type {rope_type!r} raises the base to the power d / (d - 2) and "
+            "needs a rotary width d > 2"
+        )
+    return None
+
+
 def scaled_frequencies(dim, base, scaling, length=None):
     """`(inverse_frequencies, attention_factor)` of RoPE on `dim` features
     with `base` under `scaling` (a dict of `standard_rope_scaling`'s form,
@@ -220,11 +239,9 @@ def scaled_frequencies(dim, base, scaling, length=None):
     if scaling is None or scaling["rope_type"] in CLIPPED_TYPES:
         return sinusoid_frequencies(dim, base), 1.0
     rope_type, factor = scaling["rope_type"], float(scaling["factor"])
-    if rope_type in ("ntk", "dynamic") and dim <= 2:
-        raise ValueError(
-            f"rope_type {rope_type!r} raises the base to the power d / (d - 2) and "
-            f"needs a rotary width d > 2; received d={dim}."
-        )
+    error = rotary_width_error(dim, scaling)
+    if error:
+        raise ValueError(f"{error}; received d={dim}.")
     if rope_type == "linear":
         return sinusoid_frequencies(dim, base) / factor, 1.0
     if rope_type == "ntk":

@@ -8,7 +8,10 @@ import os
 import warnings
 
 from keras_attn.checkpoints import families
+from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
+from keras_attn.layers.rope_scaling import rotary_width_error
 from keras_attn.layers.rope_scaling import standard_rope_scaling
+from keras_attn.models.variants import VARIANTS
 
 # Source spellings of each field: Google's and Hugging Face's names.
 ALIASES = {
@@ -255,6 +258,10 @@ class TransformerConfig:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
         self.rope_scaling = standard_rope_scaling(self.rope_scaling, self.max_position)
+        if self.rope_scaling is not None or reads_rotary_only(self.checkpoint_family):
+            error = rotary_width_error(self.key_size, self.rope_scaling)
+            if error:
+                raise ValueError(f"TransformerConfig: {error}; received {self._key_width()}.")
         if self.layer_types is not None:
             # A list, as a JSON round trip gives it back.
             self.layer_types = list(self.layer_types)
@@ -272,6 +279,17 @@ class TransformerConfig:
         if self.sliding_rotary_base is not None and self.layer_types[index] == "sliding_attention":
             return self.sliding_rotary_base
         return self.rotary_base
+
+    def _key_width(self):
+        """The fields that give `key_size`, with their values."""
+        if self.attention_key_size is not None:
+            return f"`attention_key_size`={self.attention_key_size}"
+        if self.attention_head_size is not None:
+            return f"`head_dim` (read as `attention_head_size`)={self.attention_head_size}"
+        return (
+            f"`hidden_size`={self.hidden_size} / `num_attention_heads`={self.num_heads} = "
+            f"{self.key_size}"
+        )
 
     @property
     def head_size(self):
@@ -689,6 +707,17 @@ def load_config(source, **overrides):
             f"num_heads={config.num_heads}."
         )
     return config
+
+
+def reads_rotary_only(checkpoint_family):
+    """Whether every registered variant that reads configs of
+    `checkpoint_family` has rotary positions (LLaMA's, Qwen's, RoFormer's
+    families), so that such a config's query/key width is RoPE's."""
+    if checkpoint_family is None:
+        return False
+    readable = families.readable_families(checkpoint_family)
+    readers = [cls for cls in VARIANTS.values() if cls.checkpoint_family in readable]
+    return bool(readers) and all(cls.position_encoding in ROTARY_ENCODINGS for cls in readers)
 
 
 def layer_types_error(layer_types, num_layers, attention_window, sliding_rotary_base):

@@ -246,6 +246,15 @@ def test_grouped_query_cache_holds_only_the_key_value_heads(key_value_heads):
     (dict(model_type="qwen3", use_sliding_window=True, sliding_window=4, max_window_layers="1"),
      r"`max_window_layers` .*must be an integer; received '1' \(str\)"),
     (dict(model_type="qwen2", max_window_layers=True), r"received True \(bool\)"),
+    # RoPE's width, checked when the config is read (it failed at the first
+    # call, naming `key_size`).
+    (dict(head_dim=7), r"rotate query/key features in pairs and need an even query/key "
+     r"width d; received `head_dim` \(read as `attention_head_size`\)=7"),
+    (dict(hidden_size=28, num_attention_heads=4),
+     r"need an even query/key width d; received `hidden_size`=28 / `num_attention_heads`=4 = 7"),
+    (dict(hidden_size=8, num_attention_heads=4, rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
+     r"rope_type 'dynamic' raises the base to the power d / \(d - 2\) and needs a rotary width "
+     r"d > 2; received `hidden_size`=8 / `num_attention_heads`=4 = 2"),
     (dict(model_type="qwen3", layer_types="full_attention", sliding_window=4),
      r"A qwen3 config's `layer_types` must be a list, one entry per layer; received "
      r"'full_attention' \(str\)"),

@@ -203,3 +203,12 @@ def test_a_yarn_factor_other_than_the_length_ratio_warns_with_both():
             "rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4,
         }})
     assert config.rope_scaling["factor"] == 2.0
+
+
+def test_a_scaling_checks_the_rotary_width_of_any_config():
+    """A config with a rope scaling is a rotary model's, family or not: an
+    odd query/key width is refused when read, naming its fields."""
+    with pytest.raises(ValueError, match=r"need an even query/key width d; received "
+                       r"`attention_key_size`=9"):
+        load_config({**CONFIG, "attention_key_size": 9,
+                     "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
