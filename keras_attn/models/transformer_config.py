@@ -132,7 +132,11 @@ class TransformerConfig:
     wherever a field is given. Every field's type and range is checked on
     construction, by `FIELD_RULES`: sizes are positive integers (booleans and
     floats such as `31.5` or `"2"` are refused), rates lie in `[0, 1)`, flags
-    are booleans.
+    are booleans. A config with a `rope_scaling`, or of a checkpoint family
+    that only rotary variants read (LLaMA's, Qwen's, RoFormer's), has RoPE's
+    query/key width checked too (`rope_scaling.rotary_width_error`: even,
+    and above 2 under `ntk` or `dynamic`); the message names the fields that
+    give it (`head_dim`, or `hidden_size` and `num_attention_heads`).
     """
 
     vocab_size: int
