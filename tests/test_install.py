@@ -2,7 +2,8 @@
 one backend extra only (`[tensorflow]`, `[jax]`, `[torch]`), as a user
 installs it: it imports, `keras-attn-convert --help` works, a tiny model
 builds and runs, and without `KERAS_BACKEND` a JAX or torch install says in
-one line what to set.
+one line what to set (`import keras_attn` and `keras-attn-convert` alike; the
+converter's `--help` works there too).
 
 Each environment costs a pip install (15 to 90 s, from pip's cache), so
 these tests are marked `install` and left out of a plain `pytest` run;
@@ -106,12 +107,24 @@ def test_each_backend_extra_alone_installs_imports_and_runs(backend, wheel, tmp_
 
     if backend != "tensorflow":
         # Keras' default backend is TensorFlow, which this environment lacks.
-        result = run([python, "-c", "import keras_attn"], KERAS_HOME=keras_home)
-        assert result.returncode == 1
-        assert result.stderr.strip().splitlines()[-1] == (
-            "ImportError: keras_attn needs Keras' backend 'tensorflow' (Keras' default when "
+        missing = (
+            "keras_attn needs Keras' backend 'tensorflow' (Keras' default when "
             "KERAS_BACKEND is not set), but its package 'tensorflow' is not installed: choose "
             f"an installed one with KERAS_BACKEND={backend}, or install it with "
             'pip install "keras_attn[tensorflow]". Backends keras_attn runs on: tensorflow, '
             "jax, torch."
         )
+        result = run([python, "-c", "import keras_attn"], KERAS_HOME=keras_home)
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines()[-1] == f"ImportError: {missing}"
+
+        # The converter's help needs no backend; a conversion says the same
+        # in one line, without a traceback.
+        convert = str(bin_directory / "keras-attn-convert")
+        result = run([convert, "--help"], KERAS_HOME=keras_home)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.startswith("usage: keras-attn-convert")
+        assert result.stderr == "", result.stderr[-3000:]
+        result = run([convert, "source", str(tmp_path / "output")], KERAS_HOME=keras_home)
+        assert result.returncode == 1
+        assert result.stderr == f"keras-attn-convert: error: {missing}\n"
