@@ -577,7 +577,7 @@ def _signed_code(value):
 
 _POLYNOMIAL = 0x82F63B78  # CRC32C's polynomial, bit-reversed
 _LANE = 64  # bytes of one lane: the data are split in lanes computed at once
-_CHUNK = 1 << 20  # bytes processed together, small enough to stay in cache
+_CHUNK = 1 << 22  # bytes processed together, few enough to stay in cache
 
 
 def mask(crc):
@@ -632,11 +632,16 @@ def _chunk_register(chunk):
     register = 0
     if lanes:
         # One row per word position, one column per lane.
-        words = chunk[: lanes * _LANE].view("<u4").reshape(lanes, _LANE // 4).T.copy()
+        words = np.ascontiguousarray(chunk[: lanes * _LANE].view("<u4").reshape(lanes, _LANE // 4).T)
         registers = np.zeros(lanes, np.uint32)
+        low_half, high_part = np.empty(lanes, np.uint32), np.empty(lanes, np.uint32)
         for row in words:
             registers ^= row
-            registers = low[registers & 0xFFFF] ^ high[registers >> 16]
+            np.bitwise_and(registers, 0xFFFF, out=low_half)
+            np.right_shift(registers, 16, out=registers)
+            np.take(high, registers, out=high_part)
+            np.take(low, low_half, out=registers)
+            registers ^= high_part
         # Pairwise: the earlier lane's register advanced over the later
         # lane's bytes, then added; a zero register in front of an odd
         # count stands for zero bytes, which leave a zero register as it is.
