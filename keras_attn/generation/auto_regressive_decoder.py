@@ -6,6 +6,7 @@ import numpy as np
 from keras_attn.generation.generator import Generator
 from keras_attn.generation.generator import decoding_seed
 from keras_attn.generation.prompts import check_token_id
+from keras_attn.generation.prompts import target_start
 from keras_attn.generation.shared_output import shared_output_decode
 from keras_attn.samplers import BeamSearch
 from keras_attn.samplers import RandomSampler
@@ -26,7 +27,12 @@ class AutoRegressiveDecoder:
     `keras_attn.generation.Generator`, which keeps a key/value cache and
     runs the whole loop as one compiled program. For a `"unilm"` model the
     input is the source (segment 0) and the output the target (segment 1),
-    as in bert4keras's seq2seq examples.
+    as in bert4keras's seq2seq examples; `[token_ids, segment_ids]` may end
+    the input with the start of the target, 1s after the source's 0s, which
+    the output continues (bert4keras's question-answer generation samples
+    an answer, appends it as segment 1 and decodes the question after it):
+    the output is what the full pass over the same ids and segments
+    gives. Other models take segment ids all 0.
 
     As in bert4keras, output ids exclude the input, start with `start_id`
     when it is set, and end with `end_id` when it was generated; `maxlen`
@@ -163,7 +169,8 @@ class AutoRegressiveDecoder:
 
         Args:
             inputs: one example: `[token_ids]` or `[token_ids,
-                segment_ids]` (1-D; segment ids all 0); for a model built
+                segment_ids]` (1-D; segment ids all 0, or for a `"unilm"`
+                model 0s then 1s, see above); for a model built
                 with `conditional_layer_norm`, its condition (1-D, the
                 model's width) too: `[token_ids, condition]`, `[token_ids,
                 segment_ids, condition]` or a dict `{"token_ids": ...,
@@ -210,9 +217,9 @@ class AutoRegressiveDecoder:
             scores = scores[0][order].astype("float32")
         else:
             self._no_states(states)
-            prompt, condition, empty = self._example(inputs)
+            prompt, segment_ids, condition, empty = self._example(inputs)
             sequences, scores = self.generator.beam_search(
-                self._prompts(prompt, condition, 1), self.max_new_tokens - empty, topk,
+                self._prompts(prompt, segment_ids, condition, 1), self.max_new_tokens - empty, topk,
                 end_token_id=self.end_id, min_new_tokens=max(0, self.min_new_tokens - empty),
                 start_token_id=None if empty else self.start_id,
                 early_stopping="all_finished",
@@ -252,9 +259,10 @@ class AutoRegressiveDecoder:
             tokens = self._shared_output(inputs, sampler, n, states, decoding_seed(seed, sampler))
             return [self._trim(row[1:]) for row in keras.ops.convert_to_numpy(tokens)]
         self._no_states(states)
-        prompt, condition, empty = self._example(inputs)
+        prompt, segment_ids, condition, empty = self._example(inputs)
         sequences = self.generator.generate(
-            self._prompts(prompt, condition, n), self.max_new_tokens - empty, sampler=sampler,
+            self._prompts(prompt, segment_ids, condition, n), self.max_new_tokens - empty,
+            sampler=sampler,
             end_token_id=self.end_id, min_new_tokens=max(0, self.min_new_tokens - empty), seed=seed,
             start_token_id=None if empty else self.start_id,
         )
@@ -294,20 +302,24 @@ class AutoRegressiveDecoder:
                 f"states={states!r}."
             )
 
-    def _prompts(self, prompt, condition, count):
+    def _prompts(self, prompt, segment_ids, condition, count):
         """`count` copies of the prompt, as `Generator` takes them."""
-        if condition is None:
+        if segment_ids is None and condition is None:
             return [prompt] * count
-        return {
-            "token_ids": np.tile(prompt, (count, 1)),
-            "condition": np.tile(condition, (count, 1)),
-        }
+        prompts = {"token_ids": np.tile(prompt, (count, 1))}
+        if segment_ids is not None:
+            prompts["segment_ids"] = np.tile(segment_ids, (count, 1))
+        if condition is not None:
+            prompts["condition"] = np.tile(condition, (count, 1))
+        return prompts
 
     def _example(self, inputs):
-        """`(token_ids, condition, empty)` of the one example `inputs`:
-        `condition` is None for a model without conditional LayerNorms;
-        `empty` is 1 when `token_ids` was empty and the prompt is `start_id`
-        alone, else 0. Raises a ValueError for anything else."""
+        """`(token_ids, segment_ids, condition, empty)` of the one example
+        `inputs`: `segment_ids` is None unless they end the prompt with a
+        target prefix (segment 1, a `"unilm"` model); `condition` is None
+        for a model without conditional LayerNorms; `empty` is 1 when
+        `token_ids` was empty and the prompt is `start_id` alone, else 0.
+        Raises a ValueError for anything else."""
         name = type(self).__name__
         conditional = self.generator.forward.conditional
         if conditional:
@@ -356,14 +368,15 @@ class AutoRegressiveDecoder:
                     "TransformerModel.generate)."
                 )
         token_ids = arrays["token_ids"]
-        if "segment_ids" in arrays:
-            segment_ids = arrays["segment_ids"]
-            if segment_ids.shape != token_ids.shape or (segment_ids != 0).any():
+        segment_ids = arrays.get("segment_ids")
+        if segment_ids is not None:
+            if segment_ids.shape != token_ids.shape:
                 raise ValueError(
-                    f"{name}: `segment_ids` must be all 0 with the length of token_ids "
-                    f"({len(token_ids)}): the input is the source, segment 0, and the "
-                    f"output is generated as segment 1; received {segment_ids.tolist()}."
+                    f"{name}: `segment_ids` must have the length of token_ids "
+                    f"({len(token_ids)}), one per token; received {segment_ids.tolist()}."
                 )
+            if target_start(self.generator.forward, segment_ids, owner=name) == len(token_ids):
+                segment_ids = None  # the whole input is the source
         empty = 0
         if len(token_ids) == 0:
             if self.start_id is None or self.generator.forward.application != "lm":
@@ -373,7 +386,7 @@ class AutoRegressiveDecoder:
                     "one token otherwise."
                 )
             token_ids, empty = np.array([self.start_id]), 1
-        return token_ids, arrays.get("condition"), empty
+        return token_ids, segment_ids, arrays.get("condition"), empty
 
     def _trim(self, sequence, empty=0):
         """`sequence` up to and including its first `end_id` (after the

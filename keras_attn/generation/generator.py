@@ -74,7 +74,13 @@ class Generator:
                 for a model built with `conditional_layer_norm` its
                 `"condition"`, float `(batch, width)` (required there).
                 For `"unilm"` models a prompt is the source (segment 0) and
-                the generated tokens are the target (segment 1).
+                the generated tokens are the target (segment 1); a dict's
+                `"segment_ids"` (like its `"token_ids"`) may end a prompt
+                with the start of the target, 1s after the source's 0s
+                (e.g. `[0, 0, 0, 1, 1]`, bert4keras's question generation
+                after a sampled answer), which the generated tokens
+                continue: the same as the full pass over the same ids and
+                segments. Other models take segment 0 only.
             max_new_tokens: the most tokens generated per row.
             sampler: a `keras_attn.samplers.Sampler` or its name
                 (`"greedy"`, `"random"`, `"top_k"`, `"top_p"`), or a
@@ -107,8 +113,10 @@ class Generator:
                 `max_new_tokens < 1`, a `seed` that is not an int32, a
                 prompt that is not a flat sequence of ids (the message
                 names the row), ragged rows in an array, a `padding_mask`
-                of another shape than `token_ids`, a `BeamSearch` with more
-                beams than the vocabulary has tokens.
+                or `segment_ids` of another shape than `token_ids`,
+                `segment_ids` other than the layout above (the message names
+                the row), a `BeamSearch` with more beams than the vocabulary
+                has tokens.
         """
         from keras_attn import samplers
 
@@ -256,16 +264,18 @@ class Generator:
         run = self._compiled_loop(key, lambda: self._loop(sampler, settings, prepared.bucket))
         return run(
             prepared.buffer, prepared.lengths, seed, prepared.condition, prepared.source,
-            prepared.source_mask,
+            prepared.source_mask, prepared.target_starts,
         )
 
     def _loop(self, sampler, settings, bucket):
         """The decoding program: encode the prompts, then the sampler's loop."""
         forward = self.forward
 
-        def loop(tokens, lengths, seed, condition, source, source_mask):
+        def loop(tokens, lengths, seed, condition, source, source_mask, target_starts):
             tokens = ops.convert_to_tensor(tokens, "int32")
             lengths = ops.convert_to_tensor(lengths, "int32")
+            if target_starts is not None:
+                target_starts = ops.convert_to_tensor(target_starts, "int32")
             seed = ops.convert_to_tensor(seed, "int32")
             if condition is not None:
                 condition = ops.convert_to_tensor(condition, "float32")
@@ -278,13 +288,18 @@ class Generator:
                 )
             cache = forward.empty_cache(tokens.shape[0], forward.capacity(bucket, tokens.shape[1]))
             prompt_mask = ops.arange(bucket)[None, :] < lengths[:, None]
+            segment_ids = None
+            if forward.unilm:
+                # UniLM's layout: the source is segment 0, a target prefix 1.
+                in_target = ops.arange(bucket)[None, :] >= target_starts[:, None]
+                segment_ids = ops.cast(ops.logical_and(prompt_mask, in_target), "int32")
             _, cache = forward(
-                tokens[:, :bucket], 0, cache, padding_mask=prompt_mask, logits=False,
-                condition=condition, source=encoded,
+                tokens[:, :bucket], 0, cache, segment_ids=segment_ids, padding_mask=prompt_mask,
+                logits=False, condition=condition, source=encoded,
             )
             if self._step is not None:
                 self._step.new_run()
-            step = DecodingStep(forward, lengths, condition, encoded, self._step)
+            step = DecodingStep(forward, lengths, condition, encoded, self._step, target_starts)
             return sampler.run_loop(step, tokens, lengths, cache, settings, seed)
 
         return loop
@@ -310,8 +325,10 @@ class DecodingStep:
     the float32 logits `(rows, vocab)` of the token after position `index`
     and the cache with the token at `index` written for rows past their
     prompt (the prompt encoding wrote the prompts; a row still reading its
-    prompt re-reads it without writing). For a UniLM model the generated
-    tokens are segment 1. Given `pick=(function, args)` the step returns
+    prompt re-reads it without writing). For a UniLM model a row's tokens
+    are segment 1 from its `target_starts` on (a target prefix ending its
+    prompt, then every generated token; from its prompt length when None).
+    Given `pick=(function, args)` the step returns
     `function(logits, index, tokens, *args)` in place of the logits (a
     sampler's `next_tokens`: the new tokens and finished rows), computed in
     the same program.
@@ -319,29 +336,35 @@ class DecodingStep:
     `run` is `decoding_step` or its compiled form (`CompiledStep`, torch),
     taking the same arguments."""
 
-    def __init__(self, forward, lengths, condition=None, source=None, run=None):
+    def __init__(self, forward, lengths, condition=None, source=None, run=None,
+                 target_starts=None):
         self.forward = forward
         self.lengths = lengths
         self.condition = condition
         self.source = source
         self.run = decoding_step if run is None else run
+        self.target_starts = target_starts
 
     def __call__(self, tokens, index, cache, pick=None):
         return self.run(
-            self.forward, tokens, index, cache, self.lengths, self.condition, self.source, pick
+            self.forward, tokens, index, cache, self.lengths, self.condition, self.source, pick,
+            self.target_starts,
         )
 
     def select_rows(self, rows):
         """The step of the rows `rows` (int `(new_rows,)`), e.g. beams."""
-        condition = None if self.condition is None else ops.take(self.condition, rows, axis=0)
+        def take(value):
+            return None if value is None else ops.take(value, rows, axis=0)
+
         source = None if self.source is None else self.source.select_rows(rows)
         return DecodingStep(
-            self.forward, ops.take(self.lengths, rows, axis=0), condition, source, self.run
+            self.forward, take(self.lengths), take(self.condition), source, self.run,
+            take(self.target_starts),
         )
 
 
 def decoding_step(forward, tokens, index, cache, lengths, condition=None, source=None,
-                  pick=None):
+                  pick=None, target_starts=None):
     """One decoding step (see `DecodingStep`): a function of tensors (and
     the model's `CachedForward`, the sampler's `pick`), so that torch can
     compile it whole, the sampler's choice of the token included."""
@@ -350,7 +373,8 @@ def decoding_step(forward, tokens, index, cache, lengths, condition=None, source
     generating = ops.greater_equal(index, lengths)
     segment_ids = None
     if forward.unilm:
-        segment_ids = ops.cast(generating, "int32")[:, None]
+        starts = lengths if target_starts is None else target_starts
+        segment_ids = ops.cast(ops.greater_equal(index, starts), "int32")[:, None]
     logits, cache = forward(
         current, index, cache, segment_ids=segment_ids, write_rows=generating,
         condition=condition, source=source,

@@ -25,6 +25,9 @@ class PreparedPrompts(NamedTuple):
             source_bucket)` padded with the pad id (the prompts are then its
             decoder's start tokens), else None.
         source_mask: int32 numpy of the sources' shape, 1 for real tokens.
+        target_starts: int32 numpy `(batch,)`, where each prompt's segment 1
+            begins (see `prompt_target_starts`): its length when the whole
+            prompt is segment 0; None for an encoder-decoder.
     """
 
     buffer: object
@@ -33,6 +36,7 @@ class PreparedPrompts(NamedTuple):
     condition: object
     source: object = None
     source_mask: object = None
+    target_starts: object = None
 
 
 def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new_tokens=0,
@@ -46,11 +50,13 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
             integer (7.6; 7.0 is 7), `end_token_id` or `start_token_id`
             outside the vocabulary, `max_new_tokens < 1`, `min_new_tokens`
             outside `[0, max_new_tokens]`, a left-padded `padding_mask`, a
-            missing, unexpected or malformed `condition`.
+            missing, unexpected or malformed `condition`, `segment_ids`
+            other than `prompt_target_starts` takes.
     """
     model = forward.model
     token_ids, lengths = parse_prompts(prompts)
     condition = prompt_condition(forward, prompts, len(lengths))
+    target_starts = prompt_target_starts(forward, prompts, lengths)
     check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_tokens, start_token_id)
     name = "encoder_token_ids" if forward.seq2seq else "token_ids"
     model.input_contract.check_values({name: _real_tokens(token_ids, lengths)})
@@ -61,7 +67,9 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
     buffer = np.full((batch, bucket + max_new_tokens), forward.pad_token_id, "int32")
     for row, length in enumerate(lengths):
         buffer[row, :length] = token_ids[row][:length]
-    return PreparedPrompts(buffer, lengths.astype("int32"), bucket, condition)
+    return PreparedPrompts(
+        buffer, lengths.astype("int32"), bucket, condition, target_starts=target_starts
+    )
 
 
 def _real_tokens(rows, lengths):
@@ -150,11 +158,11 @@ def parse_prompts(prompts):
 
 
 def _parse_prompt_dict(prompts):
-    unknown = sorted(set(prompts) - {"token_ids", "padding_mask", "condition"})
+    unknown = sorted(set(prompts) - {"token_ids", "padding_mask", "segment_ids", "condition"})
     if unknown:
         raise ValueError(
-            f"Prompt dicts take 'token_ids', 'padding_mask' and (for conditional "
-            f"LayerNorms) 'condition'; received the unknown keys {unknown}."
+            f"Prompt dicts take 'token_ids', 'padding_mask', 'segment_ids' and (for "
+            f"conditional LayerNorms) 'condition'; received the unknown keys {unknown}."
         )
     if "token_ids" not in prompts:
         raise ValueError("Prompt dicts need 'token_ids' (batch, length); the dict has none.")
@@ -281,6 +289,75 @@ def prompt_condition(forward, prompts, batch):
         )
     model.input_contract.check_values({"condition": condition})
     return condition
+
+
+def prompt_target_starts(forward, prompts, lengths):
+    """Where each prompt's segment 1 begins, int32 `(batch,)`: the
+    position of its first segment-1 token, or its length when its
+    `segment_ids` are all 0 or not given (`prompts` a dict with
+    `"segment_ids"`, `(batch, length)` like its `"token_ids"`; the ids
+    after a row's length are not read).
+
+    A `"unilm"` model takes UniLM's layout, `target_start` below: the
+    source (segment 0), then the start of the target (segment 1), which
+    the generated tokens continue. Other models take only segment 0.
+
+    Raises:
+        ValueError: `segment_ids` of another shape than `token_ids`, or a
+            row that `target_start` refuses (the message names the row).
+    """
+    if not isinstance(prompts, dict) or "segment_ids" not in prompts:
+        return np.asarray(lengths, "int32")
+    segment_ids = _number_array(prompts["segment_ids"], "The prompts' 'segment_ids'")
+    shape = np.shape(prompts["token_ids"])
+    if segment_ids.shape != shape:
+        raise ValueError(
+            f"The prompts' 'segment_ids' has shape {segment_ids.shape}, but 'token_ids' has "
+            f"shape {shape}; give one segment id per token id."
+        )
+    return np.array(
+        [
+            target_start(forward, segment_ids[row, :length], f"prompt {row}'s ")
+            for row, length in enumerate(lengths)
+        ],
+        "int32",
+    )
+
+
+def target_start(forward, segment_ids, where="", owner=None):
+    """The position of the first segment-1 id of one prompt's
+    `segment_ids` (1-D, one per token), or its length when there is none.
+
+    For a `"unilm"` model the ids must be UniLM's layout: 0 for the source,
+    then 1 for a prefix of the target (bert4keras's question generation
+    appends a sampled answer as segment 1 and decodes the question after
+    it), e.g. `[0, 0, 0, 1, 1]`; the generated tokens are segment 1 too,
+    so the sequence reads as the full pass reads the same ids and segments.
+    Every other model takes segment 0 only.
+
+    Raises:
+        ValueError: naming `owner`, `where` (e.g. "prompt 1's ") and
+            `segment_ids`, for ids other than those.
+    """
+    segment_ids = np.asarray(segment_ids)
+    nonzero = np.flatnonzero(segment_ids != 0)
+    start = int(nonzero[0]) if len(nonzero) else len(segment_ids)
+    prefix = "" if owner is None else f"{owner}: "
+    shown = _shown(segment_ids.tolist(), limit=80)
+    if forward.unilm:
+        if not (segment_ids[start:] == 1).all():
+            raise ValueError(
+                f"{prefix}{where}`segment_ids` must be UniLM's layout: 0 for the source, then "
+                "1 for a target prefix that the generated tokens continue (e.g. [0, 0, 0, 1, "
+                f"1]); received {shown}."
+            )
+    elif len(nonzero):
+        raise ValueError(
+            f"{prefix}{where}`segment_ids` must be all 0 for {forward.model.name} "
+            f"(application={forward.application!r}): only an application='unilm' model "
+            f"continues a segment-1 prefix; received {shown}."
+        )
+    return start
 
 
 def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_tokens,

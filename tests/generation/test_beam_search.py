@@ -233,8 +233,8 @@ def test_bad_decoder_requests_are_errors():
         decoder.beam_search([2, 5], topk=2)
     with pytest.raises(ValueError, match=r"`token_ids` must be one example's ids, 1-D; received shape \(2, 2\)"):
         decoder.random_sample([[[2, 5], [2, 6]]], n=2)
-    with pytest.raises(ValueError, match="`segment_ids` must be all 0"):
-        decoder.beam_search([[2, 5], [0, 1]], topk=2)
+    with pytest.raises(ValueError, match="`segment_ids` must be UniLM's layout"):
+        decoder.beam_search([[2, 5], [1, 0]], topk=2)
     with pytest.raises(ValueError, match="one example as a list"):
         decoder.beam_search([[2, 5], [0, 0], [0, 0]], topk=2)
     with pytest.raises(ValueError, match="maxlen"):
