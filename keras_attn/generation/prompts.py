@@ -2,6 +2,7 @@
 
 import functools
 import os
+import weakref
 from typing import NamedTuple
 
 import keras
@@ -432,7 +433,7 @@ def check_decoding_size(forward, batch, longest, max_new_tokens):
     memory = _physical_memory()
     if memory is None:
         return
-    per_slot = _cache_bytes(forward.empty_cache(1, 2)) - _cache_bytes(forward.empty_cache(1, 1))
+    per_slot = _bytes_per_slot(forward)
     capacity = forward.capacity(longest, length)
     needed = batch * (4 * length + per_slot * capacity)
     if needed > memory:
@@ -443,6 +444,20 @@ def check_decoding_size(forward, batch, longest, max_new_tokens):
             f"row), more than this machine's {_gibibytes(memory)} of memory; ask for "
             f"fewer tokens or fewer prompts at once.{made_for}"
         )
+
+
+# CachedForward -> the bytes of one row's slot of its decoding cache.
+_SLOT_BYTES = weakref.WeakKeyDictionary()
+
+
+def _bytes_per_slot(forward):
+    """The bytes one slot of one row takes in `forward`'s decoding cache,
+    measured once per `forward` on two tiny caches."""
+    if forward not in _SLOT_BYTES:
+        _SLOT_BYTES[forward] = (
+            _cache_bytes(forward.empty_cache(1, 2)) - _cache_bytes(forward.empty_cache(1, 1))
+        )
+    return _SLOT_BYTES[forward]
 
 
 def _cache_bytes(cache):
