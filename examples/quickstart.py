@@ -82,6 +82,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_attn  # noqa: E402
+from keras_attn.progress import FitProgress, plural  # noqa: E402
 from common import encode_texts, labelled_lines, pretrained_directory, write_results  # noqa: E402
 
 
@@ -119,7 +120,9 @@ def transformers_cosines(directory, texts):
 
 
 def step(number, text):
-    print(f"\n[{number}/5] {text}", flush=True)
+    """A section's heading, after a blank line that separates it from the
+    section before (none before the first)."""
+    print(("" if number == 1 else "\n") + f"[{number}/5] {text}", flush=True)
 
 
 def load_tokenizer(directory, cased=False):
@@ -196,13 +199,17 @@ def main(arguments):
         metrics=["accuracy"],
     )
     print(f"      {split} training lines, {len(texts) - split} held out; "
-          f"{arguments.epochs} epochs of {-(-split // arguments.batch_size)} steps")
+          f"{plural(arguments.epochs, 'epoch')} of "
+          f"{plural(-(-split // arguments.batch_size), 'step')}")
     say_compiling("the evaluation step")
     _, accuracy_before = classifier.evaluate(held_out, labels[split:], verbose=0)
-    say_compiling("the training step", then="the progress bar appears after it")
+    say_compiling("the training step", then="its first step's time includes it")
     fit_started = time.perf_counter()
+    # FitProgress rather than Keras' bar: plain lines when the output is a
+    # file or a pipe, and no time left shown before the compiled steps run.
     history = classifier.fit(
-        train, labels[:split], batch_size=arguments.batch_size, epochs=arguments.epochs, verbose=1
+        train, labels[:split], batch_size=arguments.batch_size, epochs=arguments.epochs,
+        verbose=0, callbacks=[FitProgress(prefix="      ")],
     )
     report["fit_seconds"] = time.perf_counter() - fit_started
     _, accuracy = classifier.evaluate(held_out, labels[split:], verbose=0)
