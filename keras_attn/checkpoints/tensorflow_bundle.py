@@ -27,6 +27,7 @@ checks the variable's checksum; a file that is truncated or damaged raises
 `CheckpointError` naming the file and, where known, the variable.
 """
 
+import contextlib
 import functools
 import itertools
 import os
@@ -124,14 +125,14 @@ class TensorBundle:
                     continue
                 name = key.decode("utf-8")
                 self._entries[name] = _decode_entry(value)
-        for name, entry in self._entries.items():
-            if not entry["slices"] and not 0 <= entry["shard_id"] < self._num_shards:
+        for what, entry in self._stored_entries():
+            if not 0 <= entry["shard_id"] < self._num_shards:
                 raise CheckpointError(
-                    f"TensorFlow checkpoint index {self.index_file!r}: {name!r} is "
-                    f"in data file {entry['shard_id']}, but the checkpoint has "
+                    f"TensorFlow checkpoint index {self.index_file!r}: {what} is in "
+                    f"data file {entry['shard_id']}, but the checkpoint has "
                     f"{self._num_shards}."
                 )
-        for shard in sorted({entry["shard_id"] for entry in self._stored_entries()}):
+        for shard in sorted({entry["shard_id"] for _, entry in self._stored_entries()}):
             path = data_file(prefix, shard, self._num_shards)
             if not os.path.isfile(path):
                 raise FileNotFoundError(
@@ -140,8 +141,12 @@ class TensorBundle:
                 )
 
     def _stored_entries(self):
-        yield from (entry for entry in self._entries.values() if not entry["slices"])
-        yield from self._slices.values()
+        """`(what, entry)` for every entry whose bytes are in a data file."""
+        for name, entry in self._entries.items():
+            if not entry["slices"]:
+                yield repr(name), entry
+        for key, entry in self._slices.items():
+            yield f"the slice {key!r}", entry
 
     def names(self):
         """Every variable name, sorted (slices of a variable saved in slices
@@ -232,6 +237,12 @@ class TensorBundle:
             part = self._read_stored(f"{name} {_slice_text(extents)}", self._slices[key])
             if result is None:
                 result = np.zeros(shape, part.dtype)
+            if part.size != result[region].size:
+                raise CheckpointError(
+                    f"TensorFlow checkpoint index {self.index_file!r}: slice "
+                    f"{_slice_text(extents)} of {name!r} holds shape {part.shape}, "
+                    f"which does not fit the slice of {shape}."
+                )
             result[region] = part.reshape(result[region].shape)
             covered[region] = True
         if result is None or not covered.all():
@@ -272,6 +283,8 @@ def _decode_strings(data, count, stored_crc, big_endian):
     of the lengths (each as uint32, or uint64 when longer), the strings.
     The entry's CRC32C covers those lengths, that checksum and the strings."""
     buffer = data.tobytes()
+    if count == 0 and not buffer:
+        return np.empty(0, object)
     position, lengths, length_bytes = 0, [], bytearray()
     order = "big" if big_endian else "little"
     for _ in range(count):
@@ -508,22 +521,17 @@ class _Malformed(Exception):
     """A structure that does not decode; `_naming` says in which file."""
 
 
-class _naming:
-    """Turns `_Malformed` into a `CheckpointError` naming `path` and `what`."""
-
-    def __init__(self, path, what):
-        self.path, self.what = path, what
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, traceback):
-        if kind is not None and issubclass(kind, (_Malformed, UnicodeDecodeError)):
-            raise CheckpointError(
-                f"TensorFlow checkpoint file {self.path!r} is truncated or damaged: "
-                f"{self.what} does not decode ({error})."
-            ) from error
-        return False
+@contextlib.contextmanager
+def _naming(path, what):
+    """Turns `_Malformed` (and a key that is not UTF-8) into a
+    `CheckpointError` naming `path` and `what`."""
+    try:
+        yield
+    except (_Malformed, UnicodeDecodeError) as error:
+        raise CheckpointError(
+            f"TensorFlow checkpoint file {path!r} is truncated or damaged: "
+            f"{what} does not decode ({error})."
+        ) from error
 
 
 # -- Slice keys (TensorFlow's OrderedCode) ----------------------------------

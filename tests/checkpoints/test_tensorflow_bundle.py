@@ -82,6 +82,7 @@ def every_dtype():
         "empty": np.zeros((0, 3), np.float32),
         "string": np.array(b"bert"),
         "strings": np.array([[b"", b"a\x00b"], [b"\xff" * 300, b"z"]], object),
+        "no_strings": tf.constant([], tf.string),
         # Over 1 MiB and of an odd size: the CRC's chunks, lanes and tail.
         "large": RNG.normal(size=(300_001,)).astype(np.float32),
     }
