@@ -70,7 +70,8 @@ def missing_backend_message(module):
     return (
         f"keras_attn needs Keras' backend '{backend}' ({source}), but its package "
         f"'{module}' is not installed: {choices}, or install it with "
-        f'pip install "keras_attn[{backend}]". Backends keras_attn runs on: '
+        f"pip install {module} (in a keras_attn clone: "
+        f'pip install -e ".[{backend}]" -c constraints.txt). Backends keras_attn runs on: '
         f"{', '.join(BACKEND_MODULES)}."
     )
 

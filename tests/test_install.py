@@ -111,7 +111,8 @@ def test_each_backend_extra_alone_installs_imports_and_runs(backend, wheel, tmp_
             "keras_attn needs Keras' backend 'tensorflow' (Keras' default when "
             "KERAS_BACKEND is not set), but its package 'tensorflow' is not installed: choose "
             f"an installed one with KERAS_BACKEND={backend}, or install it with "
-            'pip install "keras_attn[tensorflow]". Backends keras_attn runs on: tensorflow, '
+            'pip install tensorflow (in a keras_attn clone: pip install -e ".[tensorflow]" '
+            "-c constraints.txt). Backends keras_attn runs on: tensorflow, "
             "jax, torch."
         )
         result = run([python, "-c", "import keras_attn"], KERAS_HOME=keras_home)

@@ -184,7 +184,8 @@ class TorchReader(_ShardedReader):
         except ImportError as error:
             raise ImportError(
                 f"Reading the PyTorch file {file!r} needs torch: "
-                'pip install "keras_attn[torch]", or convert it to safetensors.'
+                'pip install torch (in a keras_attn clone: pip install -e ".[torch]" '
+                "-c constraints.txt), or convert it to safetensors."
             ) from error
         try:
             state = torch.load(file, map_location="cpu", weights_only=True)
