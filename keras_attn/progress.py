@@ -63,10 +63,12 @@ def plural(count, noun):
 
 
 def duration(seconds):
-    """Seconds as a person reads them: `0.42 s`, `12 s`, `3 min 05 s`,
-    `1 h 02 min`."""
+    """Seconds as a person reads them: `0.42 s`, `1.5 s`, `12 s`,
+    `3 min 05 s`, `1 h 02 min`."""
     if seconds < 1:
         return f"{seconds:.2f} s"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 60:
         return f"{seconds:.0f} s"
     minutes, seconds = divmod(int(round(seconds)), 60)

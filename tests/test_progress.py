@@ -61,8 +61,8 @@ def test_plurals_and_one_step():
     assert re.fullmatch(r"  epoch 1/1: 1 step in \S+ s, loss 0.5000, accuracy 1.0000e-04\n",
                         stream.getvalue())
     assert [plural(n, "epoch") for n in (0, 1, 2)] == ["0 epochs", "1 epoch", "2 epochs"]
-    assert [duration(s) for s in (0.25, 12.4, 185, 3725)] == [
-        "0.25 s", "12 s", "3 min 05 s", "1 h 02 min"
+    assert [duration(s) for s in (0.25, 1.53, 12.4, 185, 3725)] == [
+        "0.25 s", "1.5 s", "12 s", "3 min 05 s", "1 h 02 min"
     ]
 
 
