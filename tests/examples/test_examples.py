@@ -85,6 +85,9 @@ def assert_plotted(path):
 def test_quickstart(tmp_path):
     output = run("quickstart.py", "--quick", "--output", str(tmp_path))
     assert "equal to 1e-5" in output
+    # Its output is a pipe here, as in a log: plain lines, no progress bars.
+    assert not set("\r\b\x1b") & set(output), repr(output[:2000])
+    assert "1 epoch of" in output and "1 epochs" not in output
     if keras_backend() != "torch":
         assert "compiling the training step with XLA" in output
     with open(tmp_path / "quickstart.json") as file:
