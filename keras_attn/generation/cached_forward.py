@@ -10,6 +10,7 @@ from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.key_value_cache import update_slots
 from keras_attn.layers.key_value_cache import write_slots
+from keras_attn.layers.rope_scaling import LENGTH_DEPENDENT
 
 GENERATIVE_APPLICATIONS = ("lm", "unilm", "seq2seq")
 
@@ -201,6 +202,11 @@ class CachedForward:
         self.count_from_padding = getattr(position, "count_from_padding", False)
         self.max_length = getattr(position, "max_length", None)
         self.vocab_size = template.config.vocab_size
+        # A rope scaling that reads the length being encoded (`dynamic`):
+        # padding the prompts would change what their keys encode, so the
+        # prompts are not padded to a bucket (`prompts.prompt_bucket`).
+        scaling = template.config.rope_scaling
+        self.length_dependent = scaling is not None and scaling["rope_type"] in LENGTH_DEPENDENT
         attention = self.blocks[0].attention
         # Each block's window. One capacity serves every layer: a window
         # shared by all of them makes the cache a ring of the keys it needs;

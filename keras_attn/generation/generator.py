@@ -35,7 +35,9 @@ class Generator:
     The prompts are encoded in one pass (a UniLM source bidirectionally, as
     segment 0), then the loop generates. On TensorFlow and JAX the whole loop
     is one XLA program (a while loop), compiled once per prompt bucket (the
-    longest prompt rounded up to `prompts.PROMPT_BUCKETS`), batch size,
+    longest prompt rounded up to `prompts.PROMPT_BUCKETS`; under `dynamic`
+    rope scaling, which reads the length encoded, the longest prompt's own
+    length, so such a model compiles once per prompt length), batch size,
     `max_new_tokens` and sampler settings; on torch it is a Python loop
     under `torch.no_grad()` whose step is compiled by `torch.compile`
     (`CompiledStep`, once per shape).
@@ -110,13 +112,18 @@ class Generator:
             ValueError: an empty prompt, a prompt plus `max_new_tokens`
                 longer than the position table, an id outside the
                 vocabulary, `end_token_id` or `start_token_id` outside it,
-                `max_new_tokens < 1`, a `seed` that is not an int32, a
-                prompt that is not a flat sequence of ids (the message
-                names the row), ragged rows in an array, a `padding_mask`
-                or `segment_ids` of another shape than `token_ids`,
-                `segment_ids` other than the layout above (the message names
-                the row), a `BeamSearch` with more beams than the vocabulary
-                has tokens.
+                `max_new_tokens` not an integer >= 1 (a bool is refused),
+                `min_new_tokens` outside `[0, max_new_tokens]`, sequences
+                (the longest prompt plus `max_new_tokens`) longer than the
+                int32 positions of decoding hold, or whose token buffer
+                and key/value cache would take more than the machine's
+                memory (the message gives the sizes), a `seed` that is not
+                an int32, a prompt that is not a flat sequence of ids (the
+                message names the row), ragged rows in an array, a
+                `padding_mask` or `segment_ids` of another shape than
+                `token_ids`, `segment_ids` other than the layout above (the
+                message names the row), a `BeamSearch` with more beams than
+                the vocabulary has tokens.
         """
         from keras_attn import samplers
 

@@ -64,7 +64,7 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
     if forward.seq2seq:
         return _with_start_tokens(forward, token_ids, lengths, max_new_tokens)
     batch, longest = len(lengths), int(lengths.max())
-    bucket = prompt_bucket(longest, forward.max_length, max_new_tokens)
+    bucket = prompt_bucket(longest, forward.max_length, max_new_tokens, forward.length_dependent)
     buffer = np.full((batch, bucket + max_new_tokens), forward.pad_token_id, "int32")
     for row, length in enumerate(lengths):
         buffer[row, :length] = token_ids[row][:length]
@@ -92,7 +92,7 @@ def _with_start_tokens(forward, sources, lengths, max_new_tokens):
     `padding_mask`, not the pad id, as the full pass reads them), and for
     the decoder its start token, one per row."""
     batch = len(lengths)
-    bucket = prompt_bucket(int(lengths.max()), None, max_new_tokens)
+    bucket = prompt_bucket(int(lengths.max()), None, max_new_tokens, forward.length_dependent)
     source = np.full((batch, bucket), forward.pad_token_id, "int32")
     for row, length in enumerate(lengths):
         source[row, :length] = sources[row][:length]
@@ -503,9 +503,19 @@ def check_token_id(name, token, vocab_size, owner=None):
         )
 
 
-def prompt_bucket(longest, max_length, max_new_tokens):
+def prompt_bucket(longest, max_length, max_new_tokens, length_dependent=False):
     """The padded prompt length: the smallest bucket holding `longest`,
-    within the position table (`max_length`, None for no table)."""
+    within the position table (`max_length`, None for no table).
+
+    Under a rope scaling that reads the length being encoded
+    (`length_dependent`: `dynamic`, see `rope_scaling.LENGTH_DEPENDENT`) it
+    is `longest` itself: the prompt pass then encodes the longest prompt's
+    own length, as transformers' left-padded batch does for every row, so a
+    single prompt is encoded as transformers encodes it (a bucket past the
+    original length grew the base of its keys). Such a model compiles its
+    decoding loop once per longest prompt length."""
+    if length_dependent:
+        return longest
     bucket = next((b for b in PROMPT_BUCKETS if b >= longest), longest)
     if max_length is not None:
         bucket = min(bucket, max_length - max_new_tokens)

@@ -25,15 +25,17 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
   length `T` being encoded (emozilla's dynamic NTK):
   `base * (factor * T / L - (factor - 1))^(d / (d - 2))` once `T > L`,
   `base` while `T <= L`. `T` is one length per pass, shared by the rows
-  of a batch: in a full pass its padded length (in `generate`'s first pass,
-  the prompts padded to their bucket of 8, 16, 32, ... tokens), in a cached
-  decoding step the step's position plus one. `generate` lays prompts out
-  right-padded, each row counting positions from its own first token, so
-  at every decoding step `T` is each generating row's own length, whatever
-  its batch-mates; they matter only through the prompts' bucket, when it
-  exceeds `L`. transformers' `generate` pads on the left and takes the
-  longest row's padded length as `T` for every row at every step, so there
-  a row's tokens past `L` depend on the other prompts of its batch. A
+  of a batch: in a full pass its padded length, in a cached decoding step
+  the step's position plus one. `generate` does not pad prompts to a
+  bucket under `dynamic`: its first pass encodes the longest prompt's own
+  length, and, prompts laid out right-padded with each row counting
+  positions from its own first token, every decoding step `T` is each
+  generating row's own length. A single prompt is thus encoded exactly as
+  transformers' `generate` encodes it; in a batch its batch-mates matter
+  only through the longest prompt, when it exceeds `L`. transformers'
+  `generate` pads on the left and takes the longest row's padded length as
+  `T` for every row at every step, so there a row's tokens past `L` depend
+  on the other prompts of its batch at every step. A
   Hugging Face config's `L` is its `max_position_embeddings`: transformers'
   dynamic scaling ignores an `original_max_position_embeddings`, and so
   does reading such a config (with a warning).

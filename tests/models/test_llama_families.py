@@ -264,12 +264,10 @@ def test_bad_llama_config_values_are_clear_errors(fields, message):
         small_llama(**fields)
 
 
-def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_path, monkeypatch):
-    """`dynamic` grows the base with the length encoded: 8 tokens past an
-    original length of 4 in one pass, and cached generation from 3 tokens
-    to 11, where each step rotates its query and key with the base of the
-    length so far (`n + 1` at position `n`) and the cache keeps what earlier
-    steps rotated, as transformers' `generate` does."""
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    """`(transformers model, its directory)`: a LLaMA under `dynamic` rope
+    scaling from an original length of 4 (`max_position_embeddings`)."""
     config = transformers.LlamaConfig(
         **COMMON, vocab_size=53, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=4,
@@ -277,8 +275,19 @@ def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_p
     )
     torch.manual_seed(0)
     reference = perturb(transformers.LlamaForCausalLM(config), seed=2).eval()
-    reference.save_pretrained(tmp_path)
-    model = keras_attn.build_transformer_model(tmp_path)
+    directory = tmp_path_factory.mktemp("dynamic")
+    reference.save_pretrained(directory)
+    return reference, directory
+
+
+def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(dynamic, monkeypatch):
+    """`dynamic` grows the base with the length encoded: 8 tokens past an
+    original length of 4 in one pass, and cached generation from 3 tokens
+    to 11, where each step rotates its query and key with the base of the
+    length so far (`n + 1` at position `n`) and the cache keeps what earlier
+    steps rotated, as transformers' `generate` does."""
+    reference, directory = dynamic
+    model = keras_attn.build_transformer_model(directory)
     assert model.template.config.rope_scaling["rope_type"] == "dynamic"
     ids = IDS[:, :8] % 53
     with torch.no_grad():
@@ -305,6 +314,40 @@ def test_dynamic_rope_scaling_equals_transformers_past_the_original_length(tmp_p
     assert np.abs(full - expected).max() > 1e-3
     monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
     assert model.generate(tokens[:, :3].tolist(), 8)[0].tolist() == tokens[0, 3:].tolist()
+
+
+def test_dynamic_generate_equals_transformers_generate_for_one_prompt(dynamic, monkeypatch):
+    """`generate` and `beam_search` of one 3-token prompt under `dynamic`
+    (original length 4) score as transformers' `generate` (1e-4): the prompt
+    pass encodes the prompt's own 3 positions, not its bucket of 8 (padding
+    it to 8 grew the base of the prompt's keys: 1.5e-2 in the logits)."""
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    reference, directory = dynamic
+    model = keras_attn.build_transformer_model(directory)
+    prompt = [[7, 12, 50]]
+    with torch.no_grad():
+        greedy = reference.generate(
+            torch.tensor(prompt), attention_mask=torch.ones(1, 3, dtype=torch.long),
+            max_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None,
+            return_dict_in_generate=True, output_logits=True,
+        )
+        beams = reference.generate(
+            torch.tensor(prompt), attention_mask=torch.ones(1, 3, dtype=torch.long),
+            max_new_tokens=6, num_beams=2, do_sample=False, early_stopping=False,
+            pad_token_id=0, eos_token_id=None, return_dict_in_generate=True,
+            output_scores=True,
+        )
+    tokens = greedy.sequences[0, 3:].numpy()
+    log_probabilities = torch.log_softmax(torch.stack(greedy.logits)[:, 0].double(), -1)
+    greedy_score = log_probabilities[np.arange(6), tokens].sum().item()
+    assert model.generate(prompt, 6)[0].tolist() == tokens.tolist()
+    # One beam is greedy decoding, scored by its summed log-probabilities.
+    sequences, scores = model.generator.beam_search(prompt, 6, num_beams=1)
+    assert sequences[0, 0].tolist() == tokens.tolist()
+    np.testing.assert_allclose(scores[0, 0], greedy_score, atol=1e-4)
+    sequences, scores = model.generator.beam_search(prompt, 6, num_beams=2, length_penalty=1.0)
+    assert sequences[0, 0].tolist() == beams.sequences[0, 3:].tolist()
+    np.testing.assert_allclose(scores[0, 0], beams.sequences_scores[0].item(), atol=1e-4)
 
 
 def test_dynamic_rope_scaling_ignores_an_original_length_as_transformers_does(tmp_path):
