@@ -20,6 +20,7 @@ from keras_attn.layers.projections import projection_config
 from keras_attn.layers.rerope import ClippedRotaryLogits
 from keras_attn.layers.rms_normalization import RMSNormalization
 from keras_attn.layers.rope_scaling import CLIPPED_TYPES
+from keras_attn.layers.rope_scaling import rotary_width_error
 from keras_attn.layers.rope_scaling import standard_rope_scaling
 from keras_attn.layers.rotary_embedding import ROTARY_LAYOUTS
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
@@ -116,6 +117,8 @@ class MultiHeadAttention(keras.layers.Layer):
         head_size: per-head width of the value projection.
         key_size: per-head width of the query and key projections; defaults
             to `head_size`. Scores are scaled by `1 / sqrt(key_size)`.
+            Rotary positions need it even (above 2 under `ntk` or `dynamic`
+            scaling; `rope_scaling.rotary_width_error`), checked here.
         key_value_heads: number of key/value heads, a divisor of `heads`
             (grouped-query attention); defaults to `heads`.
         out_dim: width of the output; defaults to the last dimension of
@@ -322,6 +325,16 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"`head_size`; received head_size={head_size}."
             )
         check_positive_integer("key_size", key_size, optional=True)
+        if position_encoding in ROTARY_ENCODINGS:
+            error = rotary_width_error(key_size or head_size, standard_scaling)
+            if error:
+                given = f"key_size={key_size}" if key_size else (
+                    f"key_size=None, so head_size={head_size}"
+                )
+                raise ValueError(
+                    f"MultiHeadAttention(position_encoding={position_encoding!r}): {error}; "
+                    f"received {given}."
+                )
         check_positive_integer("key_value_heads", key_value_heads, optional=True)
         if key_value_heads is not None and heads % key_value_heads:
             raise ValueError(

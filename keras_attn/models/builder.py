@@ -5,6 +5,7 @@ import os
 from keras_attn.checkpoints import families
 from keras_attn.checkpoints.loading import load_checkpoint
 from keras_attn.checkpoints.porting import compound_token_groups
+from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
 from keras_attn.models.bert4keras_names import from_bert4keras
 from keras_attn.models.registry import VARIANTS
 from keras_attn.models.transformer_config import load_config
@@ -271,6 +272,9 @@ def build_transformer_model(
         checkpoint = config
     parsed = load_config(config, **overrides)
     variant = select_variant(parsed, variant)
+    if VARIANTS[variant].position_encoding in ROTARY_ENCODINGS:
+        # Named by the config's fields here, not by the layer's `key_size`.
+        parsed.check_rotary_width(f"variant={variant!r} (rotary positions)")
     if keep_tokens is not None:
         keep_tokens = [int(i) for i in keep_tokens]
         parsed = parsed.replace(vocab_size=len(keep_tokens))

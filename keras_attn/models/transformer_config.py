@@ -263,9 +263,7 @@ class TransformerConfig:
                 raise ValueError(f"TransformerConfig: {error}")
         self.rope_scaling = standard_rope_scaling(self.rope_scaling, self.max_position)
         if self.rope_scaling is not None or reads_rotary_only(self.checkpoint_family):
-            error = rotary_width_error(self.key_size, self.rope_scaling)
-            if error:
-                raise ValueError(f"TransformerConfig: {error}; received {self._key_width()}.")
+            self.check_rotary_width()
         if self.layer_types is not None:
             # A list, as a JSON round trip gives it back.
             self.layer_types = list(self.layer_types)
@@ -283,6 +281,15 @@ class TransformerConfig:
         if self.sliding_rotary_base is not None and self.layer_types[index] == "sliding_attention":
             return self.sliding_rotary_base
         return self.rotary_base
+
+    def check_rotary_width(self, reader=None):
+        """Raises a ValueError naming the fields that give `key_size` (and
+        `reader`, e.g. "variant='roformer'") when RoPE under `rope_scaling`
+        cannot rotate that width (`rope_scaling.rotary_width_error`)."""
+        error = rotary_width_error(self.key_size, self.rope_scaling)
+        if error:
+            where = "TransformerConfig" if reader is None else f"TransformerConfig for {reader}"
+            raise ValueError(f"{where}: {error}; received {self._key_width()}.")
 
     def _key_width(self):
         """The fields that give `key_size`, with their values."""

@@ -205,6 +205,40 @@ def test_a_yarn_factor_other_than_the_length_ratio_warns_with_both():
     assert config.rope_scaling["factor"] == 2.0
 
 
+def test_a_rotary_variant_checks_the_width_of_any_config_when_built():
+    """A BERT config (no scaling, a family that non-rotary variants read)
+    of head width 28 / 4 = 7, built as RoFormer: refused while building,
+    naming the config's fields (it failed at the first call, naming
+    `key_size`)."""
+    with pytest.raises(ValueError, match=r"variant='roformer' \(rotary positions\): rotary "
+                       r"positions rotate query/key features in pairs and need an even "
+                       r"query/key width d; received `hidden_size`=28 / "
+                       r"`num_attention_heads`=4 = 7"):
+        keras_attn.build_transformer_model(
+            {**CONFIG, "hidden_size": 28, "num_attention_heads": 4}, variant="roformer"
+        )
+
+
+def test_a_rotary_attention_checks_its_width_when_constructed():
+    """The same rule for the layer alone, at construction."""
+    with pytest.raises(ValueError, match=r"MultiHeadAttention\(position_encoding='rotary'\): "
+                       r"rotary positions rotate query/key features in pairs .* received "
+                       r"key_size=7\."):
+        keras_attn.MultiHeadAttention(heads=2, head_size=8, key_size=7,
+                                      position_encoding="rotary")
+    with pytest.raises(ValueError, match=r"received key_size=None, so head_size=7\."):
+        keras_attn.MultiHeadAttention(heads=2, head_size=7, position_encoding="xpos")
+    with pytest.raises(ValueError, match=r"rope_type 'dynamic' .* needs a rotary width d > 2; "
+                       r"received key_size=2\."):
+        keras_attn.MultiHeadAttention(
+            heads=2, head_size=8, key_size=2, position_encoding="rotary",
+            rotary_scaling={"rope_type": "dynamic", "factor": 2.0,
+                            "original_max_position_embeddings": 4},
+        )
+    # Values are not rotated: an odd value width is fine.
+    keras_attn.MultiHeadAttention(heads=2, head_size=7, key_size=8, position_encoding="rotary")
+
+
 def test_a_scaling_checks_the_rotary_width_of_any_config():
     """A config with a rope scaling is a rotary model's, family or not: an
     odd query/key width is refused when read, naming its fields."""
