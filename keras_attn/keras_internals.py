@@ -11,6 +11,7 @@ run `tests/test_keras_internals.py` on every backend, then raise the version.
 
 import contextlib
 import gc
+import weakref
 
 import keras
 from keras import ops
@@ -224,59 +225,102 @@ def end_interrupted_jax_loop(model):
     model._jax_state_synced = True
 
 
-def unshare_jax_values(variables):
-    """On JAX, gives each variable of `variables` whose array another one
-    also holds a copy of its own, so that a compiled loop, which donates
-    (deletes) the arrays it is given, cannot delete the array of a variable
-    it was not given or donate one array twice.
+class JaxLoopState:
+    """A mixin for a `keras.Model` on JAX, before `keras.Model` among its
+    bases: the state Keras hands its compiled, donating steps never holds
+    one array twice or an array that a variable outside the state also
+    holds, and the arrays a loop detaches from its variables are kept, so
+    that `reattach_after_interrupted_loop` can give them back if it raises.
 
     On JAX `a.assign(b)` stores `b`'s array itself in `a` (Keras 3.15.1's
     `convert_to_tensor` returns a JAX array unchanged). Keras' EMA does so:
     `Optimizer.finalize_variable_values` at the end of `fit` and
     `SwapEMAWeights._finalize_ema_values` at the last epoch's end assign
-    each weight to its average or back. The next `predict` then donates the
-    weight's array and deletes the average's, and `save_weights` (which
-    saves the optimizer too) fails with "Array has been deleted"; the next
-    `fit` donates the one array twice and fails.
+    each weight to its average or back. A step that donates the weight's
+    array would then delete the average's (`save_weights` fails with "Array
+    has been deleted"), and a `fit` that hands both to one step donates one
+    array twice. Such an array is copied into the state here; the variables
+    keep theirs.
 
-    Uses `Variable._value` to skip the variables a running loop has
-    detached (their public `value` would call the initializer).
+    Overrides `JAXTrainer._get_jax_state`, through which every `fit`,
+    `evaluate`, `predict` and `*_on_batch` call gathers the arrays of its
+    step, reading the same variables as Keras' own (its code, checked
+    against Keras 3.15.1, with the copies and the kept arrays added), and
+    `_purge_model_variables`' rule: a loop sets its variables' `_value` to
+    None while it runs (there is no public way to tell such a variable).
+    Costs one pass over the arrays Keras gathers anyway, so a `*_on_batch`
+    call pays nothing more for it than a dictionary of array ids.
     """
-    holders = {}
-    for variable in {id(variable): variable for variable in variables}.values():
-        value = variable._value
-        if value is None:
-            continue
-        if id(value) in holders:
-            variable.assign(keras.ops.copy(value))
+
+    def _get_jax_state(self, trainable_variables=False, non_trainable_variables=False,
+                       optimizer_variables=False, metrics_variables=False,
+                       purge_model_variables=False):
+        groups = []
+        if trainable_variables:
+            groups.append(self.trainable_variables)
+        if non_trainable_variables:
+            groups.append(self.non_trainable_variables)
+        if optimizer_variables:
+            groups.append(self.optimizer.variables)
+        if metrics_variables:
+            groups.append(self.metrics_variables)
+        state = tuple([variable.value for variable in group] for group in groups)
+        # Arrays that variables left out of the state hold: a step must not
+        # donate them.
+        outside = []
+        if not optimizer_variables and getattr(self, "optimizer", None) is not None:
+            outside += self.optimizer.variables
+        if not metrics_variables:
+            outside += self.metrics_variables
+        seen = {id(variable._value) for variable in outside if variable._value is not None}
+        for values in state:
+            for index, value in enumerate(values):
+                if id(value) in seen:
+                    values[index] = keras.ops.copy(value)
+                else:
+                    seen.add(id(value))
+        if purge_model_variables:
+            kept = _detached_arrays.setdefault(self, {})
+            for group in groups:
+                for variable in group:
+                    kept[id(variable)] = (variable, variable._value)
+                    variable._value = None
+        return state
+
+
+# Per model, while a loop runs: `{id(variable): (variable, array)}` of the
+# variables `JaxLoopState` detached, to give back if the loop raises.
+_detached_arrays = weakref.WeakKeyDictionary()
+
+
+# Per model: how many of its `keeping_jax_arrays` calls are running.
+_call_depth = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def keeping_jax_arrays(model):
+    """Runs a `fit`, `evaluate`, `predict` or `*_on_batch` call of `model`
+    (a `JaxLoopState` on JAX): if it raises, the steps its loop completed
+    are written back (`end_interrupted_jax_loop`) and every variable the
+    loop left detached gets back the array it held. The kept arrays are
+    dropped when the outermost such call ends, so that they do not hold
+    device memory after it."""
+    depth = _call_depth.get(model, 0)
+    _call_depth[model] = depth + 1
+    try:
+        yield
+    except BaseException:
+        end_interrupted_jax_loop(model)
+        for variable, array in _detached_arrays.pop(model, {}).values():
+            if variable._value is None:
+                variable._value = array
+        raise
+    finally:
+        if depth:
+            _call_depth[model] = depth
         else:
-            holders[id(value)] = variable
-
-
-def held_jax_values(variables):
-    """On JAX, the array each variable of `variables` holds (None for one a
-    running loop has detached), to give back with `reattach_jax_values`.
-
-    Uses `Variable._value`: the public `value` checks the autocast and
-    stateless scopes at each read (and would return a cast copy inside an
-    autocast scope), which for BERT's 632 variables, optimizer's included,
-    took 0.54 ms per `*_on_batch` call on a 2-core CPU.
-    """
-    return [variable._value for variable in variables]
-
-
-def reattach_jax_values(variables, values):
-    """On JAX, gives each variable of `variables` that a compiled loop left
-    without a value (it detaches them while it runs) its value in `values`.
-
-    Uses `Variable._value`, None while a variable is detached: the public
-    `variable.value` of a detached variable calls its initializer (Keras
-    treats it as not yet initialized), which fails once the variable has
-    been created, so there is no public way to tell a detached variable.
-    """
-    for variable, value in zip(variables, values):
-        if variable._value is None:
-            variable._value = value
+            _call_depth.pop(model, None)
+            _detached_arrays.pop(model, None)
 
 
 def functional_steps(model):

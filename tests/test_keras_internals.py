@@ -190,7 +190,7 @@ def test_jax_state_and_value_are_the_loop_state_and_detached_values():
         f"is {interrupt.synced!r} during a loop",
     )
     assert interrupt.detached and all(interrupt.detached), changed(
-        "Variable", "_value", "reattach_jax_values",
+        "Variable", "_value", "keeping_jax_arrays",
         "a compiled loop no longer sets it to None while it runs",
     )
     keras_internals.end_interrupted_jax_loop(model)
@@ -199,36 +199,71 @@ def test_jax_state_and_value_are_the_loop_state_and_detached_values():
     kernel = model.trainable_variables[0]
     value = kernel.value
     kernel._value = None  # as a compiled loop leaves it
-    keras_internals.reattach_jax_values([kernel], [value])
+    kernel._value = value  # as keeping_jax_arrays gives it back
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(kernel.value),
         keras.ops.convert_to_numpy(value),
         err_msg=changed(
-            "Variable", "_value", "reattach_jax_values", "setting it no longer reattaches"
+            "Variable", "_value", "keeping_jax_arrays", "setting it no longer reattaches"
         ),
     )
 
 
+class Guarded(keras_internals.JaxLoopState, keras.Model):
+    pass
+
+
+def guarded_model():
+    inputs = keras.Input((3,))
+    model = Guarded(inputs, keras.layers.Dense(2)(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9), loss="mse")
+    return model
+
+
 @jax_only
-def test_assign_shares_the_array_and_unshare_jax_values_copies_it():
-    first = keras.Variable(np.zeros((2, 2), "float32"))
-    second = keras.Variable(np.arange(4, dtype="float32").reshape(2, 2))
-    detached = keras.Variable(np.ones((2,), "float32"))
-    first.assign(second)
-    # What unshare_jax_values exists for; if Keras starts copying on assign
-    # the function is no longer needed (and harmless).
-    shared = first._value is second._value
-    detached._value = None  # as a compiled loop leaves it
-    keras_internals.unshare_jax_values([first, second, detached, first])
-    assert first._value is not second._value, changed(
-        "Variable", "_value", "unshare_jax_values", "a copy is not stored there"
+def test_jax_loop_state_gathers_what_keras_gathers():
+    """`JaxLoopState._get_jax_state` is Keras' own with copies added: the
+    same arrays for every combination of groups, and the same detaching."""
+    require_method(keras.Model, "_get_jax_state", "JaxLoopState")
+    model = guarded_model()
+    model.train_on_batch(np.ones((2, 3)), np.ones((2, 2)))  # the optimizer's variables
+    model.evaluate(np.ones((2, 3)), np.ones((2, 2)), verbose=0)  # the metrics'
+    for flags in [(True, True, False, False), (True, True, True, True), (True, True, False, True)]:
+        names = ["trainable_variables", "non_trainable_variables", "optimizer_variables",
+                 "metrics_variables"]
+        which = dict(zip(names, flags))
+        ours = model._get_jax_state(**which)
+        theirs = keras.Model._get_jax_state(model, **which)
+        assert [[id(a) for a in group] for group in ours] == [
+            [id(a) for a in group] for group in theirs
+        ], changed("JAXTrainer", "_get_jax_state", "JaxLoopState", f"it gathers otherwise ({which})")
+    detached = model._get_jax_state(trainable_variables=True, purge_model_variables=True)
+    assert all(variable._value is None for variable in model.trainable_variables)
+    with pytest.raises(KeyboardInterrupt):
+        with keras_internals.keeping_jax_arrays(model):
+            raise KeyboardInterrupt
+    assert [variable._value for variable in model.trainable_variables] == detached[0]
+
+
+@jax_only
+def test_jax_loop_state_never_hands_a_step_an_array_another_variable_holds():
+    """On JAX `a.assign(b)` stores `b`'s array in `a`, as Keras' EMA does
+    when it finalizes: a step donating the weight's array deleted the
+    average's, and a training step handed the one array twice."""
+    model = guarded_model()
+    model.train_on_batch(np.ones((2, 3)), np.ones((2, 2)))
+    kernel = model.trainable_variables[0]
+    (momentum,) = [v for v in model.optimizer.variables if v.shape == kernel.shape]
+    momentum.assign(kernel)
+    assert momentum._value is kernel._value, changed(
+        "Variable", "_value", "JaxLoopState", "assign no longer shares the array (harmless)"
     )
-    assert detached._value is None
-    np.testing.assert_array_equal(np.asarray(first.value), np.arange(4).reshape(2, 2))
-    np.testing.assert_array_equal(np.asarray(second.value), np.arange(4).reshape(2, 2))
-    if shared:
-        second.value.delete()  # as a compiled loop donating it would
-        np.testing.assert_array_equal(np.asarray(first.value), np.arange(4).reshape(2, 2))
+    expected = np.asarray(kernel.value).copy()
+    model.predict_on_batch(np.ones((1, 3)))  # donates the kernel's array
+    np.testing.assert_array_equal(np.asarray(momentum.value), expected)
+    model.train_on_batch(np.ones((2, 3)), np.ones((2, 2)))  # donates both
+    assert np.isfinite(np.asarray(kernel.value)).all()
+    np.testing.assert_array_equal(np.asarray(momentum.value).shape, expected.shape)
 
 
 def test_zero_pad_pads_concrete_tensors_with_the_backend_and_symbolic_ones_with_ops():
@@ -415,21 +450,3 @@ def test_a_merge_of_an_unmasked_input_gets_no_mask_as_call_gives_it():
                 np.testing.assert_array_equal(
                     keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(expected)
                 )
-
-
-@jax_only
-def test_held_jax_values_are_the_arrays_the_variables_hold():
-    kept = keras.Variable(np.arange(3, dtype="float32"))
-    detached = keras.Variable(np.ones((2,), "float32"))
-    detached._value = None  # as a compiled loop leaves it
-    held = keras_internals.held_jax_values([kept, detached])
-    assert held[0] is kept.value, changed(
-        "Variable", "_value", "held_jax_values", "it is not the array `value` returns"
-    )
-    assert held[1] is None
-    # What reattach_jax_values gives back must be the stored array, never
-    # the copy `value` casts inside an autocast scope.
-    from keras.src.backend.common.variables import AutocastScope
-
-    with AutocastScope("float16"):
-        assert keras_internals.held_jax_values([kept])[0].dtype == np.float32

@@ -23,7 +23,7 @@ from keras_attn.models.variants import variant_name
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
-class TransformerModel(keras.Model):
+class TransformerModel(keras_internals.JaxLoopState, keras.Model):
     """A functional `keras.Model` that checks its inputs before computing.
 
     Inputs are a dict taken by name (a key the model does not take is an
@@ -436,28 +436,14 @@ class TransformerModel(keras.Model):
             return _checked_batches(x, self._checked)
         return x
 
-    @contextlib.contextmanager
     def _keeping_weights(self):
-        """On JAX, gives variables that share an array their own copies
-        before a compiled loop (which donates the arrays it takes), and
-        re-attaches the variables Keras detached for the loop when it
-        raises."""
+        """On JAX, a loop that raises gives back the arrays it detached from
+        the variables, after writing back the steps it completed (see
+        `keras_internals.JaxLoopState`, whose state never lets a donating
+        step delete an array that another variable holds)."""
         if keras.config.backend() != "jax":
-            yield
-            return
-        variables = list(self.variables) + list(self.metrics_variables)
-        if getattr(self, "optimizer", None) is not None:
-            variables += list(self.optimizer.variables)
-        # Keras' EMA leaves weights and their averages sharing arrays, which
-        # the loop would donate (see keras_internals.unshare_jax_values).
-        keras_internals.unshare_jax_values(variables)
-        saved = keras_internals.held_jax_values(variables)
-        try:
-            yield
-        except BaseException:
-            keras_internals.end_interrupted_jax_loop(self)
-            keras_internals.reattach_jax_values(variables, saved)
-            raise
+            return contextlib.nullcontext()
+        return keras_internals.keeping_jax_arrays(self)
 
     def get_config(self):
         config = super().get_config()
