@@ -9,7 +9,7 @@ In one process, on the backend KERAS_BACKEND selects, this measures:
   random weights, float32 or the dtype policy `--dtype` names; transformers'
   model is cast to its compute dtype) and keras-hub's `BertBackbone` of the same size; on torch
   also keras_attn with `jit_compile=True` (each block structure compiled
-  once by `torch.compile`, `keras_attn.models.compiled_blocks`) and
+  once by `torch.compile`, `keras_attn.torch_runtime.compiled_blocks`) and
   `transformers.BertModel` in eager mode;
 - one call of the model on batch 1 x 8 (`model(inputs)` on inputs already
   on the device: jitted on JAX and TensorFlow, eager without gradients on
@@ -47,7 +47,7 @@ import keras
 import numpy as np
 
 import keras_attn
-from keras_attn.models import compiled_blocks
+from keras_attn.torch_runtime import compiled_blocks
 import placement
 
 BACKEND = keras.config.backend()

@@ -72,7 +72,7 @@ float32, this measures:
      dispatch, kernel launches), which a GPU waits for.
    The contenders take turns within each repetition. On torch keras_attn is
    warmed up by a full call (its step compiles once per shape, see
-   `keras_attn.generation.generator.CompiledStep`) and the others by an 8-token call
+   `keras_attn.torch_runtime.compiled_step.CompiledStep`) and the others by an 8-token call
    (nothing compiles); elsewhere every contender by a full call (the
    compilation). Where two generators share the weights, the
    fraction of rows whose greedy tokens are the same (over the first 16
@@ -113,7 +113,7 @@ import placement
 # torch: every decoding step shape compiles at its first call (the warm-up
 # run), so the timed runs measure the compiled step; by default keras_attn
 # compiles a shape only once its eager steps have taken what compiling
-# costs (`keras_attn.generation.generator.torch_compile_mode`).
+# costs (`keras_attn.torch_runtime.compiled_step.torch_compile_mode`).
 # `KERAS_ATTN_TORCH_COMPILE=0` measures the eager step.
 os.environ.setdefault("KERAS_ATTN_TORCH_COMPILE", "1")
 from bert_base import BACKEND

@@ -45,7 +45,7 @@ part torch_bert_compiled_float32 torch "$here/bert_base.py" "${compiled_peers[@]
 part torch_gpt2 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
 # The tests that run only on a CUDA GPU: CUDA-graph replay of the decoding
 # step equals the compiled step, one capture per shape (needs pytest).
-part torch_gpu_tests torch -m pytest "$here/../tests/generation/test_step_graph.py" -q -rfE -p no:cacheprovider
+part torch_gpu_tests torch -m pytest "$here/../tests/torch_runtime/test_step_graph.py" -q -rfE -p no:cacheprovider
 part jax_bert_float32 jax "$here/bert_base.py" --repeats 10 --output "$out"
 part torch_bert_bfloat16 torch "$here/bert_base.py" "${torch_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out"
 part torch_bert_compiled_bfloat16 torch "$here/bert_base.py" "${compiled_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out/compiled"

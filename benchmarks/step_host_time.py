@@ -1,7 +1,7 @@
 """The host's time per graphed torch decoding step, measured without a GPU.
 
 On a GPU a compiled decoding step replays as one CUDA graph
-(`keras_attn.generation.step_graph.StepGraph`), so what a step costs the
+(`keras_attn.torch_runtime.step_graph.StepGraph`), so what a step costs the
 host is everything around the replay: the loop, the step's bookkeeping
 (flattening its arguments, copying them into the graph's buffers, copying
 its outputs), the sampler's arguments. While that stays below the GPU's
@@ -49,7 +49,7 @@ def main():
     import transformers
 
     import keras_attn
-    from keras_attn.generation import step_graph
+    from keras_attn.torch_runtime import step_graph
     from keras_attn.samplers import decoding_loop
 
     torch.set_num_threads(1)

@@ -33,7 +33,7 @@ if os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] != "0":
 
 # The suite compiles every torch decoding step at its first call, as
 # before the default became the "compile once it pays" rule (see
-# `keras_attn.generation.generator.torch_compile_mode`): the compiled step
+# `keras_attn.torch_runtime.compiled_step.torch_compile_mode`): the compiled step
 # is what the torch generation tests check. Tests of the rule, the
 # documentation pages and the examples (run as a reader runs them) unset it.
 os.environ.setdefault("KERAS_ATTN_TORCH_COMPILE", "1")

@@ -104,7 +104,7 @@ def check_step_hooks(template):
             f"{type(template).__name__}.{name} takes no `cache_step`{older}: a decoding "
             f"step calls `{name}(..., cache_step=step)` with a `CacheStep` (None in the "
             "full pass), and the hook runs its layers by `call` when one is given "
-            "(see `keras_attn.layers.direct_call`). Add the argument."
+            "(see `keras_attn.torch_runtime.direct_call`). Add the argument."
         )
 
 

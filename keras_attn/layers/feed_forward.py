@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_attn.layers.direct_call import direct_call
+from keras_attn.torch_runtime.direct_call import direct_call
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
 

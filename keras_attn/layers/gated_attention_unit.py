@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn.layers.direct_call import direct_call
+from keras_attn.torch_runtime.direct_call import direct_call
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.multi_head_attention import check_positive_integer

@@ -9,7 +9,7 @@ from keras import ops
 from keras_attn import keras_internals
 from keras_attn.layers import banded
 from keras_attn.layers import masking
-from keras_attn.layers.direct_call import direct_call
+from keras_attn.torch_runtime.direct_call import direct_call
 from keras_attn.layers.functional_relative_position import FunctionalRelativePosition
 from keras_attn.layers.functional_relative_position import check_max_relative_position
 from keras_attn.layers.relative_position_bias import add_distance_bias

@@ -3,7 +3,7 @@
 import keras
 
 from keras_attn import layers
-from keras_attn.layers.direct_call import layer_caller
+from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.models.registry import register_variant
 from keras_attn.models.roformer import Roformer
 

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_attn import layers
 from keras_attn.layers import masking
-from keras_attn.layers.direct_call import layer_caller
+from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer

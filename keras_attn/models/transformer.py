@@ -10,7 +10,7 @@ from keras import ops
 from keras_attn import layers
 from keras_attn.checkpoints import families
 from keras_attn.layers import masking
-from keras_attn.layers.direct_call import layer_caller
+from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
 from keras_attn.models.input_contract import InputContract

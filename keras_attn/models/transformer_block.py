@@ -3,8 +3,8 @@
 from keras import ops
 
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
-from keras_attn.layers.direct_call import keras_call
-from keras_attn.layers.direct_call import layer_caller
+from keras_attn.torch_runtime.direct_call import keras_call
+from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.layers.key_value_cache import KeyValueCache
 
 

@@ -12,8 +12,8 @@ import numpy as np
 from keras_attn import keras_internals
 from keras_attn.concrete import torch_compiling
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
-from keras_attn.models import compiled_blocks
-from keras_attn.models import direct_graph
+from keras_attn.torch_runtime import compiled_blocks
+from keras_attn.torch_runtime import direct_graph
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
 from keras_attn.models.input_contract import is_array_like
@@ -56,7 +56,7 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
     to pad every batch to one length or to call `predict_on_batch` per batch.
 
     On torch, `compile(..., jit_compile=True)` compiles the Transformer
-    blocks (`keras_attn.models.compiled_blocks.CompiledBlocks`): each block
+    blocks (`keras_attn.torch_runtime.compiled_blocks.CompiledBlocks`): each block
     structure is traced and compiled by `torch.compile` once, and shared by
     every block of that structure (BERT-base's 12 blocks compile as one, in
     seconds); the embeddings and heads run eagerly around them, as do
@@ -263,7 +263,7 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
     def call(self, inputs, training=None, mask=None, **kwargs):
         """`Functional.call`; on torch, eagerly, the same pass with each
         layer computed by its `call` where `__call__` would change nothing
-        (`keras_attn.models.direct_graph.DirectGraph`): the same numbers
+        (`keras_attn.torch_runtime.direct_graph.DirectGraph`): the same numbers
         without about 0.1 to 0.2 ms of Keras Python per layer.
         `KERAS_ATTN_DIRECT_PASS=0` in the environment keeps Keras' pass."""
         if (

@@ -309,7 +309,7 @@ def test_prompts_of_every_accepted_form_generate_the_same(bert_lm):
 @pytest.mark.skipif(
     keras.config.backend() != "tensorflow",
     reason="tf.function's retracing warning; torch's compiles per shape are counted in "
-    "tests/generation/test_compiled_step.py",
+    "tests/torch_runtime/test_compiled_step.py",
 )
 def test_generating_over_many_prompt_buckets_logs_no_retracing_warning():
     """Each prompt bucket (and batch size) compiles its own loop, once. On

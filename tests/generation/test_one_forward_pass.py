@@ -13,9 +13,9 @@ import pytest
 import keras_attn
 from keras_attn import lora
 from keras_attn.generation.cached_forward import GENERATIVE_APPLICATIONS
-from keras_attn.generation.generator import torch_compiles_steps
+from keras_attn.torch_runtime.compiled_step import torch_compiles_steps
 from keras_attn.models import VARIANTS
-from tests.generation.test_compiled_step import dynamo_counts
+from tests.torch_runtime.test_compiled_step import dynamo_counts
 from tests.generation.test_generate import uncached_greedy
 from tests.harness import to_numpy
 

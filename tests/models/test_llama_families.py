@@ -158,7 +158,7 @@ def test_greedy_generation_equals_transformers_generate(family, monkeypatch):
     """Prompts of three lengths in one batch (padded by `generate`); for
     Mistral, prompt and steps run past its window of 3. On torch the steps
     run eagerly: `torch.compile` of each family's step would cost about 20 s
-    for 6 steps (tests/generation/test_compiled_step.py checks that the
+    for 6 steps (tests/torch_runtime/test_compiled_step.py checks that the
     compiled step computes the eager one)."""
     monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
     _, reference, directory = family

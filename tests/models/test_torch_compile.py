@@ -1,5 +1,5 @@
 """`compile(jit_compile=True)` on torch. By default each Transformer block
-structure is compiled once (`keras_attn.models.compiled_blocks`, issue 30):
+structure is compiled once (`keras_attn.torch_runtime.compiled_blocks`, issue 30):
 a 2-block BERT is one graph, no graph breaks, no recompiles over batches of
 one shape, the training step included, and what the eager model gives.
 With `KERAS_ATTN_COMPILE_BLOCKS=0` Keras runs its whole predict and train

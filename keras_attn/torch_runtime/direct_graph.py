@@ -3,10 +3,10 @@
 import keras
 
 from keras_attn import keras_internals
-from keras_attn.layers.direct_call import call_directly
-from keras_attn.layers.direct_call import calls_directly
-from keras_attn.models.compiled_blocks import CompiledBlocks
-from keras_attn.switches import read_switch
+from keras_attn.torch_runtime.direct_call import call_directly
+from keras_attn.torch_runtime.direct_call import calls_directly
+from keras_attn.torch_runtime.compiled_blocks import CompiledBlocks
+from keras_attn.torch_runtime.settings import read_switch
 
 
 class DirectGraph:
@@ -38,7 +38,7 @@ class DirectGraph:
     import keras
     import numpy as np
     import keras_attn
-    from keras_attn.models.direct_graph import DirectGraph
+    from keras_attn.torch_runtime.direct_graph import DirectGraph
 
     model = keras_attn.build_transformer_model(dict(
         vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -67,7 +67,7 @@ class DirectGraph:
         """`model(inputs, training=training)`'s outputs (on torch, eagerly;
         with a `blocks_template`, the `keras_attn.Transformer` whose blocks
         are the model's, each block by its compiled program,
-        `keras_attn.models.compiled_blocks.CompiledBlocks`)."""
+        `keras_attn.torch_runtime.compiled_blocks.CompiledBlocks`)."""
         values = dict(zip(self.input_keys, keras_internals.standardized_inputs(model, inputs)))
         blocks = None
         if blocks_template is not None:
@@ -122,7 +122,7 @@ def enabled():
     """Whether `TransformerModel` runs its eager torch pass by `DirectGraph`:
     unless `KERAS_ATTN_DIRECT_PASS` is off in the environment (`0`,
     `false`, `off`, `no`; read at each call by
-    `keras_attn.switches.read_switch`)."""
+    `keras_attn.torch_runtime.settings.read_switch`)."""
     return read_switch("KERAS_ATTN_DIRECT_PASS")
 
 

@@ -91,7 +91,7 @@ def call_directly(layer, *args, **kwargs):
 def call_with_masks(layer, args, kwargs, parameters=None):
     """`call_directly(layer, *args, **kwargs)`, with `parameters`, the
     layer's `layer_parameters`, given by a caller that `torch.compile`
-    traces (`keras_attn.models.compiled_blocks`): there a lookup in this
+    traces (`keras_attn.torch_runtime.compiled_blocks`): there a lookup in this
     module's cache keyed by layers would make dynamo reach every layer of
     one class by the same path, and a graph compiled for one block would
     run with that block's layers for all."""

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from keras_attn import layers
-from keras_attn.layers.direct_call import calls_directly
-from keras_attn.layers.direct_call import direct_call
+from keras_attn.torch_runtime.direct_call import calls_directly
+from keras_attn.torch_runtime.direct_call import direct_call
 from tests.harness import to_numpy
 
 pytestmark = pytest.mark.skipif(

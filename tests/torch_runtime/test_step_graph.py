@@ -17,7 +17,8 @@ import pytest
 
 import keras_attn
 from keras_attn.generation import generator as generator_module
-from keras_attn.generation import step_graph
+from keras_attn.torch_runtime import compiled_step
+from keras_attn.torch_runtime import step_graph
 from tests.generation.test_cached_forward import CASES
 from tests.generation.test_cached_forward import CONFIG
 
@@ -185,7 +186,7 @@ def test_a_graphed_step_does_not_walk_its_arguments_with_keras_tree(
             return original(*args, **kwargs)
 
         graphs_on.setattr(keras.tree, name, counted)
-    step = generator_module.CompiledStep.__call__
+    step = compiled_step.CompiledStep.__call__
 
     def marked(self, *args):
         inside_a_step.append(True)
@@ -194,7 +195,7 @@ def test_a_graphed_step_does_not_walk_its_arguments_with_keras_tree(
         finally:
             inside_a_step.pop()
 
-    graphs_on.setattr(generator_module.CompiledStep, "__call__", marked)
+    graphs_on.setattr(compiled_step.CompiledStep, "__call__", marked)
     np.testing.assert_array_equal(generator.generate(PROMPTS, STEPS), expected[0])
     assert len(CpuStepGraph.made) == 1 and walks == []
 

@@ -10,7 +10,8 @@ import pytest
 
 import keras_attn
 from keras_attn.generation import generator as generator_module
-from keras_attn.generation import step_graph
+from keras_attn.torch_runtime import compiled_step
+from keras_attn.torch_runtime import step_graph
 from tests.generation.test_generate import uncached_greedy
 
 pytestmark = pytest.mark.skipif(
@@ -152,7 +153,7 @@ def test_the_environment_turns_compilation_off(model, monkeypatch):
 
 
 def test_the_compile_mode_is_read_from_the_environment(monkeypatch):
-    read = generator_module.torch_compile_mode
+    read = compiled_step.torch_compile_mode
     for value, mode in (("1", "always"), ("0", "never"), ("auto", "auto")):
         monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", value)
         assert read() == mode
@@ -168,10 +169,10 @@ def test_a_step_on_a_gpu_compiles_after_the_longer_gpu_compile_time(monkeypatch)
     for GPT-2 small on an H200, 10 to 15 s on the 2-core CPU), so under
     `"auto"` eager steps that took 15 s compile a CPU step's shape but not a
     GPU step's, which compiles after 25 s; the step's tokens decide."""
-    step = generator_module.CompiledStep("auto")
+    step = compiled_step.CompiledStep(generator_module.decoding_step, "auto")
     monkeypatch.setattr(step_graph, "on_gpu", lambda tokens: tokens == "on a GPU")
-    monkeypatch.setattr(generator_module, "decoding_step", lambda *args: "eager")
-    monkeypatch.setattr(generator_module, "_step_shape", lambda args: "shape")
+    step.step = lambda *args: "eager"
+    monkeypatch.setattr(compiled_step, "_step_shape", lambda args: "shape")
     monkeypatch.setattr(step_graph, "enabled", lambda: False)  # graphs apart
     step.compiled = lambda *args: "compiled"
     for tokens, spent, expected in [
@@ -207,7 +208,7 @@ def test_by_default_a_shape_compiles_once_its_eager_steps_took_what_compiling_co
     # not on a GPU: a step there would still run eagerly, tested below):
     # the next call's first step compiles, and the rest reuse the graph.
     monkeypatch.setattr(
-        generator_module, "COMPILE_AFTER_EAGER_SECONDS", {"cpu": spent / 2, "gpu": spent * 2}
+        compiled_step, "COMPILE_AFTER_EAGER_SECONDS", {"cpu": spent / 2, "gpu": spent * 2}
     )
     before = dynamo_counts()
     np.testing.assert_array_equal(generator.generate(prompts, STEPS), expected)

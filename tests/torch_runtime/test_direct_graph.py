@@ -1,5 +1,5 @@
 """The torch full pass without Keras' per-layer `__call__`
-(`keras_attn.models.direct_graph.DirectGraph`, issue 30): the same outputs,
+(`keras_attn.torch_runtime.direct_graph.DirectGraph`, issue 30): the same outputs,
 Keras masks, dropout and gradients as Keras' own `Functional.call`, with
 `Layer.__call__` left for the few layers that need it."""
 

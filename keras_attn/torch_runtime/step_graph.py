@@ -2,11 +2,11 @@
 
 import optree
 
-from keras_attn.switches import read_switch
+from keras_attn.torch_runtime.settings import read_switch
 
 
 class StepGraph:
-    """One shape of a compiled decoding step (`generator.CompiledStep`),
+    """One shape of a compiled decoding step (`compiled_step.CompiledStep`),
     captured as a CUDA graph and replayed: a step is one graph launch.
 
     The compiled step still launches each of its kernels from Python (some
@@ -52,7 +52,7 @@ class StepGraph:
 
     On by default; `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` in the environment
     turns it off (`enabled`). On an H200 (2026-11-26) the GPU tests
-    (tests/generation/test_step_graph.py: greedy decoding and beam search
+    (tests/torch_runtime/test_step_graph.py: greedy decoding and beam search
     of every generative variant give the compiled steps' tokens and scores,
     one capture per shape and call) passed, and GPT-2 small at batch 8
     generated 1,975 tokens/s (1.57x transformers' `generate` in the same
@@ -179,7 +179,7 @@ def enabled():
     """Whether compiled torch decoding steps on a GPU run as CUDA graphs
     (`StepGraph`): yes unless `KERAS_ATTN_TORCH_CUDA_GRAPHS` is off in the
     environment (`0`, `false`, `off`, `no`; read at each step by
-    `keras_attn.switches.read_switch`)."""
+    `keras_attn.torch_runtime.settings.read_switch`)."""
     return read_switch("KERAS_ATTN_TORCH_CUDA_GRAPHS")
 
 

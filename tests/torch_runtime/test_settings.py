@@ -1,4 +1,4 @@
-"""The environment switches (`keras_attn.switches`): one rule for every
+"""The environment switches (`keras_attn.torch_runtime.settings`): one rule for every
 switch, at the place that reads it (issue 54, item 19: `false`, `off` and
 `no` read as on for two switches, refused by the other two)."""
 
@@ -9,11 +9,11 @@ import keras
 import pytest
 
 import keras_attn
-from keras_attn import switches
-from keras_attn.generation import generator
-from keras_attn.generation import step_graph
-from keras_attn.models import compiled_blocks
-from keras_attn.models import direct_graph
+from keras_attn.torch_runtime import settings
+from keras_attn.torch_runtime import compiled_step
+from keras_attn.torch_runtime import step_graph
+from keras_attn.torch_runtime import compiled_blocks
+from keras_attn.torch_runtime import direct_graph
 
 # The function that reads each switch where it takes effect.
 READERS = {
@@ -21,7 +21,7 @@ READERS = {
     "KERAS_ATTN_COMPILE_BLOCKS": compiled_blocks.enabled,
     "KERAS_ATTN_TORCH_CUDA_GRAPHS": step_graph.enabled,
     # "always" / "never" / "auto" on torch; None (nothing read) elsewhere.
-    "KERAS_ATTN_TORCH_COMPILE": generator.torch_compile_mode,
+    "KERAS_ATTN_TORCH_COMPILE": compiled_step.torch_compile_mode,
 }
 COMPILE_MODES = {True: "always", False: "never", "auto": "auto"}
 
@@ -34,7 +34,7 @@ def read(name, monkeypatch, value):
     result = READERS[name]()
     if name == "KERAS_ATTN_TORCH_COMPILE":
         if keras.config.backend() != "torch":
-            return switches.read_switch(name)
+            return settings.read_switch(name)
         return {mode: value for value, mode in COMPILE_MODES.items()}[result]
     return result
 
@@ -45,28 +45,28 @@ def test_every_switch_in_the_package_is_registered_and_read_here():
         match for path in source.rglob("*.py")
         for match in re.findall(r"KERAS_ATTN_[A-Z_]+[A-Z]", path.read_text(encoding="utf-8"))
     }
-    assert named == set(switches.SWITCHES) == set(READERS)
+    assert named == set(settings.SWITCHES) == set(READERS)
 
 
-@pytest.mark.parametrize("name", sorted(switches.SWITCHES))
+@pytest.mark.parametrize("name", sorted(settings.SWITCHES))
 def test_each_switch_accepts_every_spelling_and_keeps_its_default(name, monkeypatch):
-    assert read(name, monkeypatch, None) == switches.SWITCHES[name].default
-    assert read(name, monkeypatch, "") == switches.SWITCHES[name].default
-    for spellings, expected in ((switches.ON, True), (switches.OFF, False)):
+    assert read(name, monkeypatch, None) == settings.SWITCHES[name].default
+    assert read(name, monkeypatch, "") == settings.SWITCHES[name].default
+    for spellings, expected in ((settings.ON, True), (settings.OFF, False)):
         for spelling in spellings:
             for value in (spelling, spelling.upper(), spelling.capitalize()):
                 assert read(name, monkeypatch, value) is expected, value
-    for value in switches.SWITCHES[name].values:
+    for value in settings.SWITCHES[name].values:
         assert read(name, monkeypatch, value.upper()) == value
 
 
-@pytest.mark.parametrize("name", sorted(switches.SWITCHES))
+@pytest.mark.parametrize("name", sorted(settings.SWITCHES))
 @pytest.mark.parametrize("value", ["2", "enabled", "nope", " 1", "-1"])
 def test_each_switch_refuses_another_value_by_name(name, value, monkeypatch):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError) as error:
         if name == "KERAS_ATTN_TORCH_COMPILE" and keras.config.backend() != "torch":
-            switches.read_switch(name)
+            settings.read_switch(name)
         else:
             READERS[name]()
     message = str(error.value)

@@ -1,5 +1,5 @@
 """`compile(jit_compile=True)` on torch compiles each Transformer block
-structure once (`keras_attn.models.compiled_blocks.CompiledBlocks`, issue
+structure once (`keras_attn.torch_runtime.compiled_blocks.CompiledBlocks`, issue
 30's regional compilation): outputs, Keras masks and training steps equal
 the eager pass's, every block runs compiled, one graph per structure, no
 recompiles over batches."""
@@ -14,8 +14,8 @@ import pytest
 
 import keras_attn
 from keras_attn import lora
-from keras_attn.models import compiled_blocks
-from keras_attn.models import direct_graph
+from keras_attn.torch_runtime import compiled_blocks
+from keras_attn.torch_runtime import direct_graph
 from tests.harness import to_numpy
 from tests.models.test_torch_compile import DynamoCounts
 from tests.models.test_variants import CONFIG

@@ -9,8 +9,8 @@ import warnings
 import keras
 
 from keras_attn import keras_internals
-from keras_attn.layers import direct_call
-from keras_attn.switches import read_switch
+from keras_attn.torch_runtime import direct_call
+from keras_attn.torch_runtime.settings import read_switch
 
 
 # The `torch.compile` backend of the blocks' programs, read when a model
@@ -45,7 +45,7 @@ class CompiledBlocks:
     graph inputs.
 
     Inside a region each layer runs by its `call`, its Keras masks filled
-    in and set on its outputs as `keras_attn.layers.direct_call.call_directly`
+    in and set on its outputs as `keras_attn.torch_runtime.direct_call.call_directly`
     does eagerly; the nodes outside the blocks (embeddings, heads, the
     attention-mask layer) run as `DirectGraph` runs them. A block runs
     eagerly instead where a layer's `__call__` would do more than `call`: a
@@ -150,7 +150,7 @@ def enabled():
     """Whether `compile(jit_compile=True)` compiles a `TransformerModel`'s
     blocks on torch: unless `KERAS_ATTN_COMPILE_BLOCKS` is off in the
     environment (`0`, `false`, `off`, `no`; read at each call by
-    `keras_attn.switches.read_switch`), which keeps Keras' `torch.compile`
+    `keras_attn.torch_runtime.settings.read_switch`), which keeps Keras' `torch.compile`
     of the whole step."""
     return read_switch("KERAS_ATTN_COMPILE_BLOCKS")
 
@@ -411,7 +411,7 @@ def _compiled_program(number, body):
 
     name = f"_run_block_program_{number}"
     source = f"def {name}(operations, inputs, training, constants):\n{body}"
-    filename = f"<keras_attn.models.compiled_blocks {name} #{next(_SOURCES)}>"
+    filename = f"<keras_attn.torch_runtime.compiled_blocks {name} #{next(_SOURCES)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"_run_layer": _run_layer, "_results": _results, "_with_masks": _with_masks}
     exec(compile(source, filename, "exec"), namespace)
