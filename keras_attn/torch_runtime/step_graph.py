@@ -2,10 +2,12 @@
 
 import optree
 
+from keras_attn.torch_runtime.cuda_graph import CapturedGraph
+from keras_attn.torch_runtime.cuda_graph import NotCapturable
 from keras_attn.torch_runtime.settings import read_switch
 
 
-class StepGraph:
+class StepGraph(CapturedGraph):
     """One shape of a compiled decoding step (`compiled_step.CompiledStep`),
     captured as a CUDA graph and replayed: a step is one graph launch.
 
@@ -138,41 +140,6 @@ class StepGraph:
         ]
         outputs = [output.clone() for output in self.outputs_leaves]
         return self.outputs_structure.unflatten(outputs), self.cache_structure.unflatten(cache)
-
-    # CUDA itself: a test stands these in on the CPU.
-
-    @staticmethod
-    def on_device(tensor):
-        """Whether `tensor` is a CUDA tensor, which a graph can hold."""
-        import torch
-
-        return isinstance(tensor, torch.Tensor) and tensor.is_cuda
-
-    def warm_up(self, run):
-        """`run()` on a side stream, as CUDA requires before a capture."""
-        import torch
-
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            outputs = run()
-        torch.cuda.current_stream().wait_stream(side)
-        return outputs
-
-    def capture(self, run):
-        """`run()` recorded as `self.graph`; its outputs, the graph's."""
-        import torch
-
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            return run()
-
-    def replay(self):
-        self.graph.replay()
-
-
-class NotCapturable(RuntimeError):
-    """A decoding step that a CUDA graph cannot replay exactly."""
 
 
 def enabled():

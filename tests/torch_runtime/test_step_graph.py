@@ -21,6 +21,7 @@ from keras_attn.torch_runtime import compiled_step
 from keras_attn.torch_runtime import step_graph
 from tests.generation.test_cached_forward import CASES
 from tests.generation.test_cached_forward import CONFIG
+from tests.torch_runtime.emulated_cuda import EmulatedCuda
 
 pytestmark = pytest.mark.skipif(
     keras.config.backend() != "torch", reason="CUDA graphs of compiled steps are torch's"
@@ -68,38 +69,14 @@ class RecordedGraph:
         return self.function(*args)
 
 
-class CpuStepGraph(step_graph.StepGraph):
-    """`StepGraph` with CUDA emulated on the CPU: the capture runs the step
-    and keeps it; a replay runs it again on the graph's buffers and writes
-    its outputs into the captured ones, as a graph writes its fixed
-    buffers. Everything else (which arguments get buffers, which cache
-    tensors are written in place, what is copied and returned) is
-    `StepGraph`'s own."""
+class CpuStepGraph(EmulatedCuda, step_graph.StepGraph):
+    """`StepGraph` with CUDA emulated on the CPU (`EmulatedCuda`)."""
 
     made = []
 
     def __init__(self, function, args):
         super().__init__(function, args)
         CpuStepGraph.made.append(self)
-
-    @staticmethod
-    def on_device(tensor):
-        import torch
-
-        return isinstance(tensor, torch.Tensor)
-
-    def warm_up(self, run):
-        return run()
-
-    def capture(self, run):
-        self.run = run
-        return run()
-
-    def replay(self):
-        written = step_graph.flatten(self.run())[0]
-        for captured, new in zip(step_graph.flatten((self.outputs, self.cache))[0], written):
-            if captured is not new:
-                captured.copy_(new)
 
 
 @pytest.fixture

@@ -1,0 +1,52 @@
+"""What every captured CUDA graph of the torch runtime shares: the device
+check, the warm-up CUDA asks for before a capture, the capture and the
+replay (`StepGraph`, `PassGraph`, `TrainGraph` build on it)."""
+
+
+class CapturedGraph:
+    """A `torch.cuda.CUDAGraph` recorded from one run of a function and
+    replayed: the kernels that run launched, with the addresses of their
+    tensors, for the price of one launch.
+
+    Subclasses decide what to capture and which buffers a replay reads and
+    writes; these four methods are CUDA itself, and a test stands them in
+    on the CPU (tests/torch_runtime/emulated_cuda.py): the capture runs the
+    function and keeps it, a replay runs it again and copies its outputs
+    into the captured ones, as a graph writes its fixed buffers.
+    """
+
+    graph = None
+
+    @staticmethod
+    def on_device(tensor):
+        """Whether `tensor` is a CUDA tensor, which a graph can hold."""
+        import torch
+
+        return isinstance(tensor, torch.Tensor) and tensor.is_cuda
+
+    def warm_up(self, run):
+        """`run()` on a side stream, as CUDA requires before a capture."""
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            outputs = run()
+        torch.cuda.current_stream().wait_stream(side)
+        return outputs
+
+    def capture(self, run):
+        """`run()` recorded as `self.graph`; its outputs, the graph's."""
+        import torch
+
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            return run()
+
+    def replay(self):
+        """Runs the recorded kernels again on the captured buffers."""
+        self.graph.replay()
+
+
+class NotCapturable(RuntimeError):
+    """A function that a CUDA graph cannot replay exactly."""
