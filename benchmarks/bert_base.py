@@ -47,7 +47,7 @@ import keras
 import numpy as np
 
 import keras_attn
-from keras_attn.torch_runtime import compiled_blocks
+from keras_attn.torch_runtime import settings
 import placement
 
 BACKEND = keras.config.backend()
@@ -180,7 +180,7 @@ def keras_runner(model, names, jit_compile=None, optimizer=None):
         data = inputs_for(batch, length, names)
         if mode == "call":
             # Keras' whole-step compile leaves the call eager: no row.
-            whole_step = BACKEND == "torch" and not compiled_blocks.enabled()
+            whole_step = BACKEND == "torch" and not settings.current().compile_blocks
             return None if jit_compile and whole_step else device_forward(model, data)
         if mode == "train":
             target = np.zeros((batch, length, 768), "float32")

@@ -43,6 +43,7 @@ from keras_attn.tokenizers import SpTokenizer  # noqa: E402
 from keras_attn.tokenizers import T5Tokenizer  # noqa: E402
 from keras_attn.tokenizers import Tokenizer  # noqa: E402
 from keras_attn.tokenizers import load_vocab  # noqa: E402
+from keras_attn.torch_runtime.plan import explain  # noqa: E402
 from keras_attn.version import __version__  # noqa: E402
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "TransformerModel",
     "UnusedWeightsWarning",
     "build_transformer_model",
+    "explain",
     "generation",
     "get_layout_map",
     "layers",

@@ -519,3 +519,22 @@ def in_stateless_or_symbolic_scope():
     from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
     return in_stateless_scope() or in_symbolic_scope()
+
+
+def jit_compile_requested(model):
+    """Whether `model.compile(jit_compile=True)` asked for compilation
+    (Keras' `_jit_compile`, True, False or "auto" before it resolves)."""
+    return getattr(model, "_jit_compile", None) is True
+
+
+@contextlib.contextmanager
+def jit_compile_off(model):
+    """Keras' trainer reads `_jit_compile` when it makes a step function:
+    within this scope it makes them without `torch.compile` (the torch
+    runtime compiles the blocks instead), and the setting is given back
+    after."""
+    model._jit_compile = False
+    try:
+        yield
+    finally:
+        model._jit_compile = True

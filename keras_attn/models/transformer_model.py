@@ -12,8 +12,7 @@ import numpy as np
 from keras_attn import keras_internals
 from keras_attn.concrete import torch_compiling
 from keras_attn.losses.token_cross_entropy import TokenCrossEntropy
-from keras_attn.torch_runtime import compiled_blocks
-from keras_attn.torch_runtime import direct_graph
+from keras_attn.torch_runtime.runner import compiles_blocks
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError
 from keras_attn.models.input_contract import is_array_like
@@ -110,7 +109,7 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         # As JSON text: Keras would track a dict attribute as model state.
         self._template_record = None if transformer is None else json.dumps(dict(transformer))
         self._generator = None
-        self._direct_graph = None
+        self._torch_runner = None
 
     @property
     def named_inputs(self):
@@ -261,24 +260,52 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         return super().__call__(self._checked(inputs), *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
-        """`Functional.call`; on torch, eagerly, the same pass with each
-        layer computed by its `call` where `__call__` would change nothing
-        (`keras_attn.torch_runtime.direct_graph.DirectGraph`): the same numbers
-        without about 0.1 to 0.2 ms of Keras Python per layer.
-        `KERAS_ATTN_DIRECT_PASS=0` in the environment keeps Keras' pass."""
-        if (
-            keras.config.backend() != "torch"
-            or torch_compiling()
-            or not direct_graph.enabled()
-            or any(value is not None for value in keras.tree.flatten(mask))
-            or kwargs
-            or any(isinstance(value, keras.KerasTensor) for value in keras.tree.flatten(inputs))
-        ):
+        """`Functional.call`; on torch, the path `TorchRunner` picks (the
+        same numbers): eagerly each layer computed by its `call`
+        (`DirectGraph`), its blocks compiled under `jit_compile=True`, and
+        on a GPU an inference pass replayed as a CUDA graph. Ask
+        `keras_attn.explain(model)` which path ran and why."""
+        if keras.config.backend() != "torch" or torch_compiling():
+            # Traced by Keras' `torch.compile` of a whole step: its own pass.
             return super().call(inputs, training=training, mask=mask, **kwargs)
-        if self._direct_graph is None:
-            self._direct_graph = direct_graph.DirectGraph(self)
-        blocks = self._blocks_template() if self._compiles_blocks() else None
-        return self._direct_graph(self, inputs, training, blocks_template=blocks)
+        return self._runner.call(
+            self, inputs, training, mask, kwargs,
+            lambda: super(TransformerModel, self).call(
+                inputs, training=training, mask=mask, **kwargs
+            ),
+        )
+
+    def train_step(self, data):
+        """Keras' `train_step`; on torch on a GPU, replayed as a captured
+        CUDA graph at a batch signature seen before (`TorchRunner`)."""
+        if keras.config.backend() != "torch" or torch_compiling():
+            return super().train_step(data)
+        return self._runner.train_step(self, data, super().train_step)
+
+    @property
+    def _runner(self):
+        """This model's `keras_attn.torch_runtime.runner.TorchRunner`
+        (torch only), made on first use."""
+        if self._torch_runner is None:
+            from keras_attn.torch_runtime.runner import TorchRunner
+
+            self._torch_runner = TorchRunner()
+        return self._torch_runner
+
+    def execution_plan(self):
+        """Which path `model(x)`, `predict`, `fit` and `generate` take on
+        this backend and device, and why (a
+        `keras_attn.torch_runtime.plan.ExecutionPlan`; `print` it).
+
+        Example:
+
+        ```python
+        print(model.execution_plan())
+        ```
+        """
+        from keras_attn.torch_runtime.plan import ExecutionPlan
+
+        return ExecutionPlan.of(self)
 
     def _blocks_template(self):
         """The `keras_attn.Transformer` whose blocks are this model's: its
@@ -288,34 +315,16 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
             return self.template
         return getattr(self, "_base_template", None)
 
-    def _compiles_blocks(self):
-        """Whether this torch model compiles its blocks (`jit_compile=True`
-        and `compiled_blocks.enabled()`, the blocks known). Not in a
-        stateless or symbolic scope: Keras' `compute_output_spec` (in its
-        `*_on_batch` methods' first build) runs the pass there on placeholder
-        tensors, and variables read from a scope's mapping would make dynamo
-        compile each block apart."""
-        return (
-            keras.config.backend() == "torch"
-            and getattr(self, "_jit_compile", None) is True
-            and compiled_blocks.enabled()
-            and not keras_internals.in_stateless_or_symbolic_scope()
-            and self._blocks_template() is not None
-        )
-
     @contextlib.contextmanager
     def _steps_without_torch_compile(self):
         """Keras' torch trainer builds its step functions without
         `torch.compile` while the blocks are compiled instead (Keras reads
         `jit_compile` when it makes them)."""
-        if not self._compiles_blocks():
+        if keras.config.backend() != "torch" or not compiles_blocks(self):
             yield
             return
-        self._jit_compile = False
-        try:
+        with keras_internals.jit_compile_off(self):
             yield
-        finally:
-            self._jit_compile = True
 
     def make_train_function(self, force=False):
         with self._steps_without_torch_compile():

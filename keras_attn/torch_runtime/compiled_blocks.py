@@ -9,8 +9,8 @@ import warnings
 import keras
 
 from keras_attn import keras_internals
+from keras_attn.torch_runtime import compile_cache
 from keras_attn.torch_runtime import direct_call
-from keras_attn.torch_runtime.settings import read_switch
 
 
 # The `torch.compile` backend of the blocks' programs, read when a model
@@ -61,7 +61,7 @@ class CompiledBlocks:
     fails dynamo's guards and compiles again.
 
     `TransformerModel` uses it on torch under `compile(jit_compile=True)`,
-    unless `KERAS_ATTN_COMPILE_BLOCKS=0` in the environment (`enabled`),
+    unless `KERAS_ATTN_COMPILE_BLOCKS=0` in the environment (`settings`),
     which gives Keras' own `torch.compile` of the whole step back.
 
     Args:
@@ -144,15 +144,6 @@ class CompiledBlocks:
                 keras_internals.set_keras_mask(value, mask)
             values[key] = value
         return True
-
-
-def enabled():
-    """Whether `compile(jit_compile=True)` compiles a `TransformerModel`'s
-    blocks on torch: unless `KERAS_ATTN_COMPILE_BLOCKS` is off in the
-    environment (`0`, `false`, `off`, `no`; read at each call by
-    `keras_attn.torch_runtime.settings.read_switch`), which keeps Keras' `torch.compile`
-    of the whole step."""
-    return read_switch("KERAS_ATTN_COMPILE_BLOCKS")
 
 
 class _Region:
@@ -406,7 +397,8 @@ def _compiled_program(number, body):
     `_run_block_program_<number>`, its source kept in `linecache` (under a
     file name no other program has) for tracebacks and dynamo's messages. Each program is a code object of its
     own: dynamo keeps compiled graphs (and counts recompiles) per code
-    object."""
+    object. torch's caches of what it compiles go to
+    `compile_cache.ensure()`'s folder, for later processes."""
     import torch
 
     name = f"_run_block_program_{number}"
@@ -415,6 +407,7 @@ def _compiled_program(number, body):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"_run_layer": _run_layer, "_results": _results, "_with_masks": _with_masks}
     exec(compile(source, filename, "exec"), namespace)
+    compile_cache.ensure()
     return torch.compile(namespace[name], backend=COMPILE_BACKEND)
 
 

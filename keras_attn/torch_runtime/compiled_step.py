@@ -8,8 +8,9 @@ import types
 import keras
 
 from keras_attn import progress
+from keras_attn.torch_runtime import compile_cache
 from keras_attn.torch_runtime import step_graph
-from keras_attn.torch_runtime.settings import read_switch
+from keras_attn.torch_runtime import settings
 
 
 class CompiledStep:
@@ -48,6 +49,9 @@ class CompiledStep:
     `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` turns it off): one graph launch a
     step instead of some 330 kernel launches and dynamo's guards.
 
+    torch keeps what it compiles in a folder of its caches
+    (`compile_cache.ensure`), so a later process reuses it.
+
     If compiling fails (no C++ compiler for inductor's CPU kernels, an
     unsupported device), the step logs the reason once and runs eagerly from
     then on: the same numbers, only slower. `KERAS_ATTN_TORCH_COMPILE=0` in
@@ -61,6 +65,7 @@ class CompiledStep:
         function = types.FunctionType(
             step.__code__.replace(), step.__globals__, step.__name__, step.__defaults__,
         )
+        compile_cache.ensure()
         self.compiled = torch.compile(function, dynamic=False)
         self.failure = None
         self.mode = mode
@@ -81,7 +86,7 @@ class CompiledStep:
 
     def __call__(self, *args):
         on_gpu = step_graph.on_gpu(args[1])
-        graphs = self.no_graphs is None and on_gpu and step_graph.enabled()
+        graphs = self.no_graphs is None and on_gpu and settings.current().cuda_graphs
         shape = _step_shape(args) if self.mode == "auto" or graphs else None
         if self.failure is None and self._compiles(shape, on_gpu):
             try:
@@ -186,7 +191,7 @@ def _is_compile_failure(error):
 
 def torch_compile_mode():
     """How torch decoding steps are compiled, from `KERAS_ATTN_TORCH_COMPILE`
-    (read by `keras_attn.torch_runtime.settings.read_switch`): `"always"` (on, `1`: each
+    (`settings.current().torch_compile`): `"always"` (on, `1`: each
     shape at its first step), `"never"` (off, `0`), or, unset or `auto`,
     `"auto"`: each shape once its eager steps have taken as long as
     compiling it would (`COMPILE_AFTER_EAGER_SECONDS`), so that short
@@ -194,8 +199,7 @@ def torch_compile_mode():
     wait for it. None off torch."""
     if keras.config.backend() != "torch":
         return None
-    value = read_switch("KERAS_ATTN_TORCH_COMPILE")
-    return {True: "always", False: "never"}.get(value, value)
+    return settings.current().torch_compile
 
 
 def torch_compiles_steps():

@@ -6,7 +6,6 @@ from keras_attn import keras_internals
 from keras_attn.torch_runtime.direct_call import call_directly
 from keras_attn.torch_runtime.direct_call import calls_directly
 from keras_attn.torch_runtime.compiled_blocks import CompiledBlocks
-from keras_attn.torch_runtime.settings import read_switch
 
 
 class DirectGraph:
@@ -26,7 +25,7 @@ class DirectGraph:
     nodes go through `__call__` as before. Outputs, their Keras masks,
     dropout draws and gradients are those of `Functional.call`.
     `TransformerModel.call` uses it on torch outside `torch.compile`,
-    unless `KERAS_ATTN_DIRECT_PASS=0` in the environment (`enabled`), which
+    unless `KERAS_ATTN_DIRECT_PASS=0` in the environment (`settings`), which
     gives Keras' own pass back.
 
     Args:
@@ -116,14 +115,6 @@ class DirectGraph:
         if isinstance(outputs, (list, tuple)) and len(outputs) == 1:
             return outputs[0]
         return outputs
-
-
-def enabled():
-    """Whether `TransformerModel` runs its eager torch pass by `DirectGraph`:
-    unless `KERAS_ATTN_DIRECT_PASS` is off in the environment (`0`,
-    `false`, `off`, `no`; read at each call by
-    `keras_attn.torch_runtime.settings.read_switch`)."""
-    return read_switch("KERAS_ATTN_DIRECT_PASS")
 
 
 def _keys(args, kwargs):

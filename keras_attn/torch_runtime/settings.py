@@ -4,14 +4,18 @@ by one rule.
 Every switch takes the same spellings, case-insensitively: `1`, `true`,
 `on` or `yes` turn it on; `0`, `false`, `off` or `no` turn it off; unset
 (or set to the empty string) leaves its default. A switch may take values
-of its own besides (`KERAS_ATTN_TORCH_COMPILE=auto`). Anything else is a
+of its own besides (`KERAS_ATTN_TORCH_COMPILE=auto`), or a folder
+(`KERAS_ATTN_TORCH_COMPILE_CACHE=/data/torch_compile`). Anything else is a
 ValueError naming the variable, its value and the accepted values, so that
 a typo never silently keeps the default.
 
-Each switch is read where it takes effect, at each use, so setting it
-between calls takes effect at the next one.
+This module is the only reader: the runtime asks `current()` for every
+switch at once (each validated, so a typo in any of them is reported
+whichever path runs), at each model call, decoding loop or compile, so
+setting a switch between calls takes effect at the next one.
 """
 
+import dataclasses
 import os
 from typing import NamedTuple
 
@@ -28,11 +32,16 @@ class Switch(NamedTuple):
         meaning: what turning it on does (for error messages and docs).
         values: values it takes besides on and off (lowercase), read back
             as themselves.
+        folder: whether any other value names a folder: an absolute path,
+            or one starting with `~`, read back with `~` expanded (a
+            relative path would mean another folder in each working
+            directory).
     """
 
     default: object
     meaning: str
     values: tuple = ()
+    folder: bool = False
 
 
 # Every switch keras_attn reads, by variable name.
@@ -54,13 +63,20 @@ SWITCHES = {
         True, "compiled torch decoding steps on a GPU are replayed as CUDA graphs (off: "
         "their kernels are launched one by one)",
     ),
+    "KERAS_ATTN_TORCH_COMPILE_CACHE": Switch(
+        True, "torch's compile caches of what keras_attn compiles are kept in one folder "
+        "across processes: TORCHINDUCTOR_CACHE_DIR if set, else keras_attn/torch_compile "
+        "under $XDG_CACHE_HOME or ~/.cache (off: torch's own settings; a folder: that folder)",
+        folder=True,
+    ),
 }
 
 
 def read_switch(name):
     """The value of the environment switch `name` (a key of `SWITCHES`):
-    True (on), False (off), one of the switch's own `values`, or its
-    `default` when the variable is unset or empty.
+    True (on), False (off), one of the switch's own `values`, a folder path
+    for a `folder` switch, or its `default` when the variable is unset or
+    empty.
 
     Raises:
         KeyError: `name` is not a switch of `SWITCHES`.
@@ -78,9 +94,13 @@ def read_switch(name):
         return False
     if spelling in switch.values:
         return spelling
+    if switch.folder and (os.path.isabs(value) or value.startswith("~")):
+        return os.path.expanduser(value)
     accepted = "/".join(ON) + " (on), " + "/".join(OFF) + " (off)"
     if switch.values:
         accepted += ", " + ", ".join(switch.values)
+    if switch.folder:
+        accepted += ", an absolute folder path (or one starting with ~)"
     raise ValueError(
         f"{name}={value!r} is not a switch value: use {accepted}, in any case, or leave "
         f"it unset for the default ({_shown(switch.default)}). On: {switch.meaning}."
@@ -89,3 +109,42 @@ def read_switch(name):
 
 def _shown(value):
     return {True: "on", False: "off"}.get(value, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchSettings:
+    """Every switch of `SWITCHES`, read and validated together (`current`).
+
+    Attributes:
+        direct_pass: `KERAS_ATTN_DIRECT_PASS`: eager passes run each layer
+            by its `call` (`DirectGraph`).
+        compile_blocks: `KERAS_ATTN_COMPILE_BLOCKS`: `jit_compile=True`
+            compiles each block structure once (`CompiledBlocks`).
+        torch_compile: `KERAS_ATTN_TORCH_COMPILE` as a mode: `"always"`,
+            `"never"` or `"auto"` (`CompiledStep`).
+        cuda_graphs: `KERAS_ATTN_TORCH_CUDA_GRAPHS`: work on a GPU replays
+            captured CUDA graphs (decoding steps, inference passes,
+            training steps).
+        compile_cache: `KERAS_ATTN_TORCH_COMPILE_CACHE`: True (the default
+            folder), False (torch's own settings) or a folder.
+    """
+
+    direct_pass: bool
+    compile_blocks: bool
+    torch_compile: str
+    cuda_graphs: bool
+    compile_cache: object
+
+
+def current():
+    """The `TorchSettings` the environment holds now; raises the ValueError
+    of `read_switch` for the first switch set to a value it does not take."""
+    values = {name: read_switch(name) for name in SWITCHES}
+    mode = values["KERAS_ATTN_TORCH_COMPILE"]
+    return TorchSettings(
+        direct_pass=values["KERAS_ATTN_DIRECT_PASS"],
+        compile_blocks=values["KERAS_ATTN_COMPILE_BLOCKS"],
+        torch_compile={True: "always", False: "never"}.get(mode, mode),
+        cuda_graphs=values["KERAS_ATTN_TORCH_CUDA_GRAPHS"],
+        compile_cache=values["KERAS_ATTN_TORCH_COMPILE_CACHE"],
+    )

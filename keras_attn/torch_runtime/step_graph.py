@@ -4,7 +4,6 @@ import optree
 
 from keras_attn.torch_runtime.cuda_graph import CapturedGraph
 from keras_attn.torch_runtime.cuda_graph import NotCapturable
-from keras_attn.torch_runtime.settings import read_switch
 
 
 class StepGraph(CapturedGraph):
@@ -53,12 +52,8 @@ class StepGraph(CapturedGraph):
     graph from then on: the same numbers.
 
     On by default; `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` in the environment
-    turns it off (`enabled`). On an H200 (2026-11-26) the GPU tests
-    (tests/torch_runtime/test_step_graph.py: greedy decoding and beam search
-    of every generative variant give the compiled steps' tokens and scores,
-    one capture per shape and call) passed, and GPT-2 small at batch 8
-    generated 1,975 tokens/s (1.57x transformers' `generate` in the same
-    run) against 1,432 and 1,481 without graphs in two earlier runs.
+    turns it off (`settings.TorchSettings.cuda_graphs`). What it saves is
+    measured in docs/speed.md.
 
     Args:
         function: the compiled step, `function(forward, tokens, index,
@@ -140,14 +135,6 @@ class StepGraph(CapturedGraph):
         ]
         outputs = [output.clone() for output in self.outputs_leaves]
         return self.outputs_structure.unflatten(outputs), self.cache_structure.unflatten(cache)
-
-
-def enabled():
-    """Whether compiled torch decoding steps on a GPU run as CUDA graphs
-    (`StepGraph`): yes unless `KERAS_ATTN_TORCH_CUDA_GRAPHS` is off in the
-    environment (`0`, `false`, `off`, `no`; read at each step by
-    `keras_attn.torch_runtime.settings.read_switch`)."""
-    return read_switch("KERAS_ATTN_TORCH_CUDA_GRAPHS")
 
 
 # The cache's place among a step's arguments after `forward`: `(tokens,

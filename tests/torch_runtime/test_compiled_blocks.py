@@ -199,7 +199,7 @@ def test_the_guards_read_the_layers_and_inputs_not_the_program(dynamo_only):
     model.compile(jit_compile=True)
     DynamoCounts()
     assert_same(outputs_and_masks(model(inputs)), expected)
-    functions = list(model._direct_graph.compiled_blocks.functions.values())
+    functions = list(model._runner.direct_graph.compiled_blocks.functions.values())
     assert len(functions) == 1
     code = functions[0]._torchdynamo_orig_callable.__code__
     assert code.co_varnames[:4] == ("operations", "inputs", "training", "constants")

@@ -11,15 +11,12 @@ import pytest
 import keras_attn
 from keras_attn.torch_runtime import settings
 from keras_attn.torch_runtime import compiled_step
-from keras_attn.torch_runtime import step_graph
-from keras_attn.torch_runtime import compiled_blocks
-from keras_attn.torch_runtime import direct_graph
 
-# The function that reads each switch where it takes effect.
+# How the runtime reads each switch: every one together (`settings.current`).
 READERS = {
-    "KERAS_ATTN_DIRECT_PASS": direct_graph.enabled,
-    "KERAS_ATTN_COMPILE_BLOCKS": compiled_blocks.enabled,
-    "KERAS_ATTN_TORCH_CUDA_GRAPHS": step_graph.enabled,
+    "KERAS_ATTN_DIRECT_PASS": lambda: settings.current().direct_pass,
+    "KERAS_ATTN_COMPILE_BLOCKS": lambda: settings.current().compile_blocks,
+    "KERAS_ATTN_TORCH_CUDA_GRAPHS": lambda: settings.current().cuda_graphs,
     # "always" / "never" / "auto" on torch; None (nothing read) elsewhere.
     "KERAS_ATTN_TORCH_COMPILE": compiled_step.torch_compile_mode,
 }
@@ -72,3 +69,14 @@ def test_each_switch_refuses_another_value_by_name(name, value, monkeypatch):
     message = str(error.value)
     assert f"{name}={value!r}" in message
     assert "true/on/yes" in message and "false/off/no" in message
+
+
+def test_a_bad_value_of_any_switch_is_reported_whichever_path_reads(monkeypatch):
+    """The runtime reads every switch at once (`settings.current`): a typo
+    in the decoding step's switch stops a plain model call too, rather than
+    waiting for the first `generate`."""
+    for name in settings.SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "sometimes")
+    with pytest.raises(ValueError, match="KERAS_ATTN_TORCH_COMPILE='sometimes'"):
+        settings.current()

@@ -36,21 +36,6 @@ def cuda_available():
     return torch.cuda.is_available()
 
 
-@pytest.mark.parametrize("value, expected", [(None, True), ("1", True), ("0", False)])
-def test_graphs_are_on_unless_the_environment_turns_them_off(monkeypatch, value, expected):
-    if value is None:
-        monkeypatch.delenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", raising=False)
-    else:
-        monkeypatch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", value)
-    assert step_graph.enabled() is expected
-
-
-def test_another_setting_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv("KERAS_ATTN_TORCH_CUDA_GRAPHS", "sometimes")
-    with pytest.raises(ValueError, match="KERAS_ATTN_TORCH_CUDA_GRAPHS='sometimes'"):
-        step_graph.enabled()
-
-
 class RecordedGraph:
     """A stand-in for `StepGraph` that records its captures and replays by
     calling the compiled step."""

@@ -1,0 +1,150 @@
+"""How a `TransformerModel` runs on torch: the one place that chooses the
+path of a call, and remembers which path it took and why."""
+
+from typing import NamedTuple
+
+import keras
+
+from keras_attn import keras_internals
+from keras_attn.torch_runtime import pass_graph
+from keras_attn.torch_runtime import settings
+from keras_attn.torch_runtime import train_graph
+from keras_attn.torch_runtime.direct_graph import DirectGraph
+
+
+class Path(NamedTuple):
+    """The way one call ran: `name` (one of `PATHS`) and `reason`, why that
+    path and not a faster one (empty for the fastest the call can take)."""
+
+    name: str
+    reason: str = ""
+
+
+# Every path of a torch pass, fastest last.
+PATHS = {
+    "keras": "Keras' `Functional.call`: every layer through `Layer.__call__`",
+    "direct": "`DirectGraph`: each layer computed by its `call`",
+    "compiled blocks": "`DirectGraph`, each block structure compiled once by `torch.compile`",
+    "cuda graph": "one captured CUDA graph of the whole pass, replayed",
+}
+
+
+class TorchRunner:
+    """Runs one `TransformerModel`'s passes and training steps on torch.
+
+    `call` picks the path of each eager pass (`PATHS`): Keras' own pass for
+    a symbolic call, a Keras mask or extra arguments, or with
+    `KERAS_ATTN_DIRECT_PASS` off; otherwise `DirectGraph`, its blocks
+    compiled under `compile(jit_compile=True)` (`CompiledBlocks`), and, for
+    inference on a GPU with autograd off (`predict`, `model(x)` under
+    `torch.no_grad()`) and `KERAS_ATTN_TORCH_CUDA_GRAPHS` on, replayed as
+    one CUDA graph per input signature (`pass_graph.PassGraphs`).
+    `train_step` runs Keras' step, or on a GPU its captured CUDA graph
+    (`train_graph.TrainGraphs`). `last` holds the path each kind of call
+    (`"inference"`, `"training"`) took last; `keras_attn.explain` reads it.
+
+    The switches are read at every call (`settings.current`), so changing
+    one between calls takes effect at the next.
+    """
+
+    def __init__(self):
+        self.direct_graph = None
+        self.pass_graphs = pass_graph.PassGraphs()
+        self.train_graphs = train_graph.TrainGraphs()
+        self.last = {}
+
+    def call(self, model, inputs, training, mask, kwargs, keras_call):
+        """`model.call(inputs, training, mask, **kwargs)` by the path
+        `choose` picks; `keras_call()` is Keras' own `Functional.call`. Not
+        while `torch.compile` traces the call (Keras' whole-step compile):
+        the model calls Keras' pass itself there."""
+        now = settings.current()
+        path = self.choose(model, inputs, training, mask, kwargs, now)
+        self.last["training" if training else "inference"] = path
+        if path.name == "keras":
+            return keras_call()
+        if self.direct_graph is None:
+            self.direct_graph = DirectGraph(model)
+        blocks = model._blocks_template() if path.name == "compiled blocks" or (
+            path.name == "cuda graph" and compiles_blocks(model, now)
+        ) else None
+        flat = keras_internals.standardized_inputs(model, inputs)
+
+        def run(values):
+            return self.direct_graph(model, values, training, blocks_template=blocks)
+
+        if path.name == "cuda graph":
+            return self.pass_graphs(model, run, flat)
+        return run(flat)
+
+    def choose(self, model, inputs, training, mask, kwargs, now):
+        """The `Path` of an eager torch pass of `model` (see `TorchRunner`)."""
+        if any(isinstance(value, keras.KerasTensor) for value in keras.tree.flatten(inputs)):
+            return Path("keras", "symbolic inputs: the call builds a graph")
+        if any(value is not None for value in keras.tree.flatten(mask)) or kwargs:
+            return Path("keras", "called with a Keras mask or extra arguments, which "
+                        "`Functional.call` handles")
+        if not now.direct_pass:
+            return Path("keras", "KERAS_ATTN_DIRECT_PASS is off")
+        if not training and now.cuda_graphs and pass_graph.on_gpu(
+            keras.tree.flatten(inputs)
+        ) and not _autograd_on():
+            return Path("cuda graph")
+        if compiles_blocks(model, now):
+            return Path("compiled blocks", _graph_reason(training, inputs, now))
+        return Path("direct", _direct_reason(model, now, training, inputs))
+
+    def train_step(self, model, data, step):
+        """Keras' torch `train_step(data)` (`step`), replayed as a captured
+        CUDA graph on a GPU with `KERAS_ATTN_TORCH_CUDA_GRAPHS` on."""
+        if settings.current().cuda_graphs and train_graph.on_gpu(data):
+            return self.train_graphs(model, data, step)
+        return step(data)
+
+
+def compiles_blocks(model, now=None):
+    """Whether `model` compiles its blocks on torch: `jit_compile=True`,
+    `KERAS_ATTN_COMPILE_BLOCKS` on, its blocks known, and not in a
+    stateless or symbolic scope (Keras' `compute_output_spec` runs the pass
+    there on placeholder tensors, and variables read from a scope's mapping
+    would make dynamo compile each block apart)."""
+    now = now or settings.current()
+    return (
+        keras.config.backend() == "torch"
+        and keras_internals.jit_compile_requested(model)
+        and now.compile_blocks
+        and not keras_internals.in_stateless_or_symbolic_scope()
+        and model._blocks_template() is not None
+    )
+
+
+def _graph_reason(training, inputs, now):
+    """Why a pass is not replayed as a CUDA graph (the path after it)."""
+    if training:
+        return "a training pass (its graph is the whole training step's, on a GPU)"
+    if not now.cuda_graphs:
+        return "KERAS_ATTN_TORCH_CUDA_GRAPHS is off"
+    if not pass_graph.on_gpu(keras.tree.flatten(inputs)):
+        return "inputs not on a GPU: CUDA graphs need one"
+    return "autograd is on: a graph's outputs carry no gradient (use torch.no_grad() or predict)"
+
+
+def _direct_reason(model, now, training, inputs):
+    """Why a direct pass does not compile its blocks (nor replay a graph)."""
+    if not keras_internals.jit_compile_requested(model):
+        reason = "blocks not compiled: compile(jit_compile=True) compiles them"
+    elif not now.compile_blocks:
+        reason = "blocks not compiled: KERAS_ATTN_COMPILE_BLOCKS is off"
+    elif model._blocks_template() is None:
+        reason = "blocks not compiled: the model's blocks are unknown (not built by the builder)"
+    else:
+        reason = "blocks not compiled inside a stateless or symbolic scope"
+    return f"{reason}; {_graph_reason(training, inputs, now)}"
+
+
+def _autograd_on():
+    """Whether torch records gradients now: a captured pass's outputs would
+    carry none, so a pass that may be differentiated runs eagerly."""
+    import torch
+
+    return torch.is_grad_enabled()
