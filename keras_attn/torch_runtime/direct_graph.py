@@ -12,11 +12,10 @@ class DirectGraph:
     """The graph of a functional `keras.Model`, run eagerly on torch with
     each layer computed by its own `call` wherever that is exact.
 
-    Keras' `Functional.call` runs every node through `Layer.__call__`,
-    about 0.1 to 0.2 ms of Python per layer on torch (argument flattening,
-    dtype checks, name scopes, mask bookkeeping), whatever the batch: for
-    BERT-base's 106 nodes at 1 x 8 tokens about 12 ms of a 92 ms pass on
-    one CPU thread. This runs the same nodes, in the same order
+    Keras' `Functional.call` runs every node through `Layer.__call__`, a
+    fixed cost of Python per layer on torch (argument flattening, dtype
+    checks, name scopes, mask bookkeeping) whatever the batch, which small
+    batches feel most (docs/speed.md measures it). This runs the same nodes, in the same order
     (`keras_internals.functional_steps`), with the same arguments and the
     same `training` value as `Functional.call`, and computes each layer by
     `call_directly` where `calls_directly` finds that `__call__` would add

@@ -11,9 +11,8 @@ class StepGraph(CapturedGraph):
     captured as a CUDA graph and replayed: a step is one graph launch.
 
     The compiled step still launches each of its kernels from Python (some
-    330 for GPT-2 small) after dynamo has checked its guards (about 1.4 ms a
-    step on an H200, more than the GPU's 2.2 ms of work at batch 8). A
-    CUDA graph (`torch.cuda.CUDAGraph`) records those launches once, with
+    330 for GPT-2 small) after dynamo has checked its guards, host time of
+    the order of the GPU's own work at small batches. A CUDA graph (`torch.cuda.CUDAGraph`) records those launches once, with
     the addresses of their tensors, and replays them for the price of one.
 
     Addresses are what a graph holds, so:
@@ -146,10 +145,9 @@ def flatten(tree):
     """`(leaves, structure)` of a step's arguments or results (tuples,
     named tuples, None, tensors, numbers, the sampler's method), with
     `structure.unflatten(leaves)` the inverse. optree's (C++) rather than
-    `keras.tree`, which on torch rebuilds the structure level by level:
-    about 370 µs for a 12-layer cache on the project's CPU against 17 µs,
-    and a step flattened four times (2026-11-27). None is a leaf, as in
-    `keras.tree`."""
+    `keras.tree`, which on torch rebuilds the structure level by level, an
+    order of magnitude slower for a many-layer cache (docs/speed.md). None
+    is a leaf, as in `keras.tree`."""
     return optree.tree_flatten(tree, none_is_leaf=True)
 
 
