@@ -1,23 +1,564 @@
 """Training steps of a `TransformerModel` replayed as CUDA graphs."""
 
-from keras_attn.torch_runtime.cuda_graph import CapturedGraph  # noqa: F401
+import logging
+import os
+import sys
+
+import optree
+
+from keras_attn import keras_internals
+from keras_attn.torch_runtime.cuda_graph import CapturedGraph, NotCapturable
+
+LOGGER = logging.getLogger("keras_attn")
+
+# Batch signatures captured per model at most (a full batch and an epoch's
+# last, partial one); any other signature runs eagerly.
+MAX_SIGNATURES = 2
 
 
 def on_gpu(data):
     """Whether a training step's `data` (Keras' `(x, y, sample_weight)`)
     holds CUDA tensors (a step to capture)."""
-    import optree
-
     return any(getattr(value, "is_cuda", False) for value in optree.tree_leaves(data))
+
+
+class TrainGraph(CapturedGraph):
+    """One batch signature of Keras' torch `train_step` (forward, loss,
+    backward, `optimizer.apply`, metric updates) captured as one CUDA graph
+    and replayed: a training step is a copy of the batch and one launch.
+
+    A graph holds addresses, and replays kernels without their Python, so:
+
+    - the batch (every tensor of `(x, y, sample_weight)`) is copied into
+      buffers of the graph's own before each replay, unless the caller
+      passes those buffers themselves; the batch's other leaves (None,
+      numbers) are constants of the graph (`signature`);
+    - the logs (`compute_metrics`' tensors) are the graph's buffers: copies
+      are returned;
+    - the model's, the optimizer's and the metrics' variables are read and
+      written at their addresses: a step that gives a variable a new tensor
+      instead of writing into its own is refused. Keras' `Variable.assign`
+      writes in place (`copy_`), its torch optimizers update with
+      `torch._foreach_*_`, and `zero_grad` sets the gradients to None, so
+      that the captured backward makes them in the graph's memory;
+    - Python numbers the step turns into tensors (Keras' `ops.cast(beta_1)`,
+      the loss tracker's batch size) become fill kernels while the step is
+      watched (`StepWatch`): CUDA cannot record a copy from host memory.
+      Their values, like every Python number the step reads (the
+      optimizer's hyperparameters, dropout rates), are constants of the
+      graph; `TrainGraphs` captures again when the optimizer's change;
+    - what a graph cannot replay is refused, with the place in the step
+      that does it: reading a tensor's value on the host (`.item()`,
+      `bool(tensor)`, Keras' `ops.cond` on torch: gradient accumulation,
+      EMA overwrites, loss scaling; `keras_attn.optimizers.AdamW`'s fused
+      update, which reads the step count and learning rate as numbers),
+      drawing random numbers from an explicit `torch.Generator` (a seeded
+      `keras.random.SeedGenerator`, such as `Dropout(seed=...)`: it would
+      replay one mask), building a tensor from host data, copying between
+      host and device. Unseeded dropout (`keras.layers.Dropout()`, as every
+      keras_attn model uses) draws from torch's default generator, which a
+      replay advances: each replay draws new masks.
+
+    `capture_step` runs the step once for real on a side stream (the
+    warm-up CUDA asks for), watched, then records it; the warm-up's logs
+    are that step's. A step refused after its warm-up has still run once,
+    eagerly, and correctly.
+
+    Args:
+        data: the batch of the step to capture, `(x, y, sample_weight)`;
+            every tensor in it must be on the device.
+
+    Raises:
+        NotCapturable: a tensor of `data` is not on the device.
+    """
+
+    def __init__(self, data):
+        leaves, self.structure = _flatten(data)
+        for leaf in leaves:
+            if _is_array(leaf) and not self.on_device(leaf):
+                raise NotCapturable(
+                    f"a batch tensor is {type(leaf).__name__} on {getattr(leaf, 'device', '?')}, "
+                    "not a CUDA tensor"
+                )
+        self.inputs = [leaf.clone() if _is_array(leaf) else leaf for leaf in leaves]
+        self.addresses = [_address(buffer) if _is_array(buffer) else None for buffer in self.inputs]
+        self.data = self.structure.unflatten(self.inputs)
+        self.refusal = None
+        self.state = []
+
+    def capture_step(self, step, model):
+        """Runs `step(data)` once (the warm-up) and records it as the graph.
+
+        Returns the warm-up's logs, the step's. Afterwards `refusal` is None
+        if the step was captured, else why not (the graph must not be
+        replayed); `state` holds the variables the step reads and writes.
+        """
+        self.state = step_state(model)
+        optimizer = model.optimizer
+        values = [id(variable.value) for variable in self.state]
+        constants = python_constants(optimizer)
+        watch = StepWatch(self.on_device)
+        with watch:
+            logs = self.warm_up(lambda: step(self.data))
+        problems = list(watch.problems)
+        for variable, value in zip(self.state, values):
+            if id(variable.value) != value:
+                problems.append(
+                    f"the step gave `{variable.path}` a new tensor instead of writing into its own"
+                )
+                break
+        if [id(variable) for variable in step_state(model)] != [id(v) for v in self.state]:
+            problems.append("the step added or removed variables")
+        changed = _changed(constants, python_constants(optimizer))
+        if changed:
+            problems.append(f"the step changes the optimizer's Python attribute `{changed}`")
+        if problems:
+            self.refusal = "; ".join(problems)
+            return logs
+        watch = StepWatch(self.on_device, strict=True)
+        try:
+            with watch:
+                self.outputs = self.capture(lambda: step(self.data))
+        except Exception as error:  # noqa: BLE001 - any operation a graph cannot record
+            self.refusal = str(error) if isinstance(error, NotCapturable) else (
+                f"capturing failed: {type(error).__name__}: {error}"
+            )
+            return logs
+        self.outputs_leaves, self.outputs_structure = _flatten(self.outputs)
+        return logs
+
+    def __call__(self, data):
+        """The captured step on `data` (a batch of the captured signature):
+        the new weights written in place, the logs returned as copies."""
+        leaves = _flatten(data)[0]
+        for leaf, buffer, address in zip(leaves, self.inputs, self.addresses):
+            if address is not None and leaf is not buffer and _address(leaf) != address:
+                buffer.copy_(leaf)
+        self.replay()
+        outputs = [
+            output.clone() if _is_array(output) else output for output in self.outputs_leaves
+        ]
+        return self.outputs_structure.unflatten(outputs)
 
 
 class TrainGraphs:
     """The captured training steps of one model, by batch signature.
 
-    (Interface; the captures come in the next change.)"""
+    Called by the torch runner as Keras' `train_step` on a GPU: `step` is
+    Keras' own eager step. A signature (the batch's structure, its tensors'
+    shapes, dtypes and devices, its other leaves) runs eagerly at its first
+    step (which builds the optimizer's slots and warms the kernels), is
+    captured at its second (`TrainGraph`, whose warm-up is that step) and
+    replayed from its third. At most `limit` signatures are captured; the
+    others run eagerly.
+
+    A graph is never replayed on a changed model: before each step the
+    model's, the optimizer's and the metrics' variables (each variable, its
+    torch tensor, whether it is trainable), each layer's dtype policy, the
+    optimizer object and its Python numbers are compared with the capture's,
+    and any difference (LoRA enabled, a layer frozen, a quantized layer, a
+    recompile, a changed hyperparameter) drops every graph: the next step is
+    a first step again. Weights written in place (`set_weights`,
+    `load_weights`, a new learning rate) need no new capture: a replay
+    reads them.
+
+    A step that cannot be captured (`TrainGraph`'s reasons) runs eagerly,
+    with one warning on the `keras_attn` logger (the first refusal's
+    reason); `describe` says which path the steps took and why. Inside `torch.compile` the step is
+    Keras' own.
+
+    Args:
+        limit: how many batch signatures are captured at most.
+    """
+
+    graph_class = TrainGraph
+
+    def __init__(self, limit=MAX_SIGNATURES):
+        self.limit = limit
+        self.key = None
+        self.graphs = {}
+        self.seen = set()
+        self.refused = {}
+        self.warned = False
+        self.eager_steps = self.captures = self.replays = 0
 
     def __call__(self, model, data, step):
-        return step(data)
+        import torch
+
+        if torch.compiler.is_compiling():
+            return step(data)
+        key = state_key(model)
+        if key != self.key:
+            self.forget()
+            self.key = key
+        signature = _signature(data)
+        graph = self.graphs.get(signature)
+        if graph is not None:
+            self.replays += 1
+            return graph(data)
+        if signature not in self.seen or signature in self.refused:
+            self.seen.add(signature)
+            return self._eager(model, data, step)
+        if len(self.graphs) >= self.limit:
+            self._refuse(signature, f"{self.limit} batch signatures are captured already")
+            return self._eager(model, data, step)
+        try:
+            graph = self.graph_class(data)
+        except NotCapturable as error:
+            self._refuse(signature, str(error))
+            return self._eager(model, data, step)
+        logs = graph.capture_step(step, model)
+        if graph.refusal is not None:
+            self._refuse(signature, graph.refusal)
+            self.eager_steps += 1
+            # Its run may have made state (a cache the optimizer fills at
+            # its first update): the refusal holds for the model as it is.
+            self.key = state_key(model)
+        else:
+            self.graphs[signature] = graph
+            self.captures += 1
+        return logs
+
+    def forget(self):
+        """Drops every graph and refusal: the next step at each signature
+        is a first step."""
+        self.graphs.clear()
+        self.seen.clear()
+        self.refused.clear()
 
     def describe(self):
-        return "no step captured yet"
+        """One line: how training steps ran and why."""
+        parts = []
+        if self.graphs:
+            parts.append(
+                f"training steps replayed as CUDA graphs at {len(self.graphs)} batch "
+                f"signature(s) ({self.captures} captured, {self.replays} replays)"
+            )
+        for reason in dict.fromkeys(self.refused.values()):
+            parts.append(f"eager at a batch signature: {reason}")
+        if not parts:
+            return (
+                "training steps eager so far (a batch signature's second step is captured "
+                "as a CUDA graph)"
+            )
+        return "; ".join(parts)
+
+    def _eager(self, model, data, step):
+        self.eager_steps += 1
+        logs = step(data)
+        # The first step builds the optimizer's slots: the graphs compare
+        # against the model as the step left it.
+        self.key = state_key(model)
+        return logs
+
+    def _refuse(self, signature, reason):
+        self.refused[signature] = reason
+        if not self.warned:
+            self.warned = True
+            LOGGER.warning(
+                "keras_attn: a training step on torch runs eagerly, not as a CUDA graph: %s",
+                reason,
+            )
+
+
+class StepWatch:
+    """A torch function mode over a training step: records what a CUDA
+    graph cannot replay (`problems`, each with the place in the step), and
+    makes the tensors the step builds from Python numbers
+    (`torch.tensor(0.9, device=...)`, a host-to-device copy CUDA cannot
+    record) with `torch.full`, a kernel that holds the number.
+
+    Args:
+        on_device: whether a tensor is on the graph's device.
+        strict: raise `NotCapturable` at the first problem (during a
+            capture, where nothing has run) instead of recording it.
+    """
+
+    def __init__(self, on_device, strict=False):
+        from torch.overrides import TorchFunctionMode
+
+        watch = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return watch.handle(func, args, kwargs or {})
+
+        self.mode = Mode()
+        self.on_device, self.strict = on_device, strict
+        self.problems = []
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+    def handle(self, func, args, kwargs):
+        import torch
+
+        name = getattr(func, "__name__", "")
+        if func in _makers() and args and not isinstance(args[0], torch.Tensor):
+            dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+            device = kwargs.get("device", args[2] if len(args) > 2 else None)
+            made = _filled(args[0], dtype, device, kwargs.get("requires_grad", False))
+            if made is not None:
+                return made
+            self.problem(f"builds a tensor from host data ({type(args[0]).__name__})")
+        elif name in _HOST_READS and args and self.on_device(args[0]) and not _checking_inputs():
+            self.problem(f"reads a tensor's value on the host (Tensor.{name})")
+        elif name in ("cpu", "to", "cuda", "copy_") and args and isinstance(args[0], torch.Tensor):
+            self._check_copy(name, args, kwargs)
+        if kwargs.get("generator") is not None:
+            self.problem(
+                "draws random numbers from an explicit torch.Generator (a seeded "
+                "keras.random.SeedGenerator, such as Dropout(seed=...)): a replay "
+                "would repeat one draw"
+            )
+        return func(*args, **kwargs)
+
+    def problem(self, what):
+        problem = f"{what} at {_where()}"
+        if self.strict:
+            raise NotCapturable(problem)
+        if problem not in self.problems:
+            self.problems.append(problem)
+
+    def _check_copy(self, name, args, kwargs):
+        import torch
+
+        tensor = args[0]
+        if name == "copy_":
+            source = args[1] if len(args) > 1 else kwargs.get("src")
+            if self.on_device(tensor) and isinstance(source, torch.Tensor) and not self.on_device(source):
+                self.problem("copies a host tensor to the device (Tensor.copy_)")
+            return
+        if name == "cuda":
+            if not self.on_device(tensor):
+                self.problem("copies a host tensor to the device (Tensor.cuda)")
+            return
+        targets = [*args[1:], kwargs.get("device")]
+        devices = [
+            torch.device(target) for target in targets
+            if isinstance(target, (str, torch.device))
+        ]
+        to_host = name == "cpu" or any(device.type == "cpu" for device in devices)
+        to_device = any(device.type != "cpu" for device in devices)
+        if self.on_device(tensor) and to_host and tensor.device.type != "cpu":
+            self.problem(f"copies a device tensor to the host (Tensor.{name})")
+        elif self.on_device(tensor) and to_host and name == "cpu":
+            # The CPU emulation's device is the CPU: `.cpu()` is still where
+            # a real device would wait for the GPU.
+            self.problem("copies a device tensor to the host (Tensor.cpu)")
+        elif not self.on_device(tensor) and to_device:
+            self.problem(f"copies a host tensor to the device (Tensor.{name})")
+
+
+def step_state(model):
+    """The variables a training step of `model` reads and writes: the
+    model's (with its seed generators' states), its optimizer's and its
+    metrics', each once."""
+    optimizer = model.optimizer
+    variables = {}
+    for variable in [
+        *model.variables,
+        *(optimizer.variables if optimizer is not None else ()),
+        *model.metrics_variables,
+    ]:
+        variables.setdefault(id(variable), variable)
+    return list(variables.values())
+
+
+def state_key(model):
+    """What a captured step of `model` depends on besides the values of its
+    variables: the optimizer object and its Python numbers, the loss, the
+    layers' dtype policies, the model's torch parameters (each variable's
+    tensor, trainable or not) and the optimizer's and metrics' variables.
+    Equal keys: a graph captured under one replays under the other."""
+    optimizer = model.optimizer
+    policies = tuple(
+        layer.dtype_policy.name for layer in [model, *keras_internals.all_layers(model)]
+    )
+    # Keras registers each variable's tensor as a parameter of its layer's
+    # torch module: a walk of the modules is some 20 times cheaper than
+    # reading `variable.value` for each.
+    parameters = tuple((id(tensor), tensor.requires_grad) for tensor in model.parameters())
+    others = tuple(
+        map(id, [*(optimizer.variables if optimizer is not None else ()), *model.metrics_variables])
+    )
+    return (
+        id(optimizer), python_constants(optimizer), id(getattr(model, "loss", None)), policies,
+        parameters, others,
+    )
+
+
+def python_constants(optimizer):
+    """The optimizer's attributes as a graph sees them: Python numbers,
+    strings and None by value (a graph holds them as constants), other
+    objects by identity (a learning-rate schedule, a variable)."""
+    if optimizer is None:
+        return None
+    return tuple(
+        (name, value if _is_constant(value) else id(value))
+        for name, value in sorted(vars(optimizer).items())
+    )
+
+
+def _changed(before, after):
+    """The first attribute whose constant differs between two
+    `python_constants`."""
+    if before == after:
+        return None
+    before, after = dict(before or ()), dict(after or ())
+    for name in sorted(set(before) | set(after)):
+        if before.get(name) != after.get(name):
+            return name
+    return None
+
+
+def _is_constant(value):
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _is_number(value):
+    return isinstance(value, (bool, int, float, complex))
+
+
+def _makers():
+    """The torch functions that build a tensor from data."""
+    import torch
+
+    return (torch.tensor, torch.as_tensor, torch.asarray)
+
+
+# The most numbers `StepWatch` writes as fill kernels for one tensor (a
+# shape, a few constants); larger host data is a copy a graph cannot hold.
+MAX_FILLED = 64
+
+
+def _filled(data, dtype, device, requires_grad):
+    """`torch.as_tensor(data, dtype, device)` for Python numbers (or a
+    small nested list or array of them) made by fill kernels on the device,
+    which a graph records with the numbers; None for other data."""
+    import numpy as np
+    import torch
+
+    if not _is_number(data):
+        try:
+            array = np.asarray(data)
+        except (TypeError, ValueError):
+            return None
+        if array.dtype.kind not in "biufc" or array.size > MAX_FILLED:
+            return None
+    host = torch.as_tensor(data, dtype=dtype)
+    numbers = host.reshape(-1).tolist()
+    if not numbers:
+        made = torch.empty(host.shape, dtype=host.dtype, device=device)
+    else:
+        made = torch.stack(
+            [torch.full((), number, dtype=host.dtype, device=device) for number in numbers]
+        ).reshape(host.shape)
+    return made.requires_grad_(requires_grad) if requires_grad else made
+
+
+def _checking_inputs():
+    """Whether the step is in `keras_attn.concrete.concrete_values`, which
+    reads a batch to check its values (`InputContract.check_values`, at
+    each `TransformerModel.__call__`): the check reads, it does not
+    compute; a replay skips it, and `fit` and `train_on_batch` have checked
+    their batches on entry."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "concrete_values" and frame.f_code.co_filename.endswith(
+            os.path.join("keras_attn", "concrete.py")
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
+# The tensor methods that give a tensor's value to Python (a device sync).
+_HOST_READS = frozenset(
+    ["item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__",
+     "__complex__"]
+)
+
+# Frames skipped when naming where a step does something: torch's own and
+# this module's.
+_SKIPPED = (
+    os.sep + os.path.join("site-packages", "torch") + os.sep,
+    os.path.abspath(__file__),
+)
+
+
+def _where():
+    """Where the step does what is being recorded: `file:line (function)`
+    of the innermost frame outside torch, this module and Keras' backend,
+    ops and random layers (the optimizer, layer or loss that asked), with
+    the innermost frame outside torch after "via" when they differ."""
+    frame = sys._getframe(2)
+    innermost = caller = None
+    while frame is not None and caller is None:
+        filename = frame.f_code.co_filename
+        if not any(part in filename for part in _SKIPPED):
+            innermost = innermost or frame
+            if not any(part in filename for part in _LOW_LEVEL):
+                caller = frame
+        frame = frame.f_back
+    if innermost is None:
+        return "?"
+    if caller is None or caller is innermost:
+        return _frame_name(innermost)
+    return f"{_frame_name(caller)} via {_frame_name(innermost)}"
+
+
+# Keras' own helpers, below the code that decides what a step does.
+_LOW_LEVEL = tuple(
+    os.sep + os.path.join("keras", "src", part) + os.sep for part in ("backend", "ops", "random", "utils")
+)
+
+
+def _frame_name(frame):
+    return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno} ({frame.f_code.co_name})"
+
+
+def _short(filename):
+    for marker in ("site-packages" + os.sep, os.sep + "keras_attn" + os.sep):
+        if marker in filename:
+            tail = filename.rsplit(marker, 1)[1]
+            return tail if marker.startswith("site") else "keras_attn" + os.sep + tail
+    return filename
+
+
+def _flatten(tree):
+    """`(leaves, structure)` of a batch or of the logs, None a leaf."""
+    return optree.tree_flatten(tree, none_is_leaf=True)
+
+
+def _signature(data):
+    """What a captured step holds fixed about its batch: the structure,
+    each tensor's shape, dtype and device, the other leaves themselves."""
+    leaves, structure = _flatten(data)
+    return structure, tuple(
+        (tuple(leaf.shape), leaf.dtype, leaf.device) if _is_array(leaf) else _hashable(leaf)
+        for leaf in leaves
+    )
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except TypeError:
+        return id(value)
+    return value
+
+
+def _is_array(value):
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _address(tensor):
+    """Where a tensor's values are: a buffer passed back is not copied."""
+    return tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride())
