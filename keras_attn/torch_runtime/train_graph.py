@@ -305,7 +305,16 @@ class StepWatch:
             if made is not None:
                 return made
             self.problem(f"builds a tensor from host data ({type(args[0]).__name__})")
-        elif name in _HOST_READS and args and self.on_device(args[0]) and not _checking_inputs():
+        elif _reads(name) and args and isinstance(args[0], torch.Tensor) and _checking_inputs():
+            if self.strict and args[0].is_cuda:
+                # A real capture: the read would wait for the GPU, which
+                # CUDA refuses while it records.
+                self.problem(
+                    "the model's input check reads the batch on the host during the capture "
+                    "(keras_attn.concrete.concrete_values would have to skip while "
+                    "torch.cuda.is_current_stream_capturing())"
+                )
+        elif name in _HOST_READS and args and self.on_device(args[0]):
             self.problem(f"reads a tensor's value on the host (Tensor.{name})")
         elif name in ("cpu", "to", "cuda", "copy_") and args and isinstance(args[0], torch.Tensor):
             self._check_copy(name, args, kwargs)
@@ -459,6 +468,11 @@ def _filled(data, dtype, device, requires_grad):
             [torch.full((), number, dtype=host.dtype, device=device) for number in numbers]
         ).reshape(host.shape)
     return made.requires_grad_(requires_grad) if requires_grad else made
+
+
+def _reads(name):
+    """Whether a tensor method gives the tensor's values to the host."""
+    return name in _HOST_READS or name in ("cpu", "to")
 
 
 def _checking_inputs():
