@@ -1,21 +1,343 @@
 """Whole inference passes of a `TransformerModel` replayed as CUDA graphs."""
 
-from keras_attn.torch_runtime.cuda_graph import CapturedGraph  # noqa: F401
+import collections
+import logging
+import weakref
+
+import optree
+
+from keras_attn import keras_internals
+from keras_attn.torch_runtime.cuda_graph import CapturedGraph
+from keras_attn.torch_runtime.cuda_graph import NotCapturable
+
+logger = logging.getLogger("keras_attn")
+
+# How many input signatures of one model keep a captured graph.
+GRAPH_LIMIT = 8
+# How many signatures seen once (run eagerly, not captured yet) are
+# remembered: a pass that sees many shapes captures only those repeated
+# within the last `SEEN_LIMIT` signatures.
+SEEN_LIMIT = 64
 
 
 def on_gpu(inputs):
-    """Whether a pass's standardized `inputs` (a list of tensors) are on a
-    CUDA device (a pass to capture)."""
-    return any(getattr(value, "is_cuda", False) for value in inputs)
+    """Whether a pass's standardized `inputs` (a list of tensors, in
+    `model.inputs` order) are all on a CUDA device: a pass a graph can
+    hold. A pass with some inputs elsewhere (on the CPU) runs eagerly,
+    without refusing graphs for its model."""
+    return bool(inputs) and all(getattr(value, "is_cuda", False) for value in inputs)
+
+
+def capturable_now():
+    """Whether the pass about to run may be replayed from a graph: only
+    with autograd off (`torch.no_grad()`, `torch.inference_mode()`, Keras'
+    `predict`). A graph's outputs carry no autograd history, so a pass
+    under autograd (a plain `model(x)` whose outputs may be
+    differentiated) runs eagerly."""
+    import torch
+
+    return not torch.is_grad_enabled()
+
+
+class PassGraph(CapturedGraph):
+    """One input signature of a model's inference pass, captured as a
+    CUDA graph and replayed: a pass is one graph launch.
+
+    An eager torch pass launches each kernel from Python (some 100 Keras
+    layers for BERT-base), and below a few thousand tokens the host, not
+    the GPU, sets its time. A CUDA graph (`torch.cuda.CUDAGraph`) records
+    the launches once, with the addresses of their tensors, and replays
+    them for the price of one. Addresses are what a graph holds, so:
+
+    - the inputs are copied, at construction, into buffers of the graph's
+      own (`inputs`), which the capture reads; each call copies its inputs
+      into them (nothing to copy for an input that is its buffer);
+    - the outputs, and their Keras masks (each a tensor the pass computed,
+      or an input buffer), are the graph's buffers, overwritten by the next
+      replay: a call returns copies, so an output kept across calls keeps
+      its values;
+    - the model's variables are read at the addresses they had at the
+      capture: a weight updated in place (`assign`, an optimizer step) is
+      read by the next replay, a weight replaced by another tensor is not
+      (`PassGraphs` checks for that before each replay).
+
+    Capturing runs the pass twice: once on a side stream, as CUDA requires
+    before a capture, then recorded. What is recorded is whatever `run`
+    computes (a mixed-precision policy's casts, compiled blocks' kernels).
+    Each graph keeps its own memory pool, as `torch.cuda.graph` does by
+    default: the pass's activations at this signature stay allocated while
+    the graph lives (about what one eager pass at that shape allocates at
+    its peak), which is why `PassGraphs` keeps a bounded number.
+
+    Args:
+        run: the eager pass, `run(inputs) -> outputs` (a tensor, or a list
+            or dict of tensors).
+        inputs: the pass's inputs, a list of CUDA tensors.
+
+    Raises:
+        NotCapturable: an input or output that is not a CUDA tensor, or an
+            operation a graph cannot record (a host synchronisation, a copy
+            to the CPU); the message says which. What the warm-up run
+            raises (the eager pass's own errors) is raised as it is.
+
+    Example:
+
+    ```python
+    import torch
+    from keras_attn.torch_runtime.pass_graph import PassGraph
+
+    if torch.cuda.is_available():
+        weight = torch.randn(4, 4, device="cuda")
+        inputs = [torch.randn(2, 4, device="cuda")]
+        with torch.no_grad():
+            graph = PassGraph(lambda inputs: inputs[0] @ weight, inputs)
+            outputs = graph(inputs)  # what inputs[0] @ weight gives
+    ```
+    """
+
+    def __init__(self, run, inputs):
+        for value in inputs:
+            if not self.on_device(value):
+                raise NotCapturable(f"an input is {_described(value)}, not a CUDA tensor")
+        self.inputs = [value.clone() for value in inputs]
+        self.addresses = [_address(value) for value in self.inputs]
+        leaves, self.structure = optree.tree_flatten(
+            self.warm_up(lambda: run(self.inputs)), none_is_leaf=True
+        )
+        for leaf in leaves:
+            if not self.on_device(leaf):
+                raise NotCapturable(f"an output is {_described(leaf)}, not a CUDA tensor")
+        # Which outputs carry a Keras mask: every mask is recorded with the
+        # outputs, as one flat list (outputs, then the masks there are).
+        self.masked = [keras_internals.keras_mask(leaf) is not None for leaf in leaves]
+        self.count = len(leaves)
+        del leaves
+        try:
+            self.buffers = self.capture(lambda: self._flat(run(self.inputs)))
+        except NotCapturable:
+            raise
+        except Exception as error:  # noqa: BLE001 - any operation a graph cannot record
+            raise NotCapturable(f"{type(error).__name__}: {error}") from error
+        if len(self.buffers) != self.count + sum(self.masked):
+            raise NotCapturable("the captured pass returned other outputs than its warm-up")
+
+    def _flat(self, outputs):
+        """The tensors a replay writes: the outputs, then their masks."""
+        leaves, structure = optree.tree_flatten(outputs, none_is_leaf=True)
+        if structure != self.structure:
+            raise NotCapturable("the captured pass returned another structure than its warm-up")
+        masks = [keras_internals.keras_mask(leaf) for leaf in leaves]
+        if [mask is not None for mask in masks] != self.masked:
+            raise NotCapturable("the captured pass masked other outputs than its warm-up")
+        for tensor in [*leaves, *masks]:
+            if tensor is not None and not self.on_device(tensor):
+                raise NotCapturable(f"an output is {_described(tensor)}, not a CUDA tensor")
+        return leaves + [mask for mask in masks if mask is not None]
+
+    def __call__(self, inputs):
+        """The pass on `inputs` (tensors of the captured shapes, dtypes and
+        devices): the outputs in the pass's structure, with their Keras
+        masks, copies of the graph's buffers."""
+        for value, buffer, address in zip(inputs, self.inputs, self.addresses):
+            if value is not buffer and _address(value) != address:
+                buffer.copy_(value)
+        self.replay()
+        outputs = [buffer.clone() for buffer in self.buffers[:self.count]]
+        masks = iter(self.buffers[self.count:])
+        for output, masked in zip(outputs, self.masked):
+            if masked:
+                keras_internals.set_keras_mask(output, next(masks).clone())
+        return self.structure.unflatten(outputs)
 
 
 class PassGraphs:
     """The captured inference passes of one model, by input signature.
 
-    (Interface; the captures come in the next change.)"""
+    `model(x)` under `torch.no_grad()` (or `torch.inference_mode()`) and
+    `predict` on a GPU go through `__call__` (`capturable_now`), which
+    returns what the eager pass `run` returns, to 1e-5:
+
+    - a signature (each input's shape, dtype and device; whether inference
+      mode and CUDA autocast are on) seen for the first time runs `run`
+      eagerly: it warms the kernels up, lets compiled blocks compile
+      outside a capture, and a shape met once (a last, partial batch of
+      `predict`) is never captured;
+    - the second call of a signature captures it (`PassGraph`) and
+      replays the graph; later calls replay it;
+    - at most `limit` signatures keep a graph (8 by default), each with
+      its own memory pool: capturing another drops the least recently
+      replayed one;
+    - before each replay the model's state is compared with the one its
+      graphs were captured from: the identity of each variable and of the
+      tensor it holds, that tensor's address and dtype, and each layer's
+      compute dtype, quantization mode, `trainable` and whether LoRA is on
+      (the number of variables changes with LoRA and `quantize`). Any
+      difference (a variable replaced, `enable_lora`, `quantize`, a new
+      dtype policy, `trainable` set) drops every graph of the model: its
+      next call runs eagerly, the one after captures again. A weight
+      changed in place (`variable.assign`, `set_weights`, an optimizer
+      step) changes nothing of that: a graph reads the weights at their
+      addresses, so the next replay computes with the new values. The
+      check costs a Python loop over the variables and layers, a small
+      part of the eager pass's per-layer Python it replaces;
+    - a pass a graph cannot replay (an output that is not a tensor, an
+      operation a graph cannot record: `NotCapturable`) makes the model
+      run eagerly from then on, with one warning on the `keras_attn`
+      logger naming the reason, which `describe` repeats.
+
+    Args:
+        limit: how many signatures keep a captured graph.
+
+    Example:
+
+    ```python
+    import keras
+    import numpy as np
+    import keras_attn
+    from keras_attn.torch_runtime import pass_graph
+    from keras_attn.torch_runtime.direct_graph import DirectGraph
+
+    model = keras_attn.build_transformer_model(dict(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16, type_vocab_size=2,
+    ))
+    if keras.config.backend() == "torch":
+        import torch
+
+        graphs, direct = pass_graph.PassGraphs(), DirectGraph(model)
+        run = lambda inputs: direct(model, inputs)  # the eager pass, as the runner's
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        inputs = [torch.tensor([[5, 6, 7, 0]], device=device),
+                  torch.zeros((1, 4), dtype=torch.int32, device=device)]
+        if pass_graph.on_gpu(inputs):
+            with torch.no_grad():
+                for _ in range(3):  # eager, captured and replayed, replayed
+                    outputs = graphs(model, run, inputs)
+        print(graphs.describe())
+    ```
+    """
+
+    def __init__(self, limit=GRAPH_LIMIT):
+        if limit < 1:
+            raise ValueError(f"PassGraphs keeps at least one graph; received limit={limit!r}.")
+        self.limit = limit
+        self.graphs = collections.OrderedDict()
+        self.seen = collections.OrderedDict()
+        self.state = None
+        self.refused = None
+        self.captures = 0
+        self.replays = 0
 
     def __call__(self, model, run, inputs):
-        return run(inputs)
+        """`run(inputs)`'s outputs, from a replayed graph where one is
+        captured for the signature of `inputs` and the model is unchanged
+        since (see the class); eagerly otherwise."""
+        if self.refused is not None or not capturable_now():
+            return run(inputs)
+        state = _ModelState(model)
+        if self.state is None or not self.state.matches(state):
+            self.graphs.clear()
+            self.seen.clear()
+            self.state = state.kept()
+        key = _signature(inputs)
+        graph = self.graphs.get(key)
+        if graph is None:
+            if key not in self.seen:
+                self.seen[key] = True
+                if len(self.seen) > SEEN_LIMIT:
+                    self.seen.popitem(last=False)
+                return run(inputs)
+            try:
+                graph = PassGraph(run, inputs)
+            except NotCapturable as error:
+                self.refused = str(error)
+                self.graphs.clear()
+                logger.warning(
+                    "Model %r runs its inference passes eagerly, without CUDA graphs: %s.",
+                    model.name, error,
+                )
+                return run(inputs)
+            self.captures += 1
+            self.graphs[key] = graph
+            if len(self.graphs) > self.limit:
+                self.graphs.popitem(last=False)
+        else:
+            self.graphs.move_to_end(key)
+        self.replays += 1
+        return graph(inputs)
 
     def describe(self):
-        return "no pass captured yet"
+        """One line for the model's execution plan: the signatures captured
+        and the limit, or why this model's passes run eagerly."""
+        if self.refused is not None:
+            return f"inference CUDA graphs off for this model: {self.refused}"
+        return (
+            f"inference CUDA graphs: {len(self.graphs)} of at most {self.limit} input "
+            f"signatures captured ({self.captures} captures, {self.replays} replays)"
+        )
+
+
+class _ModelState:
+    """What a captured pass assumed about its model (see `PassGraphs`).
+
+    Identities are compared while weak references keep track of the objects
+    they belong to: a variable or tensor that died may have left its id to
+    a new one, which must not read as unchanged. Weak, so that a model that
+    drops its weights (`quantize`) frees them."""
+
+    def __init__(self, model):
+        variables = model.variables
+        values = [variable.value for variable in variables]
+        layers = [model, *keras_internals.all_layers(model)]
+        self.objects = [*variables, *values]
+        self.ids = [id(item) for item in self.objects]
+        self.values = (
+            [(value.data_ptr(), value.dtype) for value in values],
+            [
+                (layer.compute_dtype, layer.quantization_mode, layer.trainable,
+                 getattr(layer, "lora_enabled", False))
+                for layer in layers
+            ],
+        )
+        self.references = None
+
+    def kept(self):
+        """This state, to compare later ones with: its objects held weakly."""
+        self.references = [weakref.ref(item) for item in self.objects]
+        self.objects = None
+        return self
+
+    def matches(self, current):
+        """Whether `current` (a later `_ModelState` of the same model) finds
+        the model as this (`kept`) state saw it."""
+        return (
+            current.ids == self.ids
+            and current.values == self.values
+            and all(reference() is not None for reference in self.references)
+        )
+
+
+def _signature(inputs):
+    """What a graph is captured for: each input's shape, dtype and device,
+    and the modes that change what the same kernels compute or may write
+    (inference mode's tensors, CUDA autocast)."""
+    import torch
+
+    return (
+        tuple((tuple(value.shape), value.dtype, value.device) for value in inputs),
+        torch.is_inference_mode_enabled(),
+        torch.is_autocast_enabled("cuda"),
+        torch.get_autocast_dtype("cuda"),
+    )
+
+
+def _address(tensor):
+    """Where a tensor's values are: an input that is its buffer (a view of
+    the same memory, laid out alike) is not copied."""
+    return tensor.data_ptr(), tensor.stride()
+
+
+def _described(value):
+    if hasattr(value, "device"):
+        return f"a tensor on {value.device}"
+    return f"{type(value).__name__}"
