@@ -7,8 +7,8 @@ import numpy as np
 def concrete_values(x):
     """`x` as a numpy array when its values are known now (numpy data, an
     eager tensor), or None for a symbolic or traced tensor (a `KerasTensor`,
-    a TensorFlow graph, a JAX trace, `torch.compile`), whose values only the
-    computation itself can react to."""
+    a TensorFlow graph, a JAX trace, `torch.compile`, a CUDA graph's
+    capture), whose values only the computation itself can react to."""
     if isinstance(x, (np.ndarray, np.generic)):
         return np.asarray(x)
     if isinstance(x, keras.KerasTensor):
@@ -24,9 +24,20 @@ def concrete_values(x):
 
         if isinstance(x, jax.core.Tracer):
             return None
-    elif torch_compiling():
+    elif torch_compiling() or torch_capturing():
         return None
     return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+def torch_capturing():
+    """Whether a CUDA graph is recording on torch's current stream now
+    (reading a tensor's values would break the capture; False on the other
+    backends and without CUDA)."""
+    if keras.config.backend() != "torch":
+        return False
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def torch_compiling():

@@ -27,7 +27,9 @@ class AdamW(keras.optimizers.AdamW):
     after the bias correction, so it is given `epsilon / sqrt(1 - beta_2^t)`,
     which makes its update Keras' (equal to float32 rounding, tested against
     numpy). Inside `torch.compile` (`jit_compile=True`), where inductor fuses
-    Keras' update itself, and on TensorFlow and JAX it is Keras' AdamW.
+    Keras' update itself, in a training step captured as a CUDA graph (the
+    fused kernel's step count and learning rate are Python numbers, which a
+    replay would repeat), and on TensorFlow and JAX it is Keras' AdamW.
 
     The update overrides Keras' private `Optimizer._backend_update_step`
     (checked in `tests/test_keras_internals.py`); gradient clipping,
@@ -52,7 +54,9 @@ class AdamW(keras.optimizers.AdamW):
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
         import torch
 
-        if torch.compiler.is_compiling():
+        from keras_attn.torch_runtime import cuda_graph
+
+        if torch.compiler.is_compiling() or cuda_graph.is_recording():
             return keras_internals.torch_adam_update(
                 self, grads, trainable_variables, learning_rate
             )

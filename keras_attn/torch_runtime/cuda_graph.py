@@ -2,6 +2,29 @@
 check, the warm-up CUDA asks for before a capture, the capture and the
 replay (`StepGraph`, `PassGraph`, `TrainGraph` build on it)."""
 
+import contextlib
+
+# How many runs that a graph records (a warm-up and its capture) are open.
+_RECORDING = [0]
+
+
+@contextlib.contextmanager
+def recording():
+    """Marks the runs a graph will replay (the warm-up and the capture):
+    code with a host-side fast path that a graph cannot replay takes its
+    graph-safe path inside (`keras_attn.optimizers.AdamW`: Keras' tensor
+    update instead of the fused one, which reads the step on the host)."""
+    _RECORDING[0] += 1
+    try:
+        yield
+    finally:
+        _RECORDING[0] -= 1
+
+
+def is_recording():
+    """Whether a run that a graph records is open (`recording`)."""
+    return _RECORDING[0] > 0
+
 
 class CapturedGraph:
     """A `torch.cuda.CUDAGraph` recorded from one run of a function and

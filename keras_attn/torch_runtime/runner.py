@@ -59,16 +59,16 @@ class TorchRunner:
         while `torch.compile` traces the call (Keras' whole-step compile):
         the model calls Keras' pass itself there."""
         now = settings.current()
-        path = self.choose(model, inputs, training, mask, kwargs, now)
-        self.last["training" if training else "inference"] = path
-        if path.name == "keras":
+        path = self.keras_reason(inputs, mask, kwargs, now)
+        if path is not None:
+            self.last["training" if training else "inference"] = path
             return keras_call()
+        flat = keras_internals.standardized_inputs(model, inputs)
+        path = self.choose(model, flat, training, now)
+        self.last["training" if training else "inference"] = path
         if self.direct_graph is None:
             self.direct_graph = DirectGraph(model)
-        blocks = model._blocks_template() if path.name == "compiled blocks" or (
-            path.name == "cuda graph" and compiles_blocks(model, now)
-        ) else None
-        flat = keras_internals.standardized_inputs(model, inputs)
+        blocks = model._blocks_template() if compiles_blocks(model, now) else None
 
         def run(values):
             return self.direct_graph(model, values, training, blocks_template=blocks)
@@ -77,8 +77,9 @@ class TorchRunner:
             return self.pass_graphs(model, run, flat)
         return run(flat)
 
-    def choose(self, model, inputs, training, mask, kwargs, now):
-        """The `Path` of an eager torch pass of `model` (see `TorchRunner`)."""
+    @staticmethod
+    def keras_reason(inputs, mask, kwargs, now):
+        """The `Path` of a call that Keras' own pass must run, or None."""
         if any(isinstance(value, keras.KerasTensor) for value in keras.tree.flatten(inputs)):
             return Path("keras", "symbolic inputs: the call builds a graph")
         if any(value is not None for value in keras.tree.flatten(mask)) or kwargs:
@@ -86,13 +87,21 @@ class TorchRunner:
                         "`Functional.call` handles")
         if not now.direct_pass:
             return Path("keras", "KERAS_ATTN_DIRECT_PASS is off")
-        if not training and now.cuda_graphs and pass_graph.on_gpu(
-            keras.tree.flatten(inputs)
-        ) and not _autograd_on():
+        return None
+
+    @staticmethod
+    def choose(model, flat, training, now):
+        """The `Path` of an eager torch pass of `model` on its standardized
+        inputs `flat`, once Keras' pass is ruled out (see `TorchRunner`)."""
+        if (
+            not training and now.cuda_graphs and pass_graph.on_gpu(flat)
+            and pass_graph.capturable_now()
+        ):
             return Path("cuda graph")
+        graph_reason = _graph_reason(training, flat, now)
         if compiles_blocks(model, now):
-            return Path("compiled blocks", _graph_reason(training, inputs, now))
-        return Path("direct", _direct_reason(model, now, training, inputs))
+            return Path("compiled blocks", graph_reason)
+        return Path("direct", f"{_blocks_reason(model, now)}; {graph_reason}")
 
     def train_step(self, model, data, step):
         """Keras' torch `train_step(data)` (`step`), replayed as a captured
@@ -118,33 +127,23 @@ def compiles_blocks(model, now=None):
     )
 
 
-def _graph_reason(training, inputs, now):
+def _graph_reason(training, flat, now):
     """Why a pass is not replayed as a CUDA graph (the path after it)."""
     if training:
         return "a training pass (its graph is the whole training step's, on a GPU)"
     if not now.cuda_graphs:
         return "KERAS_ATTN_TORCH_CUDA_GRAPHS is off"
-    if not pass_graph.on_gpu(keras.tree.flatten(inputs)):
+    if not pass_graph.on_gpu(flat):
         return "inputs not on a GPU: CUDA graphs need one"
     return "autograd is on: a graph's outputs carry no gradient (use torch.no_grad() or predict)"
 
 
-def _direct_reason(model, now, training, inputs):
-    """Why a direct pass does not compile its blocks (nor replay a graph)."""
+def _blocks_reason(model, now):
+    """Why a direct pass does not compile its blocks."""
     if not keras_internals.jit_compile_requested(model):
-        reason = "blocks not compiled: compile(jit_compile=True) compiles them"
-    elif not now.compile_blocks:
-        reason = "blocks not compiled: KERAS_ATTN_COMPILE_BLOCKS is off"
-    elif model._blocks_template() is None:
-        reason = "blocks not compiled: the model's blocks are unknown (not built by the builder)"
-    else:
-        reason = "blocks not compiled inside a stateless or symbolic scope"
-    return f"{reason}; {_graph_reason(training, inputs, now)}"
-
-
-def _autograd_on():
-    """Whether torch records gradients now: a captured pass's outputs would
-    carry none, so a pass that may be differentiated runs eagerly."""
-    import torch
-
-    return torch.is_grad_enabled()
+        return "blocks not compiled: compile(jit_compile=True) compiles them"
+    if not now.compile_blocks:
+        return "blocks not compiled: KERAS_ATTN_COMPILE_BLOCKS is off"
+    if model._blocks_template() is None:
+        return "blocks not compiled: the model's blocks are unknown (not built by the builder)"
+    return "blocks not compiled inside a stateless or symbolic scope"

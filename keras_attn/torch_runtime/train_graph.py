@@ -7,7 +7,9 @@ import sys
 import optree
 
 from keras_attn import keras_internals
-from keras_attn.torch_runtime.cuda_graph import CapturedGraph, NotCapturable
+from keras_attn.torch_runtime.cuda_graph import CapturedGraph
+from keras_attn.torch_runtime.cuda_graph import NotCapturable
+from keras_attn.torch_runtime.cuda_graph import recording
 
 LOGGER = logging.getLogger("keras_attn")
 
@@ -50,8 +52,7 @@ class TrainGraph(CapturedGraph):
     - what a graph cannot replay is refused, with the place in the step
       that does it: reading a tensor's value on the host (`.item()`,
       `bool(tensor)`, Keras' `ops.cond` on torch: gradient accumulation,
-      EMA overwrites, loss scaling; `keras_attn.optimizers.AdamW`'s fused
-      update, which reads the step count and learning rate as numbers),
+      EMA overwrites, loss scaling),
       drawing random numbers from an explicit `torch.Generator` (a seeded
       `keras.random.SeedGenerator`, such as `Dropout(seed=...)`: it would
       replay one mask), building a tensor from host data, copying between
@@ -98,7 +99,7 @@ class TrainGraph(CapturedGraph):
         values = [id(variable.value) for variable in self.state]
         constants = python_constants(optimizer)
         watch = StepWatch(self.on_device)
-        with watch:
+        with watch, recording():
             logs = self.warm_up(lambda: step(self.data))
         problems = list(watch.problems)
         for variable, value in zip(self.state, values):
@@ -117,7 +118,7 @@ class TrainGraph(CapturedGraph):
             return logs
         watch = StepWatch(self.on_device, strict=True)
         try:
-            with watch:
+            with watch, recording():
                 self.outputs = self.capture(lambda: step(self.data))
         except Exception as error:  # noqa: BLE001 - any operation a graph cannot record
             self.refusal = str(error) if isinstance(error, NotCapturable) else (

@@ -4,8 +4,9 @@ On the CPU, with CUDA's capture and replay emulated (`EmulatedCuda`, whose
 capture here puts back what the run wrote: a real capture records without
 running): captured steps give the eager steps' weights and logs, a
 signature's first step is eager, its second captured, then replayed; what
-a graph cannot replay (a seeded dropout, gradient accumulation,
-keras_attn's fused AdamW) runs eagerly with one warning; a graph is never
+a graph cannot replay (a seeded dropout, gradient accumulation) runs
+eagerly with one warning; keras_attn's AdamW is captured by its tensor
+update; a graph is never
 replayed after LoRA or a recompile.
 On a GPU: 3 captured steps equal 3 eager ones, and two replays draw
 different dropout masks."""
@@ -146,9 +147,17 @@ def test_gradient_accumulation_runs_eagerly(caplog):
     assert "eager at a batch signature" in graphs.describe()
 
 
-def test_fused_adamw_runs_eagerly(caplog):
-    message, _ = refused_training(lambda: keras_attn.optimizers.AdamW(1e-2), caplog)
-    assert "fused_adam_update" in message
+def test_keras_attn_adamw_is_captured_by_its_tensor_update():
+    """keras_attn's AdamW updates eagerly by torch's fused kernel, whose
+    step count and learning rate are Python numbers a replay would repeat;
+    a recorded step takes Keras' tensor update instead (`recording`), and
+    three steps equal three eager (fused) ones."""
+    data = batches()
+    graphs = CpuTrainGraphs()
+    captured = train(keras_attn.optimizers.AdamW(1e-2), data, graphs)
+    assert_same_training(captured, train(keras_attn.optimizers.AdamW(1e-2), data))
+    assert (graphs.eager_steps, graphs.captures, graphs.replays) == (1, 1, 1)
+    assert not graphs.refused
 
 
 def test_seeded_dropout_runs_eagerly(caplog):
