@@ -15,7 +15,9 @@ In one process, on the backend KERAS_BACKEND selects, this measures:
   on the device: jitted on JAX and TensorFlow, eager without gradients on
   torch), where the per-call overhead of the framework shows, inference
   (`predict_on_batch`) at batch 8 x 128, 2 x 512 and (on a GPU) 32 x 512,
-  and one training step (forward, backward, AdamW) at 8 x 128.
+  and one training step (forward, backward, AdamW) at 8 x 128; on a GPU
+  also the call at 8 x 128, 2 x 512 and 32 x 512, inference at 1 x 8 and
+  the training step at 2 x 512 (`--measurements` picks among them all).
 
 Every contender computes on the backend's device (transformers' model and
 inputs are moved to the GPU Keras uses; a run that would mix devices is
@@ -59,11 +61,16 @@ SHAPES = {
     "call 1x8": (1, 8), "inference 8x128": (8, 128), "inference 2x512": (2, 512),
     "inference 32x512": (32, 512), "train step 8x128": (8, 128),
     "call 8x128": (8, 128), "call 32x512": (32, 512),
+    "inference 1x8": (1, 8), "call 2x512": (2, 512), "train step 2x512": (2, 512),
 }
 # Measured by default on a GPU only: 32 x 512 takes some 20 s a call on a
 # 2-core CPU, and there a call and `predict_on_batch` differ by nothing but
-# the copies between host and device, which the GPU rows separate.
-GPU_ONLY_SHAPES = ("inference 32x512", "call 8x128", "call 32x512")
+# the copies between host and device, which the GPU rows separate (so the
+# CPU's rows stay those committed; a second training shape likewise).
+GPU_ONLY_SHAPES = (
+    "inference 32x512", "call 8x128", "call 32x512", "inference 1x8", "call 2x512",
+    "train step 2x512",
+)
 
 
 # A contender measured only when `--models` names it (`ours_einsum_attention`).

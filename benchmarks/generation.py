@@ -79,6 +79,15 @@ float32, this measures:
    new tokens and over all of them) checks that they compute the same
    model.
 
+With `--first-call-only`, each of the `--parts` among the pretrained shapes
+is built and generated from once, keras_attn alone: the seconds of the
+process's first `generate` (its compile included, on torch where the step
+compiles). Run twice, in two processes that share torch's compile caches
+(`KERAS_ATTN_TORCH_COMPILE_CACHE`, `keras_attn.torch_runtime.compile_cache`),
+the second says what a later process pays; the result records the cache
+folder and, on torch, the hits and misses of torch's caches, in
+`generation_first_call_<backend>.json`.
+
 Results go to `benchmarks/results/generation_<backend>.json` (parts 1 and
 2), with `cached_over_uncached_tokens_per_second` and
 `keras_attn_over_keras_hub_tokens_per_second` fields, and
@@ -95,6 +104,7 @@ tables.
     KERAS_BACKEND=jax python benchmarks/generation.py --quick  # 1 repeat, window to 4k
     KERAS_BACKEND=torch python benchmarks/generation.py --parts gpt2 t5 --new-tokens 64
     KERAS_BACKEND=torch python benchmarks/generation.py --parts llama --new-tokens 64 --no-keras-hub
+    KERAS_BACKEND=torch python benchmarks/generation.py --parts gpt2 --first-call-only  # twice
 
 Not part of the test suite.
 """
@@ -103,6 +113,7 @@ import argparse
 import os
 import resource
 import tempfile
+import time
 
 import keras
 import numpy as np
@@ -724,6 +735,39 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
     return result
 
 
+def first_call(family, new_tokens):
+    """The seconds of keras_attn's first greedy `generate` in this process
+    for one of `PRETRAINED_SHAPES` (compiling included), with where torch's
+    compile caches are and what they held."""
+    shape = PRETRAINED_SHAPES[family]
+    prompt_ids = prompts(BATCH, PROMPT, shape["vocab_size"])
+    with tempfile.TemporaryDirectory() as directory:
+        random_transformers_model(family, directory)
+        application = {"application": shape["application"]} if "application" in shape else {}
+        model = keras_attn.build_transformer_model(directory, **application)
+    started = time.perf_counter()
+    tokens = model.generate(prompt_ids, new_tokens)
+    seconds = time.perf_counter() - started
+    if np.shape(tokens) != (BATCH, new_tokens):
+        raise RuntimeError(f"keras_attn returned new tokens of shape {np.shape(tokens)}.")
+    result = {
+        "model": shape["description"], "batch": BATCH, "prompt_length": PROMPT,
+        "new_tokens": new_tokens, "device": device_name(), "first_call_seconds": seconds,
+    }
+    if BACKEND == "torch":
+        from torch._dynamo.utils import counters
+
+        from keras_attn.torch_runtime import compile_cache
+
+        result["compile_cache"] = compile_cache.ensure()._asdict()
+        result["torch_cache_counters"] = {
+            key: count for group in ("inductor", "aot_autograd")
+            for key, count in counters[group].items() if "cache" in key
+        }
+    print(f"{family:<5} keras_attn first call {seconds:.1f} s  {result.get('compile_cache', '')}")
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -740,6 +784,9 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS,
                         help="new tokens per row for the gpt2 and t5 parts")
     parser.add_argument("--no-keras-hub", action="store_true")
+    parser.add_argument("--first-call-only", action="store_true",
+                        help="keras_attn's first generate only, for each pretrained shape of "
+                             "--parts (run twice to measure a second process's first call)")
     parser.add_argument("--output", default=None)
     arguments = parser.parse_args()
     repeats = 1 if arguments.quick else arguments.repeats
@@ -747,6 +794,14 @@ def main():
     device = device_name()
     uncached_mode = arguments.uncached or ("estimate" if device == "cpu" else "loop")
     print(f"backend={BACKEND}, device={device}")
+    if arguments.first_call_only:
+        result = {
+            family: first_call(family, arguments.new_tokens)
+            for family in arguments.parts if family in PRETRAINED_SHAPES
+        }
+        write_result({"device": device, **result}, arguments.output,
+                     f"generation_first_call_{BACKEND}.json")
+        return
 
     result = {"device": device, "repeats": repeats}
     if "windowed" in arguments.parts:

@@ -1,61 +1,96 @@
 #!/usr/bin/env bash
-# The GPU rows of docs/speed.md in one run (issue 30): every contender on
-# the one GPU, each part in its own process under its own time limit, so
-# that one part failing or running long leaves the others' results.
+# The GPU rows of docs/speed.md in one run (issues 30 and 50): every
+# contender on the one GPU, each part in its own process under its own time
+# limit, so that one part failing or running long leaves the others'
+# results. Fits one 8-minute turn on one GPU.
 #
 #   bash benchmarks/gpu_rows.sh OUTPUT_DIR [SECONDS_PER_PART] [SECONDS_IN_ALL]
 #
-# Parts run in order of importance; one that would start with less than a
-# minute of SECONDS_IN_ALL left is skipped (and listed as skipped).
-# PARTS="torch_gpt2 torch_bert_float32" in the environment runs those only.
+# Parts run in order of importance, each under its own limit (below),
+# capped by SECONDS_PER_PART where given and by what is left of
+# SECONDS_IN_ALL (default 480); one that would start with less than 30 s
+# left is skipped (and listed as skipped):
+#   1. torch_bert_float32, torch_bert_bfloat16: BERT-base on torch against
+#      transformers (eager, SDPA): call and inference at 1x8, 8x128, 2x512,
+#      32x512, the training step (AdamW) at 8x128 and 2x512;
+#   2. torch_gpt2: greedy GPT-2 small generation against transformers'
+#      `generate` (its default and its static cache); keras_attn's warm-up
+#      is the first call of a process with empty compile caches;
+#      torch_gpt2_second_process: a second process's first call, reusing
+#      the caches the first left in one folder (KERAS_ATTN_TORCH_COMPILE_CACHE);
+#      jax_gpt2: the same generation on JAX;
+#   3. jax_bert_bfloat16: BERT-base on JAX against keras-hub in bfloat16,
+#      inference at 8x128, 2x512, 32x512 and the training step at 8x128;
+#   4. torch_gpu_tests: the tests that run only on a CUDA GPU (captured
+#      CUDA graphs of the decoding step, passes and training steps);
+#   5. if time is left: the compiled blocks (`jit_compile=True`) against
+#      transformers in float32, a torch profile, JAX in float32.
+# PARTS="torch_gpt2 torch_gpt2_second_process" in the environment runs those
+# only.
 #
 # Needs keras_attn importable (PYTHONPATH or an install), keras, keras-hub,
 # JAX with CUDA, a CUDA torch, transformers and pytest. Writes each part's
-# JSON and log into OUTPUT_DIR.
+# JSON and log into OUTPUT_DIR, and parts.txt: each part's exit status and
+# seconds (124: stopped at its limit).
 set -u
 out=${1:?usage: gpu_rows.sh OUTPUT_DIR [SECONDS_PER_PART] [SECONDS_IN_ALL]}
-limit=${2:-150}
-total=${3:-1800}
+cap=${2:-600}
+total=${3:-480}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=3 XLA_PYTHON_CLIENT_PREALLOCATE=false
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
 
-part() {  # part NAME BACKEND ARGS...: one benchmark, its log in NAME.log
-    local name=$1 backend=$2
-    shift 2
+# torch's compile caches, empty at the start of the run and shared by its
+# processes (not under OUTPUT_DIR: they are large and machine-specific).
+cache=$(mktemp -d "${TMPDIR:-/tmp}/keras_attn_gpu_rows_cache.XXXXXX")
+trap 'rm -rf "$cache"' EXIT
+unset TORCHINDUCTOR_CACHE_DIR
+export KERAS_ATTN_TORCH_COMPILE_CACHE=$cache
+
+part() {  # part NAME SECONDS BACKEND ARGS...: one benchmark, its log in NAME.log
+    local name=$1 seconds=$2 backend=$3
+    shift 3
     local started=$SECONDS left=$((total - SECONDS))
     if [[ -n ${PARTS:-} && " $PARTS " != *" $name "* ]]; then
         return
     fi
-    if ((left < 60)); then
+    if ((left < 30)); then
         echo "$name: skipped, $left s left" | tee -a "$out/parts.txt"
         return
     fi
-    KERAS_BACKEND=$backend timeout "$((left < limit ? left : limit))" python3 "$@" > "$out/$name.log" 2>&1
-    echo "$name: exit $? after $((SECONDS - started)) s" | tee -a "$out/parts.txt"
+    ((seconds > cap)) && seconds=$cap
+    ((seconds > left)) && seconds=$left
+    KERAS_BACKEND=$backend timeout -k 10 "$seconds" python3 "$@" > "$out/$name.log" 2>&1
+    echo "$name: exit $? after $((SECONDS - started)) s (limit $seconds s)" | tee -a "$out/parts.txt"
 }
 
-torch_peers=(--models keras_attn "transformers (eager)")
-part torch_bert_float32 torch "$here/bert_base.py" "${torch_peers[@]}" --repeats 10 --output "$out"
-# `jit_compile=True` (compiled blocks) apart, into its own folder: the
-# eager rows above keep their file and survive a compile that runs long.
-compiled_peers=(--models "keras_attn (torch.compile)" "transformers (eager)")
-part torch_bert_compiled_float32 torch "$here/bert_base.py" "${compiled_peers[@]}" --repeats 10 --output "$out/compiled"
-part torch_gpt2 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
-# The tests that run only on a CUDA GPU: CUDA-graph replay of the decoding
-# step equals the compiled step, one capture per shape (needs pytest).
-part torch_gpu_tests torch -m pytest "$here/../tests/torch_runtime/test_step_graph.py" -q -rfE -p no:cacheprovider
-part jax_bert_float32 jax "$here/bert_base.py" --repeats 10 --output "$out"
-part torch_bert_bfloat16 torch "$here/bert_base.py" "${torch_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out"
-part torch_bert_compiled_bfloat16 torch "$here/bert_base.py" "${compiled_peers[@]}" --repeats 10 --dtype bfloat16 --output "$out/compiled"
-part jax_gpt2 jax "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
-part torch_profile torch "$here/torch_profile.py" --output "$out/torch_profile.txt"
-part jax_bert_bfloat16 jax "$here/bert_base.py" --repeats 10 --dtype bfloat16 --output "$out"
-# Issue 30, item 5: the attention kernel's share of JAX's gap to keras-hub in
-# bfloat16: keras_attn with the fused kernel (cuDNN's flash attention where
-# Keras picks it), with its einsum path (as keras-hub computes attention),
-# and with Keras' flash attention switched off (XLA's composition).
-jax_attention=(--models keras_attn "keras_attn (einsum attention)" keras-hub --repeats 10 --dtype bfloat16)
-part jax_bert_bfloat16_attention jax "$here/bert_base.py" "${jax_attention[@]}" --output "$out/attention"
-part jax_bert_bfloat16_no_flash jax "$here/bert_base.py" "${jax_attention[@]}" --flash-attention off --output "$out/no_flash"
+# 1. BERT-base on torch against transformers, float32 and bfloat16.
+torch_peers=(--models keras_attn "transformers (eager)" --repeats 10)
+torch_rows=(--measurements "call 1x8" "call 8x128" "call 2x512" "call 32x512"
+    "inference 1x8" "inference 8x128" "inference 2x512" "inference 32x512"
+    "train step 8x128" "train step 2x512")
+part torch_bert_float32 75 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --output "$out"
+part torch_bert_bfloat16 75 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --dtype bfloat16 --output "$out"
+# 2. GPT-2 small generation: torch with a cold cache, a second torch
+# process on the first's caches, JAX.
+part torch_gpt2 140 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
+part torch_gpt2_second_process 75 torch "$here/generation.py" --parts gpt2 --first-call-only --output "$out/second_process"
+part jax_gpt2 75 jax "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
+# 3. JAX against keras-hub in bfloat16, the rows of issue 50 item 5.
+part jax_bert_bfloat16 90 jax "$here/bert_base.py" --models keras_attn keras-hub --repeats 10 --dtype bfloat16 \
+    --measurements "inference 8x128" "inference 2x512" "inference 32x512" "train step 8x128" --output "$out"
+# 4. The tests that run only on a CUDA GPU (on a CPU they skip or emulate).
+gpu_tests=()
+for file in test_step_graph.py test_pass_graph.py test_train_graph.py; do
+    [[ -f $here/../tests/torch_runtime/$file ]] && gpu_tests+=("$here/../tests/torch_runtime/$file")
+done
+part torch_gpu_tests 60 torch -m pytest "${gpu_tests[@]}" -q -rfE -p no:cacheprovider
+# 5. If time is left. `jit_compile=True` (compiled blocks) apart, into its
+# own folder: the eager rows above keep their file.
+compiled_peers=(--models "keras_attn (torch.compile)" "transformers (eager)" --repeats 10)
+part torch_bert_compiled_float32 90 torch "$here/bert_base.py" "${compiled_peers[@]}" \
+    --measurements "call 1x8" "inference 8x128" "inference 2x512" "train step 8x128" --output "$out/compiled"
+part torch_profile 60 torch "$here/torch_profile.py" --output "$out/torch_profile.txt"
+part jax_bert_float32 90 jax "$here/bert_base.py" --models keras_attn keras-hub --repeats 10 --output "$out"

@@ -65,7 +65,7 @@ SWITCHES = {
     ),
     "KERAS_ATTN_TORCH_COMPILE_CACHE": Switch(
         True, "torch's compile caches of what keras_attn compiles are kept in one folder "
-        "across processes: TORCHINDUCTOR_CACHE_DIR if set, else keras_attn/torch_compile "
+        "across processes: the user's TORCHINDUCTOR_CACHE_DIR, else keras_attn/torch_compile "
         "under $XDG_CACHE_HOME or ~/.cache (off: torch's own settings; a folder: that folder)",
         folder=True,
     ),

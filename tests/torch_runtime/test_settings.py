@@ -10,6 +10,7 @@ import pytest
 
 import keras_attn
 from keras_attn.torch_runtime import settings
+from keras_attn.torch_runtime import compile_cache
 from keras_attn.torch_runtime import compiled_step
 
 # How the runtime reads each switch: every one together (`settings.current`).
@@ -19,6 +20,8 @@ READERS = {
     "KERAS_ATTN_TORCH_CUDA_GRAPHS": lambda: settings.current().cuda_graphs,
     # "always" / "never" / "auto" on torch; None (nothing read) elsewhere.
     "KERAS_ATTN_TORCH_COMPILE": compiled_step.torch_compile_mode,
+    # True (the default folder) / False / a folder path.
+    "KERAS_ATTN_TORCH_COMPILE_CACHE": compile_cache.setting,
 }
 COMPILE_MODES = {True: "always", False: "never", "auto": "auto"}
 
