@@ -258,3 +258,28 @@ def test_on_gpu_captured_steps_equal_eager_and_dropout_draws_new_masks():
     torch.cuda.synchronize()
     assert graphs.replays == 2, graphs.describe()
     assert losses[2] != losses[3]
+
+
+def test_fit_runs_captured_steps_through_the_runner(monkeypatch):
+    """`fit` of a `TransformerModel` on a GPU (CUDA emulated) reaches the
+    runner's `TrainGraphs`: the first step eager, the second captured, the
+    third replayed, the weights those of an eager `fit`."""
+    data = batches()
+    x = {name: np.concatenate([batch[0][index].numpy() for batch in data])
+         for index, name in enumerate(("token_ids", "segment_ids"))}
+    y = np.concatenate([batch[1].numpy() for batch in data])
+
+    def fitted(graphs):
+        model, _ = model_and_step(keras.optimizers.AdamW(1e-2))
+        if graphs:
+            monkeypatch.setattr(train_graph, "on_gpu", lambda data: True)
+            model._runner.train_graphs.graph_class = CpuTrainGraph
+        model.fit(x, y, batch_size=4, shuffle=False, verbose=0)
+        return model
+
+    eager = fitted(False)
+    captured = fitted(True)
+    graphs = captured._runner.train_graphs
+    assert (graphs.eager_steps, graphs.captures, graphs.replays) == (1, 1, 1)
+    for weight, expected in zip(captured.get_weights(), eager.get_weights()):
+        np.testing.assert_allclose(weight, expected, atol=1e-5)
