@@ -71,8 +71,8 @@ torch_peers=(--models keras_attn "transformers (eager)" --repeats 10)
 torch_rows=(--measurements "call 1x8" "call 8x128" "call 2x512" "call 32x512"
     "inference 1x8" "inference 8x128" "inference 2x512" "inference 32x512"
     "train step 8x128" "train step 2x512")
-part torch_bert_float32 75 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --output "$out"
-part torch_bert_bfloat16 75 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --dtype bfloat16 --output "$out"
+part torch_bert_float32 100 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --output "$out"
+part torch_bert_bfloat16 90 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --dtype bfloat16 --output "$out"
 # 2. GPT-2 small generation: torch with a cold cache, a second torch
 # process on the first's caches, JAX.
 part torch_gpt2 140 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
