@@ -78,6 +78,8 @@ lists (`references`, see `keras_attn.checkpoints.families`):
 | ELECTRA                | discriminator | `ElectraForPreTraining`'s `logits`        |
 | LLaMA, Mistral, Qwen2, Qwen3 | lm    | `AutoModelForCausalLM`'s `logits`           |
 | LLaMA, Mistral, Qwen2, Qwen3 | encoder | `AutoModel`'s `last_hidden_state`         |
+| Gemma, Gemma 2, Gemma 3      | lm    | `AutoModelForCausalLM`'s `logits`           |
+| Gemma, Gemma 2, Gemma 3      | encoder | `AutoModel`'s `last_hidden_state`         |
 
 The last line says which of these ran.
 

@@ -16,6 +16,7 @@ from keras_attn.layers.kerple_bias import KerpleBias
 from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.local_mask_baseline import LocalMaskBaseline
+from keras_attn.layers.logit_soft_cap import LogitSoftCap
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.output_mask import OutputMask
 from keras_attn.layers.position_embedding import PositionEmbedding

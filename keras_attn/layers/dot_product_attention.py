@@ -5,7 +5,7 @@ probabilities, for the fused, einsum and banded paths alike.
 `(batch, length, heads, size)` layout, one merged boolean mask (see
 `masking.merge_attention_masks`) and one additive bias, and owns everything
 between them and the attention result: log-n scaling, the `1/sqrt(key_size)`
-scale, folding the mask into the scores, the float32 normalisation (softmax,
+scale, logit soft-capping, folding the mask into the scores, the float32 normalisation (softmax,
 or GAU's squared ReLU and softmax-plus), the rule that a
 query row with no visible key gets a zero result, dropout, optional mixing of
 scores across heads, and the choice between the backend's fused kernel
@@ -96,6 +96,28 @@ def masked_squared_relu(logits, mask=None):
     return weights / visible
 
 
+def soft_cap(logits, cap):
+    """`cap * tanh(logits / cap)`: `logits` squashed smoothly into `(-cap,
+    cap)`, nearly unchanged where small (Gemma 2's attention and final
+    logit soft-capping; Bello et al. 2016, "Neural Combinatorial
+    Optimization with Reinforcement Learning", https://arxiv.org/abs/1611.09940).
+    Computed in `logits`' dtype."""
+    cap = ops.cast(cap, logits.dtype)
+    return ops.multiply(ops.tanh(ops.divide(logits, cap)), cap)
+
+
+def check_soft_cap(argument, value):
+    """Raises a ValueError naming `argument` unless `value` is None or a
+    positive number."""
+    if value is None:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+        raise ValueError(
+            f"`{argument}` must be None or a positive number (the cap of `cap * "
+            f"tanh(logits / cap)`); received {value!r}."
+        )
+
+
 _HIGHER_ORDER = threading.local()
 
 
@@ -146,7 +168,8 @@ class DotProductAttention:
 
     For each head `n`, query row `i` and key `j`:
 
-        L[n]_ij = mix_logits(q_i . k_j * scale)[n] + bias[n]_ij   (float32)
+        S[n]_ij = q_i . k_j * scale, or c tanh(q_i . k_j * scale / c)  (float32)
+        L[n]_ij = mix_logits(S)[n] + bias[n]_ij
         W[n]_ij = softmax_j(L[n]_ij) over the keys `mask` keeps, 0 elsewhere
         o_i[n] = sum_j dropout(mix_probabilities(W)[n])_ij v[n]_j
 
@@ -157,6 +180,9 @@ class DotProductAttention:
       gradients;
     - with `log_n_train_length`, the queries of a row that sees `n` keys are
       multiplied by `max(1, log(n) / log(log_n_train_length))`;
+    - with `logit_soft_cap` `c`, every score is capped (`soft_cap`) before
+      the bias and the mask are added, in the full pass, on banded blocks
+      and in a cached decoding step alike;
     - `n`, wherever a normalisation uses it, counts the keys the row sees
       under the merged `mask` (padding, causality, windows), so a decoding
       step against a cache gives what the full pass gives;
@@ -174,7 +200,8 @@ class DotProductAttention:
       to the queries, so it stays on the fused path.
 
     The fused path (`fused_attention`) is taken when `fused` allows it and
-    nothing needs the einsum: no scores are returned, dropout is
+    nothing needs the einsum: no scores are returned, no `logit_soft_cap`
+    (fused kernels cannot cap the scores), dropout is
     inactive for this call (`training` falsy or a rate of 0), no mixing hook
     is set (fused kernels cannot mix heads), the normalisation is a softmax
     (`"softmax"` or `"softmax_plus"`), and the computation is not
@@ -218,6 +245,11 @@ class DotProductAttention:
             the call's `distance`: ReRoPE's clipped rotary scores
             (`keras_attn.layers.rerope.ClippedRotaryLogits`). Einsum path
             only.
+        logit_soft_cap: None, or `c > 0`: the scores (after `scale`,
+            `relative_position` and `position_logits`) become `c tanh(S / c)`
+            before `mix_logits`, the bias and the mask (Gemma 2's
+            `attn_logit_softcapping`). Einsum path only; another value is a
+            ValueError naming it.
         normalization: one of `NORMALIZATIONS` (see above); another value
             is a ValueError naming them, as is `"softmax_plus"` with
             `log_n_train_length` (two log-n scalings).
@@ -232,8 +264,10 @@ class DotProductAttention:
     relative_position: Optional[keras.layers.Layer] = None
     position_logits: Optional[Callable] = None
     normalization: str = "softmax"
+    logit_soft_cap: Optional[float] = None
 
     def __post_init__(self):
+        check_soft_cap("logit_soft_cap", self.logit_soft_cap)
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(
                 f"`normalization` must be one of {NORMALIZATIONS}; received "
@@ -291,7 +325,7 @@ class DotProductAttention:
             return False
         if self.relative_position is not None or self.normalization == "squared_relu":
             return False
-        if self.position_logits is not None:
+        if self.position_logits is not None or self.logit_soft_cap is not None:
             return False
         if keras.backend.standardize_dtype(dtype) == "float16" and jax_runs_on_cpu():
             return False
@@ -325,6 +359,8 @@ class DotProductAttention:
             logits = ops.cast(ops.einsum("btnh,bsnh->bnts", query, key), "float32")
         if relative is not None:
             logits = logits + relative.key_logits(query, distance)
+        if self.logit_soft_cap is not None:
+            logits = soft_cap(logits, self.logit_soft_cap)
         if self.mix_logits is not None:
             logits = self.mix_logits(logits)
         if bias is not None:

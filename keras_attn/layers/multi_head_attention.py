@@ -14,6 +14,7 @@ from keras_attn.layers.functional_relative_position import FunctionalRelativePos
 from keras_attn.layers.functional_relative_position import check_max_relative_position
 from keras_attn.layers.relative_position_bias import add_distance_bias
 from keras_attn.layers.dot_product_attention import DotProductAttention
+from keras_attn.layers.dot_product_attention import check_soft_cap
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
@@ -132,6 +133,9 @@ class MultiHeadAttention(keras.layers.Layer):
             sublayers `query_norm` and `key_norm`) applied after the
             projection and before the rotary positions (Qwen3's `q_norm`
             and `k_norm`).
+        query_key_norm_scale_offset: added to those norms' learned scales
+            (see `keras_attn.layers.RMSNormalization`'s `scale_offset`):
+            Gemma 3's `1 + w` norms take 1.0. Default 0.
         rotary_layout: which query/key features RoPE rotates together:
             `"interleaved"` (`2m, 2m + 1`, RoFormer's) or `"half"` (`m, m +
             key_size / 2`, LLaMA's `rotate_half`); see `RotaryEmbedding`.
@@ -141,6 +145,10 @@ class MultiHeadAttention(keras.layers.Layer):
             (True, the default, or False), or the factor itself, a positive
             number (GPT-2's `scale_attn_by_inverse_layer_idx` gives block
             `i` the factor `1 / (sqrt(key_size) * (i + 1))`).
+        attention_logit_soft_cap: None, or `c > 0`: each score becomes
+            `c tanh(score / c)` before the bias and the mask (Gemma 2's
+            `attn_logit_softcapping`; see `DotProductAttention`), in every
+            pass; such a layer takes the einsum path.
         fused_attention: None (the default) takes the fused path where it
             applies and, for decoupled widths, where it is the faster one;
             True takes it for decoupled widths too (zero-padded); False
@@ -271,6 +279,7 @@ class MultiHeadAttention(keras.layers.Layer):
         key_value_heads=None,
         output_use_bias=None,
         query_key_norm_epsilon=None,
+        query_key_norm_scale_offset=0.0,
         rotary_layout="interleaved",
         attention_dropout=0.0,
         attention_scale=True,
@@ -288,6 +297,7 @@ class MultiHeadAttention(keras.layers.Layer):
         bias_initializer="zeros",
         projection_policies=None,
         normalization="softmax",
+        attention_logit_soft_cap=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -356,6 +366,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"{query_key_norm_epsilon!r}."
             )
         check_max_relative_position(max_relative_position)
+        check_soft_cap("attention_logit_soft_cap", attention_logit_soft_cap)
         check_positive_integer("attention_window", attention_window, optional=True)
         if blockwise_attention and attention_window is None:
             raise ValueError(
@@ -384,6 +395,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.output_use_bias = output_use_bias
         self.query_key_norm_epsilon = query_key_norm_epsilon
+        self.query_key_norm_scale_offset = query_key_norm_scale_offset
+        self.attention_logit_soft_cap = attention_logit_soft_cap
         self.rotary_layout = rotary_layout
         # The kernel's options.
         self.attention_dropout, self.attention_scale = attention_dropout, attention_scale
@@ -420,7 +433,8 @@ class MultiHeadAttention(keras.layers.Layer):
         if query_key_norm_epsilon is not None:
             self.query_norm, self.key_norm = (
                 RMSNormalization(
-                    epsilon=query_key_norm_epsilon, dtype=self.dtype_policy, name=name
+                    epsilon=query_key_norm_epsilon, scale_offset=query_key_norm_scale_offset,
+                    dtype=self.dtype_policy, name=name,
                 )
                 for name in ("query_norm", "key_norm")
             )
@@ -439,6 +453,7 @@ class MultiHeadAttention(keras.layers.Layer):
             relative_position=self._make_relative_position(),
             position_logits=self._clipped_rotary,
             normalization=normalization,
+            logit_soft_cap=attention_logit_soft_cap,
         )
 
     def _make_relative_position(self):
@@ -814,6 +829,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "key_value_heads": self.key_value_heads,
                 "output_use_bias": self.output_use_bias,
                 "query_key_norm_epsilon": self.query_key_norm_epsilon,
+                "query_key_norm_scale_offset": self.query_key_norm_scale_offset,
                 "rotary_layout": self.rotary_layout,
                 "out_dim": self.out_dim,
                 "attention_dropout": self.attention_dropout,
@@ -829,6 +845,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "log_n_train_length": self.log_n_train_length,
                 "max_relative_position": self.max_relative_position,
                 "normalization": self.normalization,
+                "attention_logit_soft_cap": self.attention_logit_soft_cap,
                 **projection_config(self),
             }
         )

@@ -19,9 +19,18 @@ class RMSNormalization(keras.layers.RMSNormalization):
     epsilon)`: the parameter-free norm of RoFormer-v2 (bert4keras's
     `LayerNormalization(zero_mean=False, scale=False, offset=False)`).
 
+    With `scale_offset=c` the factor is `c + scale` and `scale` starts at
+    zeros: Gemma's norm, `y = x / sqrt(mean(x^2) + epsilon) * (1 + scale)`,
+    with `scale_offset=1.0`, so the variable holds what the checkpoint
+    stores (`w`, not `1 + w`: exact in any variable dtype, and a weight
+    decay pulls it towards the identity). That form is computed in float32,
+    the product included, and cast back to the input's dtype, as
+    transformers' `GemmaRMSNorm` does.
+
     Args:
         scale: whether the output is multiplied by a learned `scale`
             (default True, as in Keras' layer).
+        scale_offset: a number added to `scale` in the product (default 0).
         **kwargs: those of `keras.layers.RMSNormalization` (`axis`,
             `epsilon`) and base layer arguments.
 
@@ -35,23 +44,42 @@ class RMSNormalization(keras.layers.RMSNormalization):
     ```
     """
 
-    def __init__(self, scale=True, **kwargs):
+    def __init__(self, scale=True, scale_offset=0.0, **kwargs):
         super().__init__(**kwargs)
+        if not isinstance(scale_offset, (int, float)) or isinstance(scale_offset, bool):
+            raise ValueError(f"`scale_offset` must be a number; received {scale_offset!r}.")
+        if scale_offset and not scale:
+            raise ValueError(
+                f"`scale_offset={scale_offset!r}` is added to the learned scale; it needs "
+                "scale=True."
+            )
         self.use_scale = scale
+        self.scale_offset = float(scale_offset)
         self.supports_masking = True
 
     def build(self, input_shape):
-        if self.use_scale:
+        if self.use_scale and not self.scale_offset:
             super().build(input_shape)
             return
         if not isinstance(self.axis, (list, tuple)):
             self.axis = [self.axis]
+        if self.use_scale:
+            self.scale = self.add_weight(
+                name="scale", shape=tuple(input_shape[dim] for dim in self.axis),
+                initializer="zeros",
+            )
         self.built = True
 
     def call(self, x):
+        if self.scale_offset:
+            normed = keras.ops.rms_normalization(
+                keras.ops.cast(x, "float32"), axis=self.axis, epsilon=self.epsilon
+            )
+            factor = keras.ops.cast(self.scale, "float32") + self.scale_offset
+            return keras.ops.cast(normed * factor, x.dtype)
         if self.use_scale:
             return super().call(x)
         return keras.ops.rms_normalization(x, axis=self.axis, epsilon=self.epsilon)
 
     def get_config(self):
-        return {**super().get_config(), "scale": self.use_scale}
+        return {**super().get_config(), "scale": self.use_scale, "scale_offset": self.scale_offset}

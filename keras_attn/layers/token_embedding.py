@@ -24,15 +24,25 @@ class TokenEmbedding(keras.layers.Embedding):
     `NotImplementedError` (so `model.quantize` leaves the table in float
     with a warning).
 
-    Args: those of `keras.layers.Embedding`.
+    Args:
+        lookup_scale: None, or a number multiplying the rows a lookup
+            returns (cast to the compute dtype first, as transformers casts
+            Gemma's `sqrt(hidden_size)` to the weights' dtype); the reverse
+            projection is unscaled.
+        *args, **kwargs: those of `keras.layers.Embedding`.
 
     Call arguments:
         inputs: integer ids, or `(..., output_dim)` features when `reverse`.
         reverse: project features onto the vocabulary instead of looking up.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, lookup_scale=None, **kwargs):
         super().__init__(*args, **kwargs)
+        if lookup_scale is not None and (
+            not isinstance(lookup_scale, (int, float)) or isinstance(lookup_scale, bool)
+        ):
+            raise ValueError(f"`lookup_scale` must be None or a number; received {lookup_scale!r}.")
+        self.lookup_scale = lookup_scale
         # A reverse projection keeps its features' Keras mask (the padding).
         self.supports_masking = True
 
@@ -44,7 +54,12 @@ class TokenEmbedding(keras.layers.Embedding):
     def call(self, inputs, reverse=False):
         if reverse:
             return ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
-        return super().call(inputs)
+        return self._scaled(super().call(inputs))
+
+    def _scaled(self, rows):
+        if self.lookup_scale is None:
+            return rows
+        return ops.multiply(rows, ops.cast(self.lookup_scale, rows.dtype))
 
     def quantize(self, mode=None, type_check=True, config=None):
         if mode != "int8":
@@ -58,7 +73,9 @@ class TokenEmbedding(keras.layers.Embedding):
     # `keras_internals.embedding_int8_lookup`).
     def _int8_call(self, inputs, reverse=False, training=None):
         if not reverse:
-            return keras_internals.embedding_int8_lookup(self, inputs, training=training)
+            return self._scaled(
+                keras_internals.embedding_int8_lookup(self, inputs, training=training)
+            )
         # The table is `E = E_int8 / scale[:, None]`, one scale per vocabulary
         # row, so `hidden @ E^T` divides column `v` of `hidden @ E_int8^T`.
         table = keras_internals.int8_embedding_table(self)
@@ -69,6 +86,12 @@ class TokenEmbedding(keras.layers.Embedding):
             delta = ops.cast((self.lora_alpha / self.lora_rank) * delta, inputs.dtype)
             logits = ops.add(logits, ops.matmul(inputs, ops.transpose(delta)))
         return logits
+
+    def get_config(self):
+        config = super().get_config()
+        if self.lookup_scale is not None:
+            config["lookup_scale"] = self.lookup_scale
+        return config
 
     def compute_output_shape(self, input_shape, reverse=False):
         if reverse:

@@ -48,4 +48,7 @@ from keras_attn.models.llama import Llama
 from keras_attn.models.mistral import Mistral
 from keras_attn.models.qwen2 import Qwen2
 from keras_attn.models.qwen3 import Qwen3
+from keras_attn.models.gemma import Gemma
+from keras_attn.models.gemma2 import Gemma2
+from keras_attn.models.gemma3 import Gemma3
 from keras_attn.models.modernbert import ModernBert

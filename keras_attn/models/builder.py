@@ -158,7 +158,8 @@ def build_transformer_model(
             `"roformer"`, `"roformer_v2"`, `"alibi"`, `"kerple_log"`,
             `"kerple_power"`, `"sandwich"`, `"xpos"`; GAU blocks
             `"gau_alpha"`; the decoders `"gpt"`, `"gpt2"`, `"gpt2_ml"`,
-            `"llama"`, `"mistral"`, `"qwen2"`, `"qwen3"`; T5 `"t5"`,
+            `"llama"`, `"mistral"`, `"qwen2"`, `"qwen3"`, `"gemma"`,
+            `"gemma2"`, `"gemma3"`; T5 `"t5"`,
             `"t5.1.1"`, `"mt5.1.1"` and its encoder `"t5_encoder"`; or a name
             given to `keras_attn.register_variant` (see
             `keras_attn.Transformer` for writing one). `None`: the config's

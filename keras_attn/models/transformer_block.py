@@ -42,6 +42,13 @@ class TransformerBlock:
         x = x + Drop(Attention(x))
         x = Norm_1(x + Drop(FFN(Norm_0(x))))
 
+    `attention_post_norm` and `feed_forward_post_norm` normalise a
+    sub-layer's output before its residual add, in the pre-LN order: Gemma
+    2's block (Gemma Team 2024, https://arxiv.org/abs/2408.00118) is
+
+        x = x + Norm_post(Attention(Norm(x)))
+        x = x + Norm_post(FFN(Norm(x)))
+
     The block is the model's only statement of this order. The template
     (`keras_attn.Transformer`) calls it on symbolic tensors to build the
     functional graph, so each sub-layer stays a layer of the model under its
@@ -67,6 +74,9 @@ class TransformerBlock:
         norm_first: pre-LN order instead of post-LN.
         feed_forward_output_norm: a norm applied after the feed-forward's
             residual add (GPT2-ML; with `norm_first`).
+        attention_post_norm, feed_forward_post_norm: norms of the
+            self-attention's and the feed-forward's outputs before their
+            dropout and residual add (Gemma 2; with `norm_first`).
         cross_attention: the cross-attention sub-layer, or None: a
             `keras_attn.MultiHeadAttention` whose queries are the block's
             hidden states and whose keys and values are `encoder_output`.
@@ -120,6 +130,8 @@ class TransformerBlock:
         cross_attention_dropout=None,
         cross_attention_add=None,
         feed_forward_output_norm=None,
+        attention_post_norm=None,
+        feed_forward_post_norm=None,
     ):
         cross = (cross_attention, cross_attention_norm, cross_attention_dropout, cross_attention_add)
         if any(layer is None for layer in cross) and any(layer is not None for layer in cross):
@@ -150,16 +162,19 @@ class TransformerBlock:
         self.cross_attention_dropout = cross_attention_dropout
         self.cross_attention_add = cross_attention_add
         self.feed_forward_output_norm = feed_forward_output_norm
+        self.attention_post_norm = attention_post_norm
+        self.feed_forward_post_norm = feed_forward_post_norm
 
     @property
     def layers(self):
         """The block's layers, in the order they are applied."""
         sublayers = [
-            (self.attention_norm, self.attention, self.attention_dropout, self.attention_add),
+            (self.attention_norm, self.attention, self.attention_post_norm,
+             self.attention_dropout, self.attention_add),
             (self.cross_attention_norm, self.cross_attention, self.cross_attention_dropout,
              self.cross_attention_add),
-            (self.feed_forward_norm, self.feed_forward, self.feed_forward_dropout,
-             self.feed_forward_add, self.feed_forward_output_norm),
+            (self.feed_forward_norm, self.feed_forward, self.feed_forward_post_norm,
+             self.feed_forward_dropout, self.feed_forward_add, self.feed_forward_output_norm),
         ]
         return [layer for group in sublayers for layer in group if layer is not None]
 
@@ -191,10 +206,10 @@ class TransformerBlock:
         def norm(layer, x):
             return x if layer is None else apply_norm(layer, x, condition, run)
 
-        def residual(norm_layer, dropout, add, x, transform):
-            """`Norm(x + Drop(f(x)))`, or `x + Drop(f(Norm(x)))` pre-LN."""
+        def residual(norm_layer, dropout, add, x, transform, post_norm=None):
+            """`Norm(x + Drop(f(x)))`, or `x + Drop(Post(f(Norm(x))))` pre-LN."""
             normed = norm(norm_layer, x) if self.norm_first else x
-            transformed = transform(normed)
+            transformed = norm(post_norm, transform(normed))
             if not decoding:
                 transformed = dropout(transformed)
             x = run(add, [x, transformed])
@@ -231,7 +246,7 @@ class TransformerBlock:
 
         hidden = residual(
             self.attention_norm, self.attention_dropout, self.attention_add, hidden,
-            self_attention,
+            self_attention, self.attention_post_norm,
         )
         if self.cross_attention is not None:
             if encoder_output is None:
@@ -247,7 +262,7 @@ class TransformerBlock:
         if self.feed_forward is not None:
             hidden = residual(
                 self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward_add,
-                hidden, lambda x: run(self.feed_forward, x),
+                hidden, lambda x: run(self.feed_forward, x), self.feed_forward_post_norm,
             )
         hidden = norm(self.feed_forward_output_norm, hidden)
         return (hidden, cache) if decoding else hidden

@@ -224,6 +224,15 @@ class TransformerConfig:
     # GPT-2's `scale_attn_by_inverse_layer_idx`: block `i`'s scores are
     # also divided by `i + 1`.
     inverse_layer_attention_scale: bool = False
+    # Gemma 2/3: scores scaled by `query_pre_attention_scalar ** -0.5`
+    # instead of `key_size ** -0.5` (`query_pre_attn_scalar`); None: the
+    # latter.
+    query_pre_attention_scalar: float | None = None
+    # Gemma 2: attention scores and the language model's logits capped as
+    # `c * tanh(x / c)` (`attn_logit_softcapping`, `final_logit_softcapping`);
+    # None: uncapped.
+    attention_logit_soft_cap: float | None = None
+    final_logit_soft_cap: float | None = None
     # A T5 checkpoint of the encoder alone (transformers' `T5EncoderModel`,
     # `is_encoder_decoder: false`): the builder's `variant=None` is then
     # `"t5_encoder"`, and the encoder-decoder variants are refused.
@@ -430,6 +439,9 @@ FIELD_RULES = {
     "sliding_rotary_base": _optional(_real(1, low_open=True)),
     "norm_bias": _boolean,
     "inverse_layer_attention_scale": _boolean,
+    "query_pre_attention_scalar": _optional(_real(0, low_open=True)),
+    "attention_logit_soft_cap": _optional(_real(0, low_open=True)),
+    "final_logit_soft_cap": _optional(_real(0, low_open=True)),
     "tie_word_embeddings": _boolean,
     "encoder_only": _boolean,
     "is_decoder": _boolean,

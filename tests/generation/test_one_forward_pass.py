@@ -31,6 +31,17 @@ OPTIONS = {
     "albert": {"embedding_size": 8},
     "t5.1.1": {"tie_word_embeddings": False},
     "mt5.1.1": {"tie_word_embeddings": False},
+    # Past a window of 2 in the first layer, the second global; capped
+    # scores and logits; Gemma 3's global layer scaled, its local base own.
+    "gemma2": {
+        "attention_window": 2, "layer_types": ["sliding_attention", "full_attention"],
+        "attention_logit_soft_cap": 1.0, "final_logit_soft_cap": 2.0,
+    },
+    "gemma3": {
+        "attention_window": 2, "layer_types": ["sliding_attention", "full_attention"],
+        "sliding_rotary_base": 100.0, "final_logit_soft_cap": 2.0,
+        "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+    },
 }
 STEPS = 4
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures")

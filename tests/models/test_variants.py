@@ -55,6 +55,18 @@ VARIANT_FIELDS = {
     # Grouped-query attention: one key/value head for the two query heads.
     "llama": dict(num_key_value_heads=1),
     "qwen3": dict(num_key_value_heads=1, attention_head_size=6),
+    "gemma": dict(num_key_value_heads=1, attention_head_size=6),
+    # A window of 3 under the 8 tokens (the banded path), capped scores and
+    # logits, scores scaled by 5 ** -0.5.
+    "gemma2": dict(
+        num_key_value_heads=1, attention_head_size=6, attention_window=3,
+        query_pre_attention_scalar=5,
+        attention_logit_soft_cap=2.0, final_logit_soft_cap=3.0,
+    ),
+    "gemma3": dict(
+        num_key_value_heads=1, attention_head_size=6, attention_window=3,
+        query_pre_attention_scalar=5, final_logit_soft_cap=3.0,
+    ),
 }
 
 # The registry as collected: tests that register a variant of their own
