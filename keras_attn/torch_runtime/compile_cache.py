@@ -5,7 +5,7 @@ import logging
 import os
 from typing import NamedTuple
 
-from keras_attn.torch_runtime.settings import read_switch
+from keras_attn.torch_runtime import settings
 
 SWITCH = "KERAS_ATTN_TORCH_COMPILE_CACHE"
 TORCH_FOLDER = "TORCHINDUCTOR_CACHE_DIR"
@@ -61,8 +61,7 @@ def ensure():
     only their folder, torch's default a per-user folder under the
     system's temporary folder, is keras_attn's choice.
 
-    `KERAS_ATTN_TORCH_COMPILE_CACHE` (read by
-    `keras_attn.torch_runtime.settings.read_switch`):
+    `KERAS_ATTN_TORCH_COMPILE_CACHE` (`settings.current().compile_cache`):
     - on (the default): the user's `TORCHINDUCTOR_CACHE_DIR` where it is
       set; else `default_folder()`, set as `TORCHINDUCTOR_CACHE_DIR` for
       this process (and the processes it starts: inductor's compile
@@ -85,8 +84,9 @@ def ensure():
         A `CompileCache`.
 
     Raises:
-        ValueError: `KERAS_ATTN_TORCH_COMPILE_CACHE` holds a value it does
-            not take (a relative path, say); the message names it.
+        ValueError: `KERAS_ATTN_TORCH_COMPILE_CACHE`, or another switch
+            (`settings.current` reads them all), holds a value it does not
+            take (a relative path, say); the message names it.
 
     Example:
 
@@ -143,4 +143,4 @@ def _is_torchs_default(folder):
 def setting():
     """`KERAS_ATTN_TORCH_COMPILE_CACHE` as read: True (on: the default
     folder), False (off) or a folder path."""
-    return read_switch(SWITCH)
+    return settings.current().compile_cache
