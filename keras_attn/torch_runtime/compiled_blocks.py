@@ -29,8 +29,8 @@ class CompiledBlocks:
     with depth (regional compilation).
 
     Compiling a whole pass makes one graph of every layer; inductor's time
-    grows faster than the graph (BERT-base's full pass had not compiled
-    after 3 minutes on a 2-core CPU). Here the template's blocks
+    grows faster than the graph (minutes for BERT-base's full pass; see
+    docs/speed.md). Here the template's blocks
     (`keras_attn.Transformer.blocks`) mark out regions of the graph: a
     region holds the nodes of one block (its layers, and the `keras.ops`
     nodes only it consumes, such as the all-true query mask). Each region

@@ -39,10 +39,7 @@ class CompiledStep:
     once its eager steps have taken `COMPILE_AFTER_EAGER_SECONDS`, what
     compiling a shape costs, in all, so short generations and small models,
     where compiling cannot pay back, run eagerly throughout; the switch is
-    announced. Measured on the 2-core CPU (2026-11-26): a 2-layer GPT-2 of
-    width 64 steps in 3.1 ms eagerly and 1.3 ms compiled, after 11.6 s of
-    compiling: it pays back after some 6,000 steps; GPT-2 small at batch 8
-    steps in 70 ms and 57 ms: after some 900.
+    announced (docs/generation.md has when compiling pays back).
 
     On a GPU, a compiled shape runs as a CUDA graph from its second step
     in each `generate` call on (`step_graph.StepGraph`;
@@ -156,16 +153,12 @@ class CompiledStep:
         return True
 
 
-# What compiling one shape of the decoding step costs, by where the step
-# runs. On the project's 2-core CPU (2026-11-24/26): 11.6 s for a 2-layer
-# GPT-2 of width 64, 8.3 s for the same model at another cache capacity, 10
-# to 15 s for GPT-2 small and BERT-base `lm`. On an NVIDIA H200 (16 CPU
-# cores; inductor compiles CUDA kernels): 27.3 s for GPT-2 small at batch 8
-# (2026-11-26), and first steps of 29 to 32 s in two earlier runs. With
+# About what compiling one shape of the decoding step costs, by where the
+# step runs (measured in docs/speed.md: 10 to 15 s on the 2-core CPU, 27 to
+# 32 s on an H200, where inductor builds CUDA kernels). With
 # `KERAS_ATTN_TORCH_COMPILE` unset, a shape compiles once its eager steps
 # have taken this long (the ski-rental rule: never more than twice the time
-# of the better choice made in hindsight; a GPU threshold at the CPU's
-# 10 s could cost 3.7 times it).
+# of the better choice made in hindsight).
 COMPILE_AFTER_EAGER_SECONDS = {"cpu": 10.0, "gpu": 25.0}
 
 
