@@ -88,10 +88,7 @@ class TokenEmbedding(keras.layers.Embedding):
         return logits
 
     def get_config(self):
-        config = super().get_config()
-        if self.lookup_scale is not None:
-            config["lookup_scale"] = self.lookup_scale
-        return config
+        return {**super().get_config(), "lookup_scale": self.lookup_scale}
 
     def compute_output_shape(self, input_shape, reverse=False):
         if reverse:

@@ -60,6 +60,40 @@ def test_rms_normalization_carries_the_mask(tmp_path):
     np.testing.assert_allclose(to_numpy(model(ids)), values[:, :2].mean(axis=1), atol=1e-6)
 
 
+def test_rms_normalization_with_a_scale_offset_multiplies_by_one_plus_the_scale(tmp_path):
+    """Gemma's norm: `x / rms(x) * (1 + w)`, `w` starting at zeros."""
+    def numpy_reference(layer, inputs):
+        x = inputs["x"].astype(np.float64)
+        scale = to_numpy(layer.scale)
+        return x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + 1e-6) * (1.0 + scale)
+
+    layer = run_layer_test(
+        keras_attn.layers.RMSNormalization,
+        {"epsilon": 1e-6, "scale_offset": 1.0},
+        inputs={"x": RNG.normal(size=(2, 5, 6)).astype("float32")},
+        expected_output_shape=(2, 5, 6),
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+    assert layer.scale_offset == 1.0
+
+
+def test_logit_soft_cap(tmp_path):
+    def numpy_reference(layer, inputs):
+        return 3.0 * np.tanh(inputs["inputs"].astype(np.float64) / 3.0)
+
+    run_layer_test(
+        keras_attn.layers.LogitSoftCap,
+        {"cap": 3.0},
+        inputs={"inputs": 10 * RNG.normal(size=(2, 5, 6)).astype("float32")},
+        expected_output_shape=(2, 5, 6),
+        reference=numpy_reference,
+        tmp_path=tmp_path,
+    )
+    with pytest.raises(ValueError, match=r"`cap` must be None or a positive number .*received 0"):
+        keras_attn.layers.LogitSoftCap(0)
+
+
 def test_position_embedding(tmp_path):
     def numpy_reference(layer, inputs):
         return to_numpy(layer.embeddings)[2:7][None]
