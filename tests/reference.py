@@ -116,10 +116,19 @@ def rope_scaling_frequencies(size, base, scaling, length=None):
     """`(frequencies, attention_factor)` of RoPE on `size` features under a
     Hugging Face style rope scaling dict, in float64, pair by pair from the
     papers' formulas (position interpolation, NTK-aware, dynamic NTK, YaRN,
-    Llama 3.1)."""
-    rope_type, factor = scaling["rope_type"], scaling["factor"]
+    Llama 3.1, LongRoPE)."""
+    rope_type, factor = scaling["rope_type"], scaling.get("factor")
     original = scaling.get("original_max_position_embeddings")
     plain = np.array([base ** (-2.0 * m / size) for m in range(size // 2)])
+    if rope_type == "longrope":
+        # Phi-3's: the long factors for a length past the original one.
+        factors = scaling["long_factor"] if length > original else scaling["short_factor"]
+        attention_factor = scaling.get("attention_factor")
+        if attention_factor is None:
+            attention_factor = 1.0 if not factor or factor <= 1 else np.sqrt(
+                1 + np.log(factor) / np.log(original)
+            )
+        return plain / np.array(factors, "float64"), attention_factor
     if rope_type == "linear":
         return plain / factor, 1.0
     if rope_type in ("ntk", "dynamic"):

@@ -108,6 +108,10 @@ ROPE_TYPES = {
         ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
         {},
     ),
+    "longrope": (
+        ("short_factor", "long_factor", "original_max_position_embeddings"),
+        {"factor": None, "attention_factor": None},
+    ),
     "rerope": (("window",), {}),
     "leaky_rerope": (("window", "k"), {}),
 }
@@ -116,7 +120,17 @@ ROPE_TYPES = {
 CLIPPED_TYPES = ("rerope", "leaky_rerope")
 
 # The rope types that need the length being encoded.
-LENGTH_DEPENDENT = ("dynamic",)
+LENGTH_DEPENDENT = ("dynamic", "longrope")
+
+# The rope types whose frequencies of every position change once the length
+# exceeds `original_max_position_embeddings` (see `recompute_length`).
+SWITCHED_TYPES = ("longrope",)
+
+# Legacy spellings of rope types.
+LEGACY_TYPES = {"su": "longrope"}
+
+# Parameters that are lists of numbers, one per rotated pair.
+_PER_PAIR = ("short_factor", "long_factor")
 
 _POSITIVE = ("factor", "exponent", "original_max_position_embeddings", "beta_fast", "beta_slow",
              "attention_factor", "low_freq_factor", "high_freq_factor")
@@ -139,6 +153,7 @@ def standard_rope_scaling(scaling, original_max_position_embeddings=None):
     scaling = dict(scaling)
     legacy = scaling.pop("type", None)
     rope_type = scaling.pop("rope_type", legacy)
+    legacy, rope_type = (LEGACY_TYPES.get(name, name) for name in (legacy, rope_type))
     if legacy is not None and legacy != rope_type:
         raise ValueError(
             f"A rope scaling gives `rope_type={rope_type!r}` and `type={legacy!r}`; "
@@ -157,7 +172,9 @@ def standard_rope_scaling(scaling, original_max_position_embeddings=None):
             f"{sorted(ROPE_TYPES)} (or 'default', without parameters, for plain RoPE)."
         )
     required, optional = ROPE_TYPES[rope_type]
-    if "original_max_position_embeddings" in required and original_max_position_embeddings:
+    # LongRoPE's `L` is where its factors switch: never a default.
+    if ("original_max_position_embeddings" in required and original_max_position_embeddings
+            and rope_type not in SWITCHED_TYPES):
         scaling.setdefault("original_max_position_embeddings", original_max_position_embeddings)
     unknown = sorted(set(scaling) - set(required) - set(optional))
     if unknown:
@@ -186,6 +203,16 @@ def standard_rope_scaling(scaling, original_max_position_embeddings=None):
                     f"rope_type {rope_type!r}: `k` (the inverse slope past the window) "
                     f"must be a finite number >= 1; received {value!r}."
                 )
+        elif key in _PER_PAIR:
+            if not isinstance(value, (list, tuple)) or not value or not all(
+                not isinstance(x, bool) and isinstance(x, (int, float))
+                and math.isfinite(x) and x > 0 for x in value
+            ):
+                raise ValueError(
+                    f"rope_type {rope_type!r}: `{key}` must be a list of positive numbers, "
+                    f"one per rotated feature pair; received {value!r}."
+                )
+            scaling[key] = [float(x) for x in value]
         elif key == "truncate":
             if not isinstance(value, bool):
                 raise ValueError(
@@ -205,6 +232,12 @@ def standard_rope_scaling(scaling, original_max_position_embeddings=None):
             "rope_type 'llama3': `high_freq_factor` must exceed `low_freq_factor`; "
             f"received high_freq_factor={scaling['high_freq_factor']!r}, "
             f"low_freq_factor={scaling['low_freq_factor']!r}."
+        )
+    if rope_type == "longrope" and len(scaling["short_factor"]) != len(scaling["long_factor"]):
+        raise ValueError(
+            "rope_type 'longrope': `short_factor` and `long_factor` must have one number per "
+            f"rotated pair each; received {len(scaling['short_factor'])} and "
+            f"{len(scaling['long_factor'])} numbers."
         )
     return {
         "rope_type": rope_type,
@@ -229,7 +262,24 @@ def rotary_width_error(width, scaling=None):
             f"rope_type {rope_type!r} raises the base to the power d / (d - 2) and "
             "needs a rotary width d > 2"
         )
+    if rope_type == "longrope" and len(scaling["short_factor"]) != width // 2:
+        return (
+            "rope_type 'longrope' needs one `short_factor` and one `long_factor` per "
+            f"rotated pair, d / 2 = {width // 2} each; received "
+            f"short_factor={scaling['short_factor']!r}, long_factor={scaling['long_factor']!r}"
+        )
     return None
+
+
+def recompute_length(scaling):
+    """The length `L` past which `scaling` (a dict of
+    `standard_rope_scaling`'s form, or None) encodes every position anew
+    (LongRoPE's long factors replace its short ones for the whole
+    sequence), so that keys cached while the length was at most `L` no
+    longer hold what a full pass computes; None for every other scaling."""
+    if scaling is None or scaling["rope_type"] not in SWITCHED_TYPES:
+        return None
+    return int(scaling["original_max_position_embeddings"])
 
 
 def scaled_frequencies(dim, base, scaling, length=None):
@@ -240,10 +290,13 @@ def scaled_frequencies(dim, base, scaling, length=None):
     being encoded (an int or a scalar tensor), is read by `dynamic` only."""
     if scaling is None or scaling["rope_type"] in CLIPPED_TYPES:
         return sinusoid_frequencies(dim, base), 1.0
-    rope_type, factor = scaling["rope_type"], float(scaling["factor"])
     error = rotary_width_error(dim, scaling)
     if error:
         raise ValueError(f"{error}; received d={dim}.")
+    rope_type = scaling["rope_type"]
+    if rope_type == "longrope":
+        return _longrope(dim, base, scaling, length)
+    factor = float(scaling["factor"])
     if rope_type == "linear":
         return sinusoid_frequencies(dim, base) / factor, 1.0
     if rope_type == "ntk":
@@ -304,3 +357,19 @@ def _llama3(dim, base, scaling, factor):
     smoothed = frequencies * ((1.0 - smooth) / factor + smooth)
     scaled = ops.where(wavelengths > original / low_freq_factor, frequencies / factor, smoothed)
     return ops.where(wavelengths < original / high_freq_factor, frequencies, scaled), 1.0
+
+
+def _longrope(dim, base, scaling, length):
+    if length is None:
+        raise ValueError("rope_type 'longrope' needs the length being encoded.")
+    original = scaling["original_max_position_embeddings"]
+    short = ops.convert_to_tensor(scaling["short_factor"], "float32")
+    long = ops.convert_to_tensor(scaling["long_factor"], "float32")
+    # One length per pass: a select of the whole list, which XLA traces.
+    factors = ops.where(ops.greater(ops.cast(length, "float32"), float(original)), long, short)
+    attention_factor, factor = scaling["attention_factor"], scaling["factor"]
+    if attention_factor is None:
+        attention_factor = 1.0
+        if factor is not None and factor > 1:
+            attention_factor = math.sqrt(1 + math.log(factor) / math.log(original))
+    return sinusoid_frequencies(dim, base) / factors, float(attention_factor)

@@ -27,12 +27,21 @@ SCALINGS = {
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 2048,
     },
+    # The original length 5 within LENGTH 7: the long factors, a full
+    # pass over the first 5 positions the short ones.
+    "longrope": {
+        "type": "su", "short_factor": [1.0, 1.5, 2.0, 1.0, 3.0, 1.2, 1.0, 4.0],
+        "long_factor": [2.0, 1.0, 5.0, 1.5, 1.0, 6.0, 2.5, 8.0],
+        "original_max_position_embeddings": 5, "factor": 3.0,
+    },
 }
 
 
 def standard(scaling):
     scaling = dict(scaling)
     scaling.setdefault("rope_type", scaling.pop("type", None))
+    if scaling["rope_type"] == "su":  # LongRoPE's legacy name
+        scaling["rope_type"] = "longrope"
     return scaling
 
 
@@ -64,6 +73,10 @@ def test_a_factor_of_one_is_plain_rope(rope_type):
         # Its base grows with T / L even at factor 1 (transformers' formula):
         # plain RoPE holds within the original length.
         scaling["original_max_position_embeddings"] = LENGTH
+    if rope_type == "longrope":
+        # LongRoPE's factor sets the attention factor; lists of ones keep
+        # the frequencies.
+        scaling.update(short_factor=[1.0] * (SIZE // 2), long_factor=[1] * (SIZE // 2))
     x = features()
     plain = keras_attn.layers.RotaryEmbedding()(x, x)[0]
     scaled = keras_attn.layers.RotaryEmbedding(scaling=scaling)(x, x)[0]
@@ -144,9 +157,21 @@ def test_scaled_rotary_embedding_through_the_harness(name, tmp_path):
 @pytest.mark.parametrize(
     "scaling, message",
     [
-        ({"rope_type": "longrope", "factor": 2.0},
-         "Unknown `rope_type` 'longrope'.*'dynamic', 'leaky_rerope', 'linear', 'llama3', "
-         "'ntk', 'rerope', 'yarn'"),
+        ({"rope_type": "longer", "factor": 2.0},
+         "Unknown `rope_type` 'longer'.*'dynamic', 'leaky_rerope', 'linear', 'llama3', "
+         "'longrope', 'ntk', 'rerope', 'yarn'"),
+        ({**SCALINGS["longrope"], "long_factor": [1.0] * 7},
+         r"`short_factor` and `long_factor` must have one number per rotated pair each; "
+         r"received 8 and 7"),
+        ({**SCALINGS["longrope"], "short_factor": [1.0] * 4, "long_factor": [1.0] * 4},
+         r"d / 2 = 8 each; received short_factor=\[1.0, 1.0, 1.0, 1.0\]"),
+        ({**SCALINGS["longrope"], "short_factor": [1.0, 0.0] * 4},
+         r"`short_factor` must be a list of positive numbers.*received \[1.0, 0.0"),
+        ({**SCALINGS["longrope"], "long_factor": 2.0},
+         r"`long_factor` must be a list of positive numbers.*received 2.0"),
+        ({key: value for key, value in SCALINGS["longrope"].items()
+          if key != "original_max_position_embeddings"},
+         r"rope_type 'longrope' needs .*missing \['original_max_position_embeddings'\]"),
         ({"rope_type": "linear", "factor": 0.0}, "`factor` must be a positive number; received 0.0"),
         ({"rope_type": "linear", "factor": "2"}, "`factor` must be a positive number; received '2'"),
         ({"rope_type": "yarn", "factor": 2.0}, r"missing \['original_max_position_embeddings'\]"),
@@ -160,7 +185,31 @@ def test_scaled_rotary_embedding_through_the_harness(name, tmp_path):
 )
 def test_bad_scalings_are_clear_errors(scaling, message):
     with pytest.raises(ValueError, match=message):
-        keras_attn.layers.RotaryEmbedding(scaling=scaling)
+        keras_attn.layers.RotaryEmbedding(scaling=scaling)(features(), features())
+
+
+def test_longrope_switches_every_position_past_the_original_length():
+    """A pass of at most `L` positions rotates with the short factors, a
+    longer one every position (the first included) with the long ones;
+    a cached step reads its own length, as `dynamic` does."""
+    layer = keras_attn.layers.RotaryEmbedding(scaling=SCALINGS["longrope"])
+    x = features()
+    short = to_numpy(layer(x[:, :5], x[:, :5])[0])
+    whole = to_numpy(layer(x, x)[0])
+    assert np.abs(short - whole[:, :5]).max() > 1e-3
+    step = to_numpy(layer.rotate(x[:, 4:5], np.array([4], "int32")))
+    np.testing.assert_allclose(step, short[:, 4:5], atol=1e-6)
+    step = to_numpy(layer.rotate(x[:, 5:6], np.array([5], "int32")))
+    np.testing.assert_allclose(step, whole[:, 5:6], atol=1e-6)
+
+
+def test_longrope_is_recomputed_past_its_original_length():
+    from keras_attn.layers.rope_scaling import recompute_length
+    from keras_attn.layers.rope_scaling import standard_rope_scaling
+
+    assert recompute_length(standard_rope_scaling(SCALINGS["longrope"])) == 5
+    assert recompute_length(standard_rope_scaling(SCALINGS["dynamic"])) is None
+    assert recompute_length(None) is None
 
 
 def test_rotary_scaling_needs_rotary_positions():
@@ -180,6 +229,33 @@ def test_ntk_with_exponent_one_is_ntk_and_mixed_keeps_the_ends():
     mixed, _ = reference.rope_scaling_frequencies(SIZE, 10000.0, SCALINGS["ntk_mixed"])
     np.testing.assert_allclose(mixed[[0, -1]], ntk[[0, -1]], rtol=1e-9)
     assert np.abs(mixed[1:-1] / ntk[1:-1] - 1).min() > 1e-3
+
+
+@pytest.mark.parametrize("length", [5, 6])
+def test_longrope_frequencies_match_transformers_on_both_sides(length):
+    """transformers' Phi-3 (`longrope`, `factor` from
+    `max_position_embeddings / original_max_position_embeddings`)."""
+    transformers = pytest.importorskip("transformers")
+    from keras_attn.layers.rope_scaling import scaled_frequencies
+    from keras_attn.layers.rope_scaling import standard_rope_scaling
+
+    if not hasattr(transformers, "Phi3Config"):
+        pytest.skip("this transformers has no Phi3Config")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    scaling = standard(SCALINGS["longrope"])
+    config = transformers.Phi3Config(
+        hidden_size=2 * SIZE, num_attention_heads=2, max_position_embeddings=15,
+        original_max_position_embeddings=5,
+        rope_parameters={**{k: v for k, v in scaling.items() if k != "factor"},
+                         "rope_type": "longrope", "rope_theta": 500.0},
+    )
+    expected, expected_factor = ROPE_INIT_FUNCTIONS["longrope"](config, "cpu", seq_len=length)
+    frequencies, attention_factor = scaled_frequencies(
+        SIZE, 500.0, standard_rope_scaling(scaling), length=length
+    )
+    np.testing.assert_allclose(to_numpy(frequencies), expected.numpy(), rtol=1e-6)
+    assert attention_factor == pytest.approx(expected_factor, rel=1e-6)
 
 
 @pytest.mark.parametrize("name", ["linear", "dynamic", "yarn", "yarn_mscale", "llama3"])
