@@ -275,12 +275,13 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
             ),
         )
 
-    def train_step(self, data):
-        """Keras' `train_step`; on torch on a GPU, replayed as a captured
-        CUDA graph at a batch signature seen before (`TorchRunner`)."""
+    def train_step(self, *args):
+        """Keras' `train_step` (`(data)`, on JAX `(state, data)`); on torch
+        on a GPU, replayed as a captured CUDA graph at a batch signature
+        seen before (`TorchRunner`)."""
         if keras.config.backend() != "torch" or torch_compiling():
-            return super().train_step(data)
-        return self._runner.train_step(self, data, super().train_step)
+            return super().train_step(*args)
+        return self._runner.train_step(self, *args, super().train_step)
 
     @property
     def _runner(self):
