@@ -184,6 +184,8 @@ def keras_runner(model, names, jit_compile=None, optimizer=None):
     model.compile(optimizer=optimizer, loss="mse", jit_compile=jit_compile)
 
     def make(batch, length, mode):
+        if mode is None:
+            return model  # asked for the model itself (its execution plan)
         data = inputs_for(batch, length, names)
         if mode == "call":
             # Keras' whole-step compile leaves the call eager: no row.
@@ -329,6 +331,8 @@ def transformers_eager():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     def make(batch, length, mode):
+        if mode is None:
+            return model
         tokens = inputs_for(batch, length, {"tokens": "t", "segments": "s"})["t"]
         tokens = torch.from_numpy(tokens).long().to(device)
         if mode == "train":
@@ -480,8 +484,9 @@ def main():
     })
     print(f"devices: {devices}")
     functions = {}
+    makers = {}
     for name, factory in contenders.items():
-        make = factory()
+        make = makers[name] = factory()
         for label, (batch, length) in shapes.items():
             function = make(batch, length, mode_of(label))
             if function is not None:
@@ -523,6 +528,12 @@ def main():
         "matmul_gflops": peak / 1e9, "repeats": repeats,
         "load_average_1_minute": {"before": load_before, "after": os.getloadavg()[0]},
         "rows": rows,
+        # Which path each keras_attn model took, after the runs (on torch:
+        # the direct pass, compiled blocks, CUDA graphs; keras_attn.explain).
+        "execution_plans": {
+            name: str(model.execution_plan()) for name, make in makers.items()
+            if hasattr(model := make(None, None, None), "execution_plan")
+        },
     }
     suffix = "" if arguments.dtype == "float32" else f"_{arguments.dtype}"
     write_result(result, arguments.output, f"{BACKEND}{suffix}.json")

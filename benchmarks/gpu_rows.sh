@@ -10,19 +10,22 @@
 # capped by SECONDS_PER_PART where given and by what is left of
 # SECONDS_IN_ALL (default 480); one that would start with less than 30 s
 # left is skipped (and listed as skipped):
-#   1. torch_bert_float32, torch_bert_bfloat16: BERT-base on torch against
-#      transformers (eager, SDPA): call and inference at 1x8, 8x128, 2x512,
-#      32x512, the training step (AdamW) at 8x128 and 2x512;
+#   0. torch_gpu_tests: the real CUDA-graph captures of a whole pass and a
+#      training step (the tests that skip on a CPU), first: whether the rows
+#      below replayed graphs or fell back to eager;
+#   1. torch_bert_float32: BERT-base on torch against transformers (eager,
+#      SDPA): call and inference at 1x8, 8x128, 2x512, 32x512, the training
+#      step (AdamW) at 8x128 and 2x512;
 #   2. torch_gpt2: greedy GPT-2 small generation against transformers'
 #      `generate` (its default and its static cache); keras_attn's warm-up
 #      is the first call of a process with empty compile caches;
 #      torch_gpt2_second_process: a second process's first call, reusing
 #      the caches the first left in one folder (KERAS_ATTN_TORCH_COMPILE_CACHE);
-#      jax_gpt2: the same generation on JAX;
 #   3. jax_bert_bfloat16: BERT-base on JAX against keras-hub in bfloat16,
 #      inference at 8x128, 2x512, 32x512 and the training step at 8x128;
-#   4. torch_gpu_tests: the tests that run only on a CUDA GPU (captured
-#      CUDA graphs of the decoding step, passes and training steps);
+#      then torch_bert_bfloat16 (the rows of 1 in bfloat16) and jax_gpt2;
+#   4. torch_gpu_step_tests: the decoding step's CUDA graphs for every
+#      generative variant;
 #   5. if time is left: the compiled blocks (`jit_compile=True`) against
 #      transformers in float32, a torch profile, JAX in float32.
 # PARTS="torch_gpt2 torch_gpt2_second_process" in the environment runs those
@@ -66,27 +69,34 @@ part() {  # part NAME SECONDS BACKEND ARGS...: one benchmark, its log in NAME.lo
     echo "$name: exit $? after $((SECONDS - started)) s (limit $seconds s)" | tee -a "$out/parts.txt"
 }
 
-# 1. BERT-base on torch against transformers, float32 and bfloat16.
+# 0. The real captures of a whole pass and a training step (two tests that
+# run only on a CUDA GPU; on a CPU they skip): the first run of that code
+# on a GPU, so whether the rows below ran it or fell back to eager.
+tests=$here/../tests/torch_runtime
+part torch_gpu_tests 60 torch -m pytest \
+    "$tests/test_pass_graph.py::test_real_cuda_graphs_replay_the_eager_pass" \
+    "$tests/test_train_graph.py::test_on_gpu_captured_steps_equal_eager_and_dropout_draws_new_masks" \
+    -q -rfE -p no:cacheprovider
+# 1. BERT-base on torch against transformers, float32 (bfloat16 in 3).
 torch_peers=(--models keras_attn "transformers (eager)" --repeats 10)
 torch_rows=(--measurements "call 1x8" "call 8x128" "call 2x512" "call 32x512"
     "inference 1x8" "inference 8x128" "inference 2x512" "inference 32x512"
     "train step 8x128" "train step 2x512")
 part torch_bert_float32 100 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --output "$out"
-part torch_bert_bfloat16 90 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --dtype bfloat16 --output "$out"
 # 2. GPT-2 small generation: torch with a cold cache, a second torch
 # process on the first's caches, JAX.
 part torch_gpt2 140 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
 part torch_gpt2_second_process 75 torch "$here/generation.py" --parts gpt2 --first-call-only --output "$out/second_process"
-part jax_gpt2 75 jax "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
 # 3. JAX against keras-hub in bfloat16, the rows of issue 50 item 5.
 part jax_bert_bfloat16 90 jax "$here/bert_base.py" --models keras_attn keras-hub --repeats 10 --dtype bfloat16 \
     --measurements "inference 8x128" "inference 2x512" "inference 32x512" "train step 8x128" --output "$out"
-# 4. The tests that run only on a CUDA GPU (on a CPU they skip or emulate).
-gpu_tests=()
-for file in test_step_graph.py test_pass_graph.py test_train_graph.py; do
-    [[ -f $here/../tests/torch_runtime/$file ]] && gpu_tests+=("$here/../tests/torch_runtime/$file")
-done
-part torch_gpu_tests 60 torch -m pytest "${gpu_tests[@]}" -q -rfE -p no:cacheprovider
+# 1b. BERT-base on torch in bfloat16, then JAX generation.
+part torch_bert_bfloat16 90 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --dtype bfloat16 --output "$out"
+part jax_gpt2 75 jax "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
+# 4. The decoding step's CUDA graphs for every generative variant (each
+# compiles).
+part torch_gpu_step_tests 90 torch -m pytest "$tests/test_step_graph.py" -k graphed_steps \
+    -q -rfE -p no:cacheprovider
 # 5. If time is left. `jit_compile=True` (compiled blocks) apart, into its
 # own folder: the eager rows above keep their file.
 compiled_peers=(--models "keras_attn (torch.compile)" "transformers (eager)" --repeats 10)
