@@ -275,6 +275,8 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     patterns, may_skip = skip_patterns(model, skip_missing)
     prefix = name_prefix(model)
     plan, missing, mismatched, unmapped, used, skipped = [], [], [], [], set(), []
+    # The widths of the variables an unequal split names (`Source.parts`).
+    widths_of = {table_path(v.path, prefix): tuple(v.shape)[-1] for v in model.weights}
     # The other accepted names of loaded variables (a stale `cls.predictions.bias`
     # beside the decoder bias the logits use): never reported as unused.
     alternatives = set()
@@ -298,7 +300,10 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
             continue
         used.add(found)
         alternatives.update(c for name in names for c in candidates(name))
-        shape = source.shape(reader.shape(found))
+        widths = None
+        if source.parts is not None:
+            widths = tuple(widths_of.get(part.format(layer=layer), 0) for part in source.parts)
+        shape = source.shape(reader.shape(found), widths)
         if path in VOCABULARY_VARIABLES and (keep_tokens is not None or compound_tokens):
             axis = VOCABULARY_VARIABLES[path]
             entries = shape[axis]
@@ -316,7 +321,7 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         if shape != expected:
             mismatched.append(f"{path} <- {found}: model expects {expected}, checkpoint has {shape}")
             continue
-        plan.append((variable, found, source, path))
+        plan.append((variable, found, source, path, widths))
 
     unused = sorted(
         name
@@ -343,8 +348,8 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         )
 
     arrays = []
-    for variable, found, source, path in plan:
-        array = source.value(np.asarray(reader.read(found)))
+    for variable, found, source, path, widths in plan:
+        array = source.value(np.asarray(reader.read(found)), widths)
         if path in VOCABULARY_VARIABLES:
             array = vocabulary_entries(
                 array, VOCABULARY_VARIABLES[path], keep_tokens, compound_tokens

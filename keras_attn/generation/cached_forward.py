@@ -11,6 +11,7 @@ from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.key_value_cache import update_slots
 from keras_attn.layers.key_value_cache import write_slots
 from keras_attn.layers.rope_scaling import LENGTH_DEPENDENT
+from keras_attn.layers.rope_scaling import recompute_length
 
 GENERATIVE_APPLICATIONS = ("lm", "unilm", "seq2seq")
 
@@ -207,6 +208,10 @@ class CachedForward:
         # prompts are not padded to a bucket (`prompts.prompt_bucket`).
         scaling = template.config.rope_scaling
         self.length_dependent = scaling is not None and scaling["rope_type"] in LENGTH_DEPENDENT
+        # LongRoPE encodes every position anew once the length exceeds its
+        # `L`: the decoding step at position `L` encodes the whole sequence
+        # again (`generator.recomputing_step`); None for every other model.
+        self.recompute_length = recompute_length(scaling)
         attention = self.blocks[0].attention
         # Each block's window. One capacity serves every layer: a window
         # shared by all of them makes the cache a ring of the keys it needs;
@@ -234,10 +239,14 @@ class CachedForward:
         """Slots per layer for prompts padded to `prompt_length` and
         sequences of `max_length`: every position without a window; with
         one, the window's keys (a ring), or the prompt if it is longer (the
-        prompt is encoded in one pass)."""
+        prompt is encoded in one pass), or LongRoPE's `L + 1` positions if
+        more (encoded again in one pass, see `recompute_length`)."""
         needed = self.keys_needed()
         if needed is None:
             return max_length
+        if self.recompute_length is not None:
+            # The sequence encoded again in one chunk at `recompute_length`.
+            needed = max(needed, self.recompute_length + 1)
         return min(max_length, max(prompt_length, needed))
 
     def empty_cache(self, batch, capacity):

@@ -353,9 +353,17 @@ class DecodingStep:
         self.target_starts = target_starts
 
     def __call__(self, tokens, index, cache, pick=None):
-        return self.run(
+        arguments = (
             self.forward, tokens, index, cache, self.lengths, self.condition, self.source, pick,
             self.target_starts,
+        )
+        length = self.forward.recompute_length
+        if length is None or length + 1 >= tokens.shape[1]:
+            return self.run(*arguments)
+        return ops.cond(
+            ops.equal(index, length),
+            lambda: recomputing_step(*arguments),
+            lambda: self.run(*arguments),
         )
 
     def select_rows(self, rows):
@@ -387,6 +395,23 @@ def decoding_step(forward, tokens, index, cache, lengths, condition=None, source
         condition=condition, source=source,
     )
     logits = ops.cast(logits[:, 0], "float32")
+    return decoding_loop.picked(pick, logits, index, tokens), cache
+
+
+def recomputing_step(forward, tokens, index, cache, lengths, condition=None, source=None,
+                     pick=None, target_starts=None):
+    """The decoding step at position `L = forward.recompute_length` of a
+    LongRoPE model (see `DecodingStep`): the sequence's first `L + 1`
+    tokens encoded again in one pass, whose length `L + 1` selects the long
+    factors for every position, their keys and values written over the
+    cache's, and the logits of its last token; as transformers' Phi-3,
+    which drops its cache when the sequence grows past `L`. Every row holds
+    its prompt and generated tokens there; a row still reading its prompt
+    rewrites what its prompt pass wrote (already long: that pass was longer
+    than `L`). Later steps are ordinary ones, their length past `L`."""
+    length = forward.recompute_length + 1
+    logits, cache = forward(tokens[:, :length], 0, cache, condition=condition, source=source)
+    logits = ops.cast(logits[:, -1], "float32")
     return decoding_loop.picked(pick, logits, index, tokens), cache
 
 

@@ -51,4 +51,5 @@ from keras_attn.models.qwen3 import Qwen3
 from keras_attn.models.gemma import Gemma
 from keras_attn.models.gemma2 import Gemma2
 from keras_attn.models.gemma3 import Gemma3
+from keras_attn.models.phi3 import Phi3
 from keras_attn.models.modernbert import ModernBert

@@ -137,6 +137,8 @@ MARKERS_BEFORE = (
     ("self_attn.q_norm", "Qwen3", "'qwen3'"),
     # Added with Gemma 2 and 3 (issue 52, item 1).
     ("pre_feedforward_layernorm", "Gemma 2", "'gemma2' or 'gemma3'"),
+    # Added with Phi-3 (issue 52, item 2).
+    ("self_attn.qkv_proj", "Phi-3", "'phi3'"),
     ("self_attn.q_proj", "LLaMA", "'llama', 'mistral', 'qwen2' or 'qwen3'"),
     # Added with ModernBERT (issue 32, item 4).
     ("attn.Wqkv", "ModernBERT", "'modernbert'"),

@@ -67,6 +67,13 @@ VARIANT_FIELDS = {
         num_key_value_heads=1, attention_head_size=6, attention_window=3,
         query_pre_attention_scalar=5, final_logit_soft_cap=3.0,
     ),
+    # LongRoPE switched at 5 (the 8 tokens take the long factors), a window.
+    "phi3": dict(
+        num_key_value_heads=1, attention_head_size=6, attention_window=6, rope_scaling=dict(
+            rope_type="longrope", short_factor=[1.0, 1.5, 2.0], long_factor=[2.0, 3.0, 5.0],
+            original_max_position_embeddings=5, factor=4.0,
+        ),
+    ),
 }
 
 # The registry as collected: tests that register a variant of their own

@@ -21,6 +21,7 @@ from keras_attn.checkpoints.families import qwen3  # noqa: F401
 from keras_attn.checkpoints.families import gemma  # noqa: F401
 from keras_attn.checkpoints.families import gemma2  # noqa: F401
 from keras_attn.checkpoints.families import gemma3  # noqa: F401
+from keras_attn.checkpoints.families import phi3  # noqa: F401
 from keras_attn.checkpoints.families import modernbert  # noqa: F401
 from keras_attn.checkpoints.families.family import FAMILIES
 from keras_attn.checkpoints.families.family import GOOGLE_CONFIG_FAMILY
