@@ -80,6 +80,8 @@ lists (`references`, see `keras_attn.checkpoints.families`):
 | LLaMA, Mistral, Qwen2, Qwen3 | encoder | `AutoModel`'s `last_hidden_state`         |
 | Gemma, Gemma 2, Gemma 3      | lm    | `AutoModelForCausalLM`'s `logits`           |
 | Gemma, Gemma 2, Gemma 3      | encoder | `AutoModel`'s `last_hidden_state`         |
+| Phi-3                        | lm    | `AutoModelForCausalLM`'s `logits`           |
+| Phi-3                        | encoder | `AutoModel`'s `last_hidden_state`         |
 
 The last line says which of these ran.
 

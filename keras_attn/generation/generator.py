@@ -34,7 +34,7 @@ class Generator:
     segment 0), then the loop generates. On TensorFlow and JAX the whole loop
     is one XLA program (a while loop), compiled once per prompt bucket (the
     longest prompt rounded up to `prompts.PROMPT_BUCKETS`; under `dynamic`
-    rope scaling, which reads the length encoded, the longest prompt's own
+    or `longrope` rope scaling, which read the length encoded, the longest prompt's own
     length, so such a model compiles once per prompt length), batch size,
     `max_new_tokens` and sampler settings; on torch it is a Python loop
     under `torch.no_grad()` whose step is compiled by `torch.compile`

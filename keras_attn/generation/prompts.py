@@ -508,7 +508,8 @@ def prompt_bucket(longest, max_length, max_new_tokens, length_dependent=False):
     within the position table (`max_length`, None for no table).
 
     Under a rope scaling that reads the length being encoded
-    (`length_dependent`: `dynamic`, see `rope_scaling.LENGTH_DEPENDENT`) it
+    (`length_dependent`: `dynamic`, `longrope`, see
+    `rope_scaling.LENGTH_DEPENDENT`) it
     is `longest` itself: the prompt pass then encodes the longest prompt's
     own length, as transformers' left-padded batch does for every row, so a
     single prompt is encoded as transformers encodes it (a bucket past the

@@ -46,7 +46,7 @@ class RotaryEmbedding(keras.layers.Layer):
     Positions are centred before exponentiation; the products are unchanged.
 
     With `scaling`, the frequencies `theta_m` are those of a context-extension
-    scaling (`linear`, `ntk`, `dynamic`, `yarn`, `llama3`; see
+    scaling (`linear`, `ntk`, `dynamic`, `yarn`, `llama3`, `longrope`; see
     `keras_attn.layers.rope_scaling`), and YaRN's attention factor multiplies
     the cosines and sines of queries and keys. The full pass and `rotate` (a
     cached decoding step) take them from one function. `dynamic` reads the
@@ -56,7 +56,9 @@ class RotaryEmbedding(keras.layers.Layer):
     RoPE does when it generates. The keys already in a cache keep the
     frequencies of the step that wrote them, so past the original length
     cached decoding under `dynamic` differs from a full pass over the whole
-    sequence (in transformers too); every other type is independent of `T`.
+    sequence (in transformers too). `longrope` reads `T` as `dynamic` does
+    (its long factors past the original length); every other type is
+    independent of `T`.
 
     Args:
         max_wavelength: RoPE's `base` (10000 in the paper).

@@ -159,7 +159,7 @@ def build_transformer_model(
             `"kerple_power"`, `"sandwich"`, `"xpos"`; GAU blocks
             `"gau_alpha"`; the decoders `"gpt"`, `"gpt2"`, `"gpt2_ml"`,
             `"llama"`, `"mistral"`, `"qwen2"`, `"qwen3"`, `"gemma"`,
-            `"gemma2"`, `"gemma3"`; T5 `"t5"`,
+            `"gemma2"`, `"gemma3"`, `"phi3"`; T5 `"t5"`,
             `"t5.1.1"`, `"mt5.1.1"` and its encoder `"t5_encoder"`; or a name
             given to `keras_attn.register_variant` (see
             `keras_attn.Transformer` for writing one). `None`: the config's
