@@ -154,8 +154,7 @@ class CompiledStep:
 
 
 # About what compiling one shape of the decoding step costs, by where the
-# step runs (measured in docs/speed.md: 10 to 15 s on the 2-core CPU, 27 to
-# 32 s on an H200, where inductor builds CUDA kernels). With
+# step runs (docs/speed.md; on a GPU inductor builds CUDA kernels). With
 # `KERAS_ATTN_TORCH_COMPILE` unset, a shape compiles once its eager steps
 # have taken this long (the ski-rental rule: never more than twice the time
 # of the better choice made in hindsight).
