@@ -1,4 +1,4 @@
-"""LLaMA, Mistral, Qwen2 and Qwen3 against transformers: logits with right
+"""LLaMA, Mistral, Qwen2, Qwen3 and Gemma 1/2/3 against transformers: logits with right
 and left padding, hidden states, greedy and beam generation (Mistral past
 its sliding window), `yarn` rope scaling (Qwen2), `dynamic` in one pass
 and at each cached step, the grouped-query cache's
@@ -21,6 +21,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 COMMON = dict(num_hidden_layers=2, intermediate_size=40, bos_token_id=1, eos_token_id=2)
+GEMMA_SHAPE = dict(
+    vocab_size=99, hidden_size=24, num_attention_heads=4, num_key_value_heads=1, head_dim=10
+)
 FAMILIES = {
     # Multi-query attention, head_dim 8 != 24 / 4, every bias, a tied head,
     # Llama 3.1's rope scaling.
@@ -51,6 +54,26 @@ FAMILIES = {
         vocab_size=99, hidden_size=24, num_attention_heads=6, num_key_value_heads=1,
         head_dim=10, attention_bias=True, tie_word_embeddings=True,
     )),
+    # Gemma: one key/value head under 4 query heads, head_dim 10 != 24 / 4,
+    # an untied head, the legacy `hidden_act: "gelu"` (read as the tanh GELU).
+    "gemma": ("GemmaConfig", "Gemma", dict(
+        GEMMA_SHAPE, hidden_act="gelu", tie_word_embeddings=False,
+        rope_parameters=dict(rope_type="default", rope_theta=500.0),
+    )),
+    # Layer 0 sliding (window 3), layer 1 global (Gemma2Config's default
+    # pattern); `query_pre_attn_scalar` 7 (not head_dim), caps small enough
+    # that `tanh` bends the scores and the logits.
+    "gemma2": ("Gemma2Config", "Gemma2", dict(
+        GEMMA_SHAPE, sliding_window=3, query_pre_attn_scalar=7, attn_logit_softcapping=2.0,
+        final_logit_softcapping=3.0, rope_parameters=dict(rope_type="default", rope_theta=700.0),
+    )),
+    # Every second layer global (`sliding_window_pattern`), local RoPE base
+    # 100, global 1000 scaled by 2, a final cap.
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3", dict(
+        GEMMA_SHAPE, sliding_window=3, sliding_window_pattern=2, query_pre_attn_scalar=7,
+        final_logit_softcapping=3.0, rope_theta=1000.0, rope_local_base_freq=100.0,
+        rope_scaling=dict(rope_type="linear", factor=2.0),
+    )),
 }
 IDS = np.array([[5, 17, 3, 44, 9, 28, 2, 61], [7, 12, 50, 33, 8, 0, 0, 0]])
 RIGHT = np.array([[1] * 8, [1] * 5 + [0] * 3])
@@ -66,7 +89,8 @@ def family(request, tmp_path_factory):
     config_class, _, fields = FAMILIES[name]
     torch.manual_seed(0)
     config = getattr(transformers, config_class)(**COMMON, **fields)
-    model = transformers.AutoModelForCausalLM.from_config(config)
+    # transformers' eager attention: its SDPA path cannot soft-cap (Gemma 2).
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     # Weights large enough that the next token depends on the context: with
     # small block weights a tied head (LLaMA's, Qwen3's here) predicts the
     # token it was given, and greedy rows repeat one token.
@@ -223,7 +247,7 @@ def test_grouped_query_cache_holds_only_the_key_value_heads(key_value_heads):
     (dict(num_key_value_heads=3),
      r"num_attention_heads=8 is not a multiple of num_key_value_heads=3"),
     (dict(num_key_value_heads=0), r"`num_key_value_heads` must be an integer >= 1"),
-    (dict(rope_scaling={"rope_type": "longrope", "factor": 2.0}), r"Unknown `rope_type` 'longrope'"),
+    (dict(rope_scaling={"rope_type": "longer", "factor": 2.0}), r"Unknown `rope_type` 'longer'"),
     (dict(attention_bias="yes"), r"`attention_bias` must be true or false"),
     (dict(head_dim=2.5), r"`head_dim` \(read as `attention_head_size`\) must be an integer"),
     (dict(mlp_bias=None, attention_bias=1), r"`attention_bias` must be true or false"),
