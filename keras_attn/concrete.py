@@ -30,14 +30,20 @@ def concrete_values(x):
 
 
 def torch_capturing():
-    """Whether a CUDA graph is recording on torch's current stream now
-    (reading a tensor's values would break the capture; False on the other
-    backends and without CUDA)."""
+    """Whether torch runs what a CUDA graph records: a training step's
+    warm-up or capture (`keras_attn.torch_runtime.cuda_graph.recording`),
+    or any capture on the current stream. Reading a tensor's values would
+    break the capture, and a replay would not repeat the read. False on the
+    other backends."""
     if keras.config.backend() != "torch":
         return False
     import torch
 
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    from keras_attn.torch_runtime import cuda_graph
+
+    return cuda_graph.is_recording() or (
+        torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    )
 
 
 def torch_compiling():

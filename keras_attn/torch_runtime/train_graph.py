@@ -306,15 +306,6 @@ class StepWatch:
             if made is not None:
                 return made
             self.problem(f"builds a tensor from host data ({type(args[0]).__name__})")
-        elif _reads(name) and args and isinstance(args[0], torch.Tensor) and _checking_inputs():
-            if self.strict and args[0].is_cuda:
-                # A real capture: the read would wait for the GPU, which
-                # CUDA refuses while it records.
-                self.problem(
-                    "the model's input check reads the batch on the host during the capture "
-                    "(keras_attn.concrete.concrete_values would have to skip while "
-                    "torch.cuda.is_current_stream_capturing())"
-                )
         elif name in _HOST_READS and args and self.on_device(args[0]):
             self.problem(f"reads a tensor's value on the host (Tensor.{name})")
         elif name in ("cpu", "to", "cuda", "copy_") and args and isinstance(args[0], torch.Tensor):
@@ -469,27 +460,6 @@ def _filled(data, dtype, device, requires_grad):
             [torch.full((), number, dtype=host.dtype, device=device) for number in numbers]
         ).reshape(host.shape)
     return made.requires_grad_(requires_grad) if requires_grad else made
-
-
-def _reads(name):
-    """Whether a tensor method gives the tensor's values to the host."""
-    return name in _HOST_READS or name in ("cpu", "to")
-
-
-def _checking_inputs():
-    """Whether the step is in `keras_attn.concrete.concrete_values`, which
-    reads a batch to check its values (`InputContract.check_values`, at
-    each `TransformerModel.__call__`): the check reads, it does not
-    compute; a replay skips it, and `fit` and `train_on_batch` have checked
-    their batches on entry."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_name == "concrete_values" and frame.f_code.co_filename.endswith(
-            os.path.join("keras_attn", "concrete.py")
-        ):
-            return True
-        frame = frame.f_back
-    return False
 
 
 # The tensor methods that give a tensor's value to Python (a device sync).
