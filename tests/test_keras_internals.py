@@ -450,3 +450,22 @@ def test_a_merge_of_an_unmasked_input_gets_no_mask_as_call_gives_it():
                 np.testing.assert_array_equal(
                     keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(expected)
                 )
+
+
+def test_jit_compile_is_what_compile_sets_and_the_trainer_reads():
+    """`jit_compile_requested` reads what `compile(jit_compile=...)` set,
+    and `jit_compile_off` hides it from the step functions Keras makes
+    inside (it reads `_jit_compile` when it makes them), giving it back."""
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    assert keras_internals.jit_compile_requested(model), changed(
+        "Trainer", "_jit_compile", "jit_compile_requested", "compile(jit_compile=True) left no True"
+    )
+    with keras_internals.jit_compile_off(model):
+        assert model.jit_compile is False, changed(
+            "Trainer", "jit_compile", "jit_compile_off", "the property does not read _jit_compile"
+        )
+    assert model.jit_compile is not False and keras_internals.jit_compile_requested(model)
+    model.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    assert not keras_internals.jit_compile_requested(model)
