@@ -2,7 +2,6 @@
 of prompts (`prompts`), the model's step (`CachedForward`), the sampler's
 loop (`keras_attn.samplers`) and its compilation."""
 
-
 import keras
 import numpy as np
 from keras import ops
