@@ -21,7 +21,8 @@ import sys
 # families` declares them (their `title`s, in declaration order).
 CHECKPOINT_FAMILIES = (
     "BERT", "RoBERTa", "ALBERT", "ELECTRA", "RoFormer", "NEZHA", "GAU-alpha", "GPT",
-    "GPT-2", "GPT2-ML", "T5", "LLaMA", "Mistral", "Qwen2", "Qwen3", "ModernBERT",
+    "GPT-2", "GPT2-ML", "T5", "LLaMA", "Mistral", "Qwen2", "Qwen3", "Gemma", "Gemma 2",
+    "Gemma 3", "Phi-3", "ModernBERT",
 )
 
 # The builder's built-in variants (`keras_attn.models.registry.VARIANTS`, in
@@ -30,7 +31,8 @@ VARIANTS = (
     "bert", "roberta", "roberta+", "talking_heads", "tta", "sinusoidal", "roformer",
     "roformer_v2", "nezha", "gau_alpha", "alibi", "kerple_log", "kerple_power", "sandwich",
     "xpos", "albert", "albert_unshared", "electra", "gpt", "gpt2", "gpt2_ml", "t5",
-    "t5.1.1", "mt5.1.1", "t5_encoder", "llama", "mistral", "qwen2", "qwen3", "modernbert",
+    "t5.1.1", "mt5.1.1", "t5_encoder", "llama", "mistral", "qwen2", "qwen3", "gemma",
+    "gemma2", "gemma3", "phi3", "modernbert",
 )
 
 # Every application a variant may build (`keras_attn.models.transformer.
