@@ -363,8 +363,10 @@ def _longrope(dim, base, scaling, length):
     if length is None:
         raise ValueError("rope_type 'longrope' needs the length being encoded.")
     original = scaling["original_max_position_embeddings"]
-    short = ops.convert_to_tensor(scaling["short_factor"], "float32")
-    long = ops.convert_to_tensor(scaling["long_factor"], "float32")
+    # Plain tuples: a layer's scaling holds Keras' tracked lists, which
+    # `torch.compile` cannot convert inside a graph (compiled blocks).
+    short = ops.convert_to_tensor(tuple(scaling["short_factor"]), "float32")
+    long = ops.convert_to_tensor(tuple(scaling["long_factor"]), "float32")
     # One length per pass: a select of the whole list, which XLA traces.
     factors = ops.where(ops.greater(ops.cast(length, "float32"), float(original)), long, short)
     attention_factor, factor = scaling["attention_factor"], scaling["factor"]

@@ -117,7 +117,9 @@ class RotaryEmbedding(keras.layers.Layer):
         check_even_width(self, "key_size (the last axis of query and key)", query.shape[-1])
         length = None
         if self._scaling is not None and self._scaling["rope_type"] in LENGTH_DEPENDENT:
-            length = ops.maximum(ops.max(query_positions), ops.max(key_positions)) + 1
+            # `amax`, not `max`: Keras' torch `max` inspects its result in
+            # Python, which breaks `torch.compile`'s graph (compiled blocks).
+            length = ops.maximum(ops.amax(query_positions), ops.amax(key_positions)) + 1
         return self.rotate(query, query_positions, length), self.rotate(key, key_positions, length)
 
     def decay_pair(self, query, key, query_positions, key_positions, cached=False):
@@ -150,7 +152,7 @@ class RotaryEmbedding(keras.layers.Layer):
         if length is None and self._scaling is not None and (
             self._scaling["rope_type"] in LENGTH_DEPENDENT
         ):
-            length = ops.max(positions) + 1
+            length = ops.amax(positions) + 1
         frequencies, attention_factor = scaled_frequencies(
             x.shape[-1], self.max_wavelength, self._scaling, length
         )
