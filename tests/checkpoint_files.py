@@ -151,3 +151,25 @@ def google_bert_arrays(config, seed=0):
         arrays.update(dense(names["ffn_output"], intermediate, hidden))
         arrays.update(norm(names["ffn_norm"], hidden))
     return arrays
+
+
+def assert_converted_like_transformers(reference, directory, output, capsys, ids):
+    """`keras-attn-convert` on the Hugging Face causal LM folder `directory`
+    into `output`: it verifies against `AutoModelForCausalLM`'s logits and
+    exits 0, and the config and weights it writes rebuild a model whose
+    logits on `ids` equal `reference`'s (1e-4)."""
+    import numpy as np
+    import torch
+
+    import keras_attn
+    from keras_attn.convert import main
+    from tests.harness import to_numpy
+
+    assert main([str(directory), str(output), "--quiet"]) == 0
+    assert "transformers.AutoModelForCausalLM's logits" in capsys.readouterr().out
+    converted = keras_attn.build_transformer_model(
+        f"{output}/config.json", f"{output}/model.weights.h5"
+    )
+    with torch.no_grad():
+        expected = reference(torch.tensor(ids)).logits.numpy()
+    np.testing.assert_allclose(to_numpy(converted({"token_ids": ids})), expected, atol=1e-4)

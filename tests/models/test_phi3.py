@@ -14,6 +14,7 @@ import pytest
 
 import keras_attn
 from keras_attn.models import load_config
+from tests.checkpoint_files import assert_converted_like_transformers
 from tests.checkpoint_files import perturb
 from tests.harness import to_numpy
 
@@ -144,18 +145,10 @@ def test_a_left_padded_batch_equals_transformers_and_each_row_alone(phi3, genera
 
 
 def test_the_converter_checks_against_transformers_and_keeps_the_model(phi3, tmp_path, capsys):
-    from keras_attn.convert import main
-
     reference, directory = phi3
-    output = str(tmp_path / "converted")
-    assert main([str(directory), output, "--quiet"]) == 0
-    assert "transformers.AutoModelForCausalLM's logits" in capsys.readouterr().out
-    converted = keras_attn.build_transformer_model(
-        f"{output}/config.json", f"{output}/model.weights.h5"
+    assert_converted_like_transformers(
+        reference, directory, tmp_path / "converted", capsys, IDS[:1]
     )
-    with torch.no_grad():
-        expected = reference(torch.tensor(IDS[:1])).logits.numpy()
-    np.testing.assert_allclose(to_numpy(converted({"token_ids": IDS[:1]})), expected, atol=1e-4)
 
 
 PHI3 = dict(CONFIG, model_type="phi3")
