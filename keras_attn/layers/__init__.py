@@ -7,6 +7,7 @@ from keras_attn.layers.binary_random_choice import BinaryRandomChoice
 from keras_attn.layers.bucketed_position_bias import BucketedPositionBias
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
 from keras_attn.layers.conditional_random_field import ConditionalRandomField
+from keras_attn.layers.disentangled_attention import DisentangledAttention
 from keras_attn.layers.efficient_global_pointer import EfficientGlobalPointer
 from keras_attn.layers.feed_forward import FeedForward
 from keras_attn.layers.functional_relative_position import FunctionalRelativePosition
@@ -20,6 +21,7 @@ from keras_attn.layers.logit_soft_cap import LogitSoftCap
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.output_mask import OutputMask
 from keras_attn.layers.position_embedding import PositionEmbedding
+from keras_attn.layers.relative_embedding import RelativeEmbedding
 from keras_attn.layers.relative_position_bias import RelativePositionBias
 from keras_attn.layers.rms_normalization import RMSNormalization
 from keras_attn.layers.rotary_embedding import RotaryEmbedding

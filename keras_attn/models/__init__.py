@@ -53,3 +53,4 @@ from keras_attn.models.gemma2 import Gemma2
 from keras_attn.models.gemma3 import Gemma3
 from keras_attn.models.phi3 import Phi3
 from keras_attn.models.modernbert import ModernBert
+from keras_attn.models.deberta_v2 import DebertaV2

@@ -8,6 +8,7 @@ import os
 import warnings
 
 from keras_attn.checkpoints import families
+from keras_attn.layers.disentangled_attention import POSITION_ATTENTION_TYPES
 from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
 from keras_attn.layers.rope_scaling import rotary_width_error
 from keras_attn.layers.rope_scaling import standard_rope_scaling
@@ -241,6 +242,21 @@ class TransformerConfig:
     # tied decoder) or from an own `MLM-Decoder` kernel.
     tie_word_embeddings: bool = True
     # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`,
+    # DeBERTa's disentangled attention (`DisentangledAttention`): its
+    # position terms (`pos_att_type`, entries of `POSITION_ATTENTION_TYPES`;
+    # None: plain attention), the log buckets of the relative positions
+    # (`position_buckets`; None: exact distances), the distance the buckets
+    # reach, or the table's span without them (`max_relative_positions`;
+    # None: `max_position`), whether the table is projected by the
+    # attention's own query/key projections (`share_att_key`) and
+    # layer-normalised (`norm_rel_ebd: layer_norm`), and whether learned
+    # absolute positions are added to the embeddings (`position_biased_input`).
+    position_attention_types: list | None = None
+    position_buckets: int | None = None
+    max_relative_distance: int | None = None
+    share_attention_key: bool = False
+    relative_embedding_norm: bool = False
+    position_biased_input: bool = True
     # BertLMHeadModel): the builder's `application=None` is then "lm".
     is_decoder: bool = False
     # How the checkpoint stores its weights: a declared family (see
@@ -413,6 +429,13 @@ FIELD_RULES = {
     "initializer_range": _real(0, low_open=True),
     "layer_norm_epsilon": _real(0, low_open=True),
     "pad_token_id": _optional(_integer(0)),
+def _position_attention_types(value):
+    expected = f"a non-empty list of distinct entries of {list(POSITION_ATTENTION_TYPES)}"
+    if not isinstance(value, (list, tuple)) or not value or len(set(value)) != len(value):
+        return expected
+    return None if all(entry in POSITION_ATTENTION_TYPES for entry in value) else expected
+
+
     "embedding_size": _optional(_integer(1)),
     "attention_key_size": _optional(_integer(1)),
     "attention_head_size": _optional(_integer(1)),
@@ -463,6 +486,12 @@ def field_error(name, value, key=None):
 
 
 def find_config_file(directory):
+    "position_attention_types": _optional(_position_attention_types),
+    "position_buckets": _optional(_integer(2)),
+    "max_relative_distance": _optional(_integer(2)),
+    "share_attention_key": _boolean,
+    "relative_embedding_norm": _boolean,
+    "position_biased_input": _boolean,
     """The configuration file in a checkpoint directory, or None."""
     for name in CONFIG_FILE_NAMES:
         path = os.path.join(directory, name)

@@ -74,6 +74,12 @@ VARIANT_FIELDS = {
             original_max_position_embeddings=5, factor=4.0,
         ),
     ),
+    # Both position terms, log buckets under the 8 tokens, projections of
+    # their own, a normalised table, heads of 6 in a hidden size of 16.
+    "deberta_v2": dict(
+        position_attention_types=["c2p", "p2c"], position_buckets=4, max_relative_distance=6,
+        share_attention_key=False, relative_embedding_norm=True, attention_head_size=6,
+    ),
 }
 
 # The registry as collected: tests that register a variant of their own

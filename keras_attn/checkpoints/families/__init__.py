@@ -23,6 +23,7 @@ from keras_attn.checkpoints.families import gemma2  # noqa: F401
 from keras_attn.checkpoints.families import gemma3  # noqa: F401
 from keras_attn.checkpoints.families import phi3  # noqa: F401
 from keras_attn.checkpoints.families import modernbert  # noqa: F401
+from keras_attn.checkpoints.families import deberta_v2  # noqa: F401
 from keras_attn.checkpoints.families.family import FAMILIES
 from keras_attn.checkpoints.families.family import GOOGLE_CONFIG_FAMILY
 from keras_attn.checkpoints.families.family import MARKER_KINDS

@@ -1,0 +1,89 @@
+"""The table of relative-position embeddings that DeBERTa's attention layers
+share."""
+
+import keras
+from keras import ops
+
+from keras_attn.layers.multi_head_attention import check_positive_integer
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class RelativeEmbedding(keras.layers.Layer):
+    """`2 * span` learned embeddings of relative positions, one table for the
+    whole model, optionally layer-normalised (DeBERTa's
+    `encoder.rel_embeddings` and `norm_rel_ebd: layer_norm`).
+
+    He et al. (2021), "DeBERTa: Decoding-enhanced BERT with Disentangled
+    Attention", https://arxiv.org/abs/2006.03654. Row `r` embeds the
+    (bucketed) relative position `r - span`; every
+    `keras_attn.layers.DisentangledAttention` projects the table with its own
+    query/key projections. The model computes it once per pass and hands it
+    to every block as their `distance_bias`, as it does a position bias.
+
+    Args:
+        span: the number of relative positions on each side (DeBERTa's
+            `position_buckets`, or `max_relative_positions` without
+            buckets); a positive integer.
+        width: the embeddings' width (the model's hidden size).
+        normalize: apply a LayerNorm (sublayer `norm`) to the table.
+        epsilon: that LayerNorm's epsilon.
+        embeddings_initializer: initializer of the table.
+        **kwargs: base layer arguments such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: any tensor of the model (the hidden states); only ties the
+            table into the functional graph.
+        by_distance: accepted for the position-bias interface; the table is
+            always returned.
+
+    Returns the `(2 * span, width)` table in the layer's compute dtype.
+
+    Example:
+
+    >>> table = RelativeEmbedding(4, 16, normalize=True)(hidden)  # (8, 16)
+    """
+
+    def __init__(self, span, width, normalize=False, epsilon=1e-7,
+                 embeddings_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        check_positive_integer("span", span)
+        check_positive_integer("width", width)
+        self.span, self.width = span, width
+        self.normalize, self.epsilon = normalize, epsilon
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.norm = None
+        if normalize:
+            self.norm = keras.layers.LayerNormalization(
+                epsilon=epsilon, dtype=self.dtype_policy, name="norm"
+            )
+        # The hidden states' padding mask does not apply to the table.
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(2 * self.span, self.width),
+            initializer=self.embeddings_initializer,
+        )
+        if self.norm is not None:
+            self.norm.build((2 * self.span, self.width))
+
+    def call(self, inputs=None, by_distance=True):
+        table = ops.cast(self.embeddings, self.compute_dtype)
+        return table if self.norm is None else self.norm(table)
+
+    def compute_output_shape(self, inputs_shape=None):
+        return (2 * self.span, self.width)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "span": self.span,
+            "width": self.width,
+            "normalize": self.normalize,
+            "epsilon": self.epsilon,
+            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+        })
+        return config
