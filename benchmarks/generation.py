@@ -35,7 +35,7 @@ float32, this measures:
    the growth of the process's peak RSS on CPU, and on a GPU the device's
    peak memory. The window part runs first, so the BERT-base part does not
    set the process's peaks.
-3. Pretrained shapes, greedy, batch 8, prompts (T5: sources) of 32 tokens,
+3. Pretrained shapes, greedy, batch 8 (`--batch`), prompts (T5: sources) of 32 tokens,
    256 new tokens (`--new-tokens`), random weights in float32, every
    generator made to run all the steps (no end token):
    - GPT-2 small (`--parts gpt2`: 12 layers, hidden 768, 12 heads, FFN
@@ -65,6 +65,16 @@ float32, this measures:
      and keras-hub (`Llama3Backbone.from_preset` on the directory) read the
      same weights; against keras-hub's `Llama3CausalLM.generate` and, on
      torch, transformers' `generate`.
+   - Gemma 2, about 100M parameters (`--parts gemma`: 12 layers, hidden
+     768, 12 query heads over 4 key/value heads of 64, GeGLU 2048,
+     vocabulary 32000, tied head, a sliding window of 48 on every other
+     layer, attention logits soft-capped at 50 and final logits at 30): one
+     random `transformers.Gemma2ForCausalLM` (eager attention, the path
+     that soft-caps), saved; keras_attn (variant "gemma2") and keras-hub
+     (`GemmaBackbone.from_preset`) read the same weights; against keras-hub's
+     `GemmaCausalLM.generate` and, on torch, transformers' `generate`.
+     Prompt plus new tokens pass the window, so the windowed layers' masks
+     are exercised.
    - GPT-2 small's depth at width 48 (`--parts gpt2-narrow`: 12 layers,
      hidden 48, 12 heads of 4, FFN 192, vocabulary 4096), against
      transformers' `generate` on the same weights: a step does next to no
@@ -92,7 +102,7 @@ Results go to `benchmarks/results/generation_<backend>.json` (parts 1 and
 2), with `cached_over_uncached_tokens_per_second` and
 `keras_attn_over_keras_hub_tokens_per_second` fields, and
 `benchmarks/results/generation_gpt2_t5_<backend>.json` (part 3; LLaMA in
-`generation_llama_<backend>.json`, the narrow GPT-2 in
+`generation_llama_<backend>.json`, Gemma 2 in `generation_gemma_<backend>.json`, the narrow GPT-2 in
 `generation_host_bound_<backend>.json`), with
 `keras_attn_over_keras_hub_tokens_per_second` and, on torch,
 `keras_attn_over_transformers_tokens_per_second` per model; so a run of
@@ -104,6 +114,7 @@ tables.
     KERAS_BACKEND=jax python benchmarks/generation.py --quick  # 1 repeat, window to 4k
     KERAS_BACKEND=torch python benchmarks/generation.py --parts gpt2 t5 --new-tokens 64
     KERAS_BACKEND=torch python benchmarks/generation.py --parts llama --new-tokens 64 --no-keras-hub
+    KERAS_BACKEND=jax python benchmarks/generation.py --parts gemma --batch 4 --new-tokens 32
     KERAS_BACKEND=torch python benchmarks/generation.py --parts gpt2 --first-call-only  # twice
 
 Not part of the test suite.
@@ -166,6 +177,17 @@ LLAMA_100M = dict(
     vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
     num_attention_heads=12, num_key_value_heads=3, max_position_embeddings=2048,
     tie_word_embeddings=True,
+)
+# About 100M parameters with Gemma 2's traits: GeGLU, RMS norms around both
+# sublayers, a sliding window on every other layer (layer 0 first), attention
+# and final logits soft-capped, queries scaled by query_pre_attn_scalar**-0.5,
+# 4 query heads per key/value head, a tied head. The window (48) is shorter
+# than prompt plus new tokens (32 + 32), so generation crosses it.
+GEMMA2_100M = dict(
+    vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+    num_attention_heads=12, num_key_value_heads=4, head_dim=64, query_pre_attn_scalar=64,
+    sliding_window=48, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+    max_position_embeddings=2048, tie_word_embeddings=True,
 )
 AGREEMENT_TOKENS = 16
 TORCH_WARM_UP_TOKENS = 8
@@ -465,6 +487,10 @@ def random_transformers_model(family, directory):
         model = transformers.BertLMHeadModel(config)
     elif family == "llama":
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA_100M))
+    elif family == "gemma":
+        # Eager attention: the one transformers path that soft-caps the attention logits.
+        config = transformers.Gemma2Config(**GEMMA2_100M, attn_implementation="eager")
+        model = transformers.Gemma2ForCausalLM(config)
     else:
         model = transformers.T5ForConditionalGeneration(transformers.T5Config(**T5_SMALL))
     model.eval()
@@ -521,6 +547,17 @@ def keras_hub_llama(directory, prompt_ids):
     )
 
 
+def keras_hub_gemma(directory, prompt_ids):
+    """keras-hub's `GemmaCausalLM.generate` (its `GemmaBackbone` reads a
+    `model_type: gemma2` folder with Gemma 2's norms, soft caps and sliding
+    window), greedy, on the weights saved in `directory`."""
+    import keras_hub
+
+    return keras_hub_causal_lm(
+        keras_hub.models.GemmaBackbone, keras_hub.models.GemmaCausalLM, directory, prompt_ids
+    )
+
+
 def keras_hub_causal_lm(backbone_class, causal_lm_class, directory, prompt_ids):
     """`generate(new_tokens)` of a keras-hub causal LM read from the
     transformers folder `directory` (`from_preset`), greedy, preprocessor
@@ -531,9 +568,9 @@ def keras_hub_causal_lm(backbone_class, causal_lm_class, directory, prompt_ids):
 
     def generate(new_tokens):
         width = PROMPT + new_tokens
-        token_ids = np.zeros((BATCH, width), "int32")
+        token_ids = np.zeros((len(prompt_ids), width), "int32")
         token_ids[:, :PROMPT] = prompt_ids
-        padding_mask = np.zeros((BATCH, width), bool)
+        padding_mask = np.zeros((len(prompt_ids), width), bool)
         padding_mask[:, :PROMPT] = True
         output = causal_lm.generate(
             {"token_ids": token_ids, "padding_mask": padding_mask}, stop_token_ids=None
@@ -560,13 +597,13 @@ def keras_hub_t5(directory, source_ids):
 
     def generate(new_tokens):
         # The decoder's prompt: the start token (the pad id 0), then room for the new tokens.
-        decoder_padding_mask = np.zeros((BATCH, 1 + new_tokens), bool)
+        decoder_padding_mask = np.zeros((len(source_ids), 1 + new_tokens), bool)
         decoder_padding_mask[:, 0] = True
         output = seq2seq_lm.generate(
             {
                 "encoder_token_ids": source_ids,
                 "encoder_padding_mask": np.ones_like(source_ids, bool),
-                "decoder_token_ids": np.zeros((BATCH, 1 + new_tokens), "int32"),
+                "decoder_token_ids": np.zeros((len(source_ids), 1 + new_tokens), "int32"),
                 "decoder_padding_mask": decoder_padding_mask,
             },
             stop_token_ids=None,
@@ -632,15 +669,29 @@ PRETRAINED_SHAPES = {
         "keras_hub": ("keras-hub Llama3CausalLM", keras_hub_llama, True),
         "transformers": "transformers LlamaForCausalLM",
     },
+    "gemma": {
+        "description": (
+            "Gemma 2 shape, about 100M parameters (variant 'gemma2'): 12 layers, hidden 768, 12 "
+            "query heads and 4 key/value heads of 64, GeGLU 2048, vocabulary 32000, tied head, "
+            "sliding window 48 on every other layer, attention logits soft-capped at 50 and final "
+            "logits at 30, query_pre_attn_scalar 64, float32, random weights: one transformers "
+            "Gemma2ForCausalLM (eager attention), saved and loaded by keras_attn and by keras-hub "
+            "(GemmaBackbone.from_preset)"
+        ),
+        "vocab_size": GEMMA2_100M["vocab_size"],
+        "keras_hub": ("keras-hub GemmaCausalLM", keras_hub_gemma, True),
+        "transformers": "transformers Gemma2ForCausalLM",
+    },
 }
 
 
-def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
+def pretrained_shape(family, new_tokens, repeats, with_keras_hub, batch=BATCH):
     """keras_attn's greedy `generate` against keras-hub's and (on torch)
-    transformers' for one of `PRETRAINED_SHAPES`, side by side."""
+    transformers' for one of `PRETRAINED_SHAPES`, side by side, `batch`
+    prompts of `PROMPT` tokens."""
     shape = PRETRAINED_SHAPES[family]
     load_before = os.getloadavg()[0]
-    prompt_ids = prompts(BATCH, PROMPT, shape["vocab_size"])
+    prompt_ids = prompts(batch, PROMPT, shape["vocab_size"])
     generators, same_weights, keras_hub_error = {}, set(), None
     with tempfile.TemporaryDirectory() as directory:
         transformers_model = random_transformers_model(family, directory)
@@ -691,22 +742,22 @@ def pretrained_shape(family, new_tokens, repeats, with_keras_hub):
     timings = timed_side_by_side(functions, repeats, warm_ups)
     rows = []
     for name, (warm_up, seconds) in timings.items():
-        if outputs[name].shape != (BATCH, new_tokens):
+        if outputs[name].shape != (batch, new_tokens):
             raise RuntimeError(
-                f"{name} returned new tokens of shape {outputs[name].shape}, not {(BATCH, new_tokens)}."
+                f"{name} returned new tokens of shape {outputs[name].shape}, not {(batch, new_tokens)}."
             )
         rows.append(
             {
                 "generator": name, "seconds": seconds, "warm_up_seconds": warm_up,
-                "tokens_per_second": BATCH * new_tokens / seconds,
+                "tokens_per_second": batch * new_tokens / seconds,
             }
         )
         print(
-            f"{family:<5} {name:<41} {seconds:>8.2f} s  {BATCH * new_tokens / seconds:>8.1f} tokens/s  "
+            f"{family:<5} {name:<41} {seconds:>8.2f} s  {batch * new_tokens / seconds:>8.1f} tokens/s  "
             f"(warm-up {warm_up:.1f} s)"
         )
     result = {
-        "model": shape["description"], "batch": BATCH, "prompt_length": PROMPT,
+        "model": shape["description"], "batch": batch, "prompt_length": PROMPT,
         "new_tokens": new_tokens, "sampler": "greedy", "devices": devices, "rows": rows,
         "greedy_rows_equal_to_keras_attn": {},
         # Other work on the machine slows every contender; the ratios are side by side.
@@ -779,10 +830,12 @@ def main():
                              "from steps at a few prefix lengths (default on CPU)")
     parser.add_argument("--parts", nargs="+",
                         choices=["windowed", "cached", "gpt2", "t5", "bert", "llama",
-                                 "gpt2-narrow"],
+                                 "gemma", "gpt2-narrow"],
                         default=["windowed", "cached", "gpt2", "t5"])
     parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS,
                         help="new tokens per row for the gpt2 and t5 parts")
+    parser.add_argument("--batch", type=int, default=BATCH,
+                        help="prompts per call for the pretrained shapes (gpt2 to gemma)")
     parser.add_argument("--no-keras-hub", action="store_true")
     parser.add_argument("--first-call-only", action="store_true",
                         help="keras_attn's first generate only, for each pretrained shape of "
@@ -812,10 +865,11 @@ def main():
         )
     if {"windowed", "cached"} & set(arguments.parts):
         write_result(result, arguments.output, f"generation_{BACKEND}.json")
-    # GPT-2, T5 and BERT in one file, LLaMA and the narrow GPT-2 in their own.
+    # GPT-2, T5 and BERT in one file, LLaMA, Gemma 2 and the narrow GPT-2 in their own.
     for shapes, name in (
         (("gpt2", "t5", "bert"), f"generation_gpt2_t5_{BACKEND}.json"),
         (("llama",), f"generation_llama_{BACKEND}.json"),
+        (("gemma",), f"generation_gemma_{BACKEND}.json"),
         (("gpt2-narrow",), f"generation_host_bound_{BACKEND}.json"),
     ):
         shapes = [family for family in shapes if family in arguments.parts]
@@ -824,7 +878,8 @@ def main():
         result = {"device": device, "repeats": repeats}
         for family in shapes:
             result[family] = pretrained_shape(
-                family, arguments.new_tokens, repeats, not arguments.no_keras_hub
+                family, arguments.new_tokens, repeats, not arguments.no_keras_hub,
+                arguments.batch,
             )
         write_result(result, arguments.output, name)
 

@@ -4,7 +4,8 @@ bert_base.py), banded attention (`banded_attention_*.json`), fused attention
 for decoupled widths (`fused_widths_*.json`), the input contract's cost
 (`input_contract_*.json`) and generation (`generation_*.json`; the GPT-2
 small, T5-small and BERT-decoder rows from `generation_gpt2_t5_*.json`, the
-LLaMA rows from `generation_llama_*.json`)."""
+LLaMA rows from `generation_llama_*.json`, the Gemma 2 rows from
+`generation_gemma_*.json`)."""
 
 import glob
 import json
@@ -102,7 +103,7 @@ def device_of(path, result):
 
 
 # The files of `benchmarks/generation.py`'s pretrained shapes.
-PRETRAINED_SHAPE_FILES = ("generation_gpt2_t5_", "generation_llama_")
+PRETRAINED_SHAPE_FILES = ("generation_gpt2_t5_", "generation_llama_", "generation_gemma_")
 
 
 def generation_table():
@@ -169,7 +170,7 @@ def pretrained_shapes_table():
         result = load(path)
         for family, label in (
             ("gpt2", "GPT-2 small"), ("t5", "T5-small"), ("bert", "BERT-base decoder"),
-            ("llama", "LLaMA ~100M"),
+            ("llama", "LLaMA ~100M"), ("gemma", "Gemma 2 ~100M"),
         ):
             shape = result.get(family)
             if not shape:

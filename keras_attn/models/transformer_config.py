@@ -190,6 +190,14 @@ class TransformerConfig:
     # (LocalMaskBaseline) and log-n scaling relative to a training length.
     attention_window: int | None = None
     log_n_train_length: int | None = None
+    # With `attention_window`: the first positions every query also sees
+    # (StreamingLLM's sink tokens; `MultiHeadAttention`'s
+    # `attention_sink_tokens`), so a decoding cache keeps them beside the
+    # window's ring. 0: none.
+    attention_sink_tokens: int = 0
+    # A learned sink logit per head joining each softmax (gpt-oss's
+    # attention sinks; `MultiHeadAttention(attention_sinks=True)`).
+    attention_sinks: bool = False
     # Which layers attend within `attention_window`: None (every layer), or
     # one entry per layer, "sliding_attention" (the window) or
     # "full_attention" (every key), as transformers 5's `layer_types`
@@ -277,6 +285,17 @@ class TransformerConfig:
                 f"num_attention_heads={self.num_heads} is not a multiple of "
                 f"num_key_value_heads={self.num_key_value_heads} (each key/value head "
                 "serves num_attention_heads / num_key_value_heads query heads)."
+            )
+        if self.attention_sink_tokens and self.attention_window is None and not any(errors):
+            errors.append(
+                f"attention_sink_tokens={self.attention_sink_tokens} keeps the first "
+                "positions visible beside a local window and needs `attention_window`; "
+                "received attention_window=None."
+            )
+        if self.attention_sink_tokens and self.blockwise_attention and not any(errors):
+            errors.append(
+                f"attention_sink_tokens={self.attention_sink_tokens} is for a sliding "
+                "window, not XPOS's blockwise attention (blockwise_attention=True)."
             )
         if not any(errors):
             errors.append(layer_types_error(
@@ -450,6 +469,8 @@ def _position_attention_types(value):
     "mask_token_id": _optional(_integer(0)),
     "attention_window": _optional(_integer(1)),
     "log_n_train_length": _optional(_integer(1)),
+    "attention_sink_tokens": _integer(0),
+    "attention_sinks": _boolean,
     "layer_types": _optional(_layer_types),
     "hierarchical_position": _boolean_or(_real(0, 1, low_open=True)),
     "blockwise_attention": _boolean,
