@@ -129,6 +129,9 @@ MARKERS_BEFORE = (
     ("attn.c_attn", "GPT-2", "'gpt2'"),
     ("newslm/", "GPT2-ML", "'gpt2_ml'"),
     ("discriminator_predictions", "ELECTRA", "'electra'"),
+    # Added with DeBERTa-v2 (issue 52, item 3): before BERT's, which
+    # `deberta.encoder.layer.` contains.
+    ("attention.self.query_proj", "DeBERTa-v2", "'deberta_v2'"),
     ("bert.encoder.layer.", "BERT", "'bert'"),
     ("roformer.encoder.layer.", "RoFormer", "'roformer'"),
     ("encoder.layer.", "BERT", "'bert' or 'roberta'"),
