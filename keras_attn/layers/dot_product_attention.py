@@ -60,19 +60,39 @@ def large_negative(dtype):
     return LARGE_NEGATIVES[str(dtype).split(".")[-1]]
 
 
-def masked_softmax(logits, mask=None):
+def masked_softmax(logits, mask=None, sink_logits=None):
     """Softmax over the last axis, in float32, exactly zero where masked.
 
     `softmax(where(mask, logits, large_negative)) * mask`: the multiplication
     is exact for partially masked rows (the masked terms underflow to 0
     already) and turns fully masked rows, which would otherwise be uniform,
     into rows of zeros. Returns float32 probabilities shaped as `logits`.
+
+    With `sink_logits` `s`, one logit per head (`(heads,)`, `logits` laid
+    out as `(batch, heads, query_length, key_length)`), every row gets an
+    extra column `s[n]` that joins the softmax and is then dropped:
+    `W_ij = exp(L_ij) / (exp(s[n]) + sum_k exp(L_ik))`, so a row's weights
+    sum to less than 1 (attention sinks as gpt-oss learns them). A fully
+    masked row puts all its weight on the sink column: zeros again.
     """
     logits = ops.cast(logits, "float32")
+    if mask is not None:
+        logits = ops.where(mask, logits, large_negative("float32"))
+    if sink_logits is None:
+        probabilities = ops.softmax(logits, axis=-1)
+    else:
+        sinks = ops.reshape(ops.cast(sink_logits, "float32"), (1, -1, 1, 1))
+        # The row's largest logit, the sink's included, is subtracted before
+        # the exponentials (no overflow); it cancels in the ratio.
+        peak = ops.stop_gradient(
+            ops.maximum(ops.max(logits, axis=-1, keepdims=True), sinks)
+        )
+        exponentials = ops.exp(logits - peak)
+        total = ops.sum(exponentials, axis=-1, keepdims=True) + ops.exp(sinks - peak)
+        probabilities = exponentials / total
     if mask is None:
-        return ops.softmax(logits, axis=-1)
-    logits = ops.where(mask, logits, large_negative("float32"))
-    return ops.softmax(logits, axis=-1) * ops.cast(mask, "float32")
+        return probabilities
+    return probabilities * ops.cast(mask, "float32")
 
 
 def visible_keys(mask, key_length):
@@ -199,12 +219,21 @@ class DotProductAttention:
       of 16 keys and no `max(1, .)` clamp, applied, like `log_n_train_length`,
       to the queries, so it stays on the fused path.
 
+    With `sink_logits` (a learned logit `s[n]` per head, gpt-oss's attention
+    sinks; `MultiHeadAttention(attention_sinks=True)`), the softmax of each
+    row runs over its masked scores and one more column, `s[n]`, which is
+    then dropped: `W_ij = exp(L_ij) / (exp(s[n]) + sum_k exp(L_ik))`, the
+    sum over the keys the row sees. A row's weights sum to less than 1; a
+    fully masked row is still zero.
+
     The fused path (`fused_attention`) is taken when `fused` allows it and
     nothing needs the einsum: no scores are returned, no `logit_soft_cap`
     (fused kernels cannot cap the scores), dropout is
     inactive for this call (`training` falsy or a rate of 0), no mixing hook
     is set (fused kernels cannot mix heads), the normalisation is a softmax
-    (`"softmax"` or `"softmax_plus"`), and the computation is not
+    (`"softmax"` or `"softmax_plus"`), there are no `sink_logits` (a fused
+    kernel has no column for them: sink attention takes the einsum path,
+    see `uses_fused_path`), and the computation is not
     float16 on JAX's CPU backend (XLA's CPU backend lacks the float16 x
     float16 -> float32 product that kernel asks for under jit), and the
     call is not inside `higher_order_gradients()` (a gradient penalty: the
@@ -253,6 +282,11 @@ class DotProductAttention:
         normalization: one of `NORMALIZATIONS` (see above); another value
             is a ValueError naming them, as is `"softmax_plus"` with
             `log_n_train_length` (two log-n scalings).
+        sink_logits: None, or the `(heads,)` sink logits (a variable or
+            tensor, one per head of the scores after `mix_logits`), added
+            as an extra softmax column and dropped (see above). Einsum
+            path only; with `normalization="squared_relu"` (no softmax to
+            join) a ValueError.
     """
 
     scale: float = 1.0
@@ -265,9 +299,15 @@ class DotProductAttention:
     position_logits: Optional[Callable] = None
     normalization: str = "softmax"
     logit_soft_cap: Optional[float] = None
+    sink_logits: Optional[object] = None
 
     def __post_init__(self):
         check_soft_cap("logit_soft_cap", self.logit_soft_cap)
+        if self.sink_logits is not None and self.normalization == "squared_relu":
+            raise ValueError(
+                "Attention sinks (`sink_logits`) are an extra column of a softmax; "
+                "normalization='squared_relu' has none. Use 'softmax' or 'softmax_plus'."
+            )
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(
                 f"`normalization` must be one of {NORMALIZATIONS}; received "
@@ -327,6 +367,9 @@ class DotProductAttention:
             return False
         if self.position_logits is not None or self.logit_soft_cap is not None:
             return False
+        if self.sink_logits is not None:
+            # A fused kernel cannot add the sink column to its softmax.
+            return False
         if keras.backend.standardize_dtype(dtype) == "float16" and jax_runs_on_cpu():
             return False
         return True
@@ -368,7 +411,7 @@ class DotProductAttention:
         if self.normalization == "squared_relu":
             probabilities = masked_squared_relu(logits, mask)
         else:
-            probabilities = masked_softmax(logits, mask)
+            probabilities = masked_softmax(logits, mask, self.sink_logits)
         if self.mix_probabilities is not None:
             probabilities = self.mix_probabilities(probabilities)
         probabilities = ops.cast(probabilities, value.dtype)

@@ -143,6 +143,7 @@ class GatedAttentionUnit(MultiHeadAttention):
                                                 initializer=initializer))
         self.output_dense = make_dense(self, self.out_dim or query_shape[-1], "output_dense")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.units,))
+        self._build_attention_sinks()
 
     def _built_input_widths(self):
         width = self.input_dense.kernel.shape[0]

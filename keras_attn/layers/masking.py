@@ -76,7 +76,7 @@ def positions(length, given=None):
 
 def local_mask(
     query_length, key_length, window, causal=False, blockwise=False,
-    query_positions=None, key_positions=None,
+    query_positions=None, key_positions=None, sink_tokens=0,
 ):
     """Boolean `(1, 1, query_length, key_length)` band of a local window.
 
@@ -89,6 +89,12 @@ def local_mask(
       even window, `window` for an odd one, fewer at the edges);
     - blockwise causal (XPOS): split positions into blocks of `window`; keep
       `j <= i` in the query's own block and the block before it.
+
+    With `sink_tokens` `k > 0` (StreamingLLM's attention sinks, Xiao et al.
+    2023, "Efficient Streaming Language Models with Attention Sinks",
+    https://arxiv.org/abs/2309.17453) the keys at positions `0 <= j < k`
+    are kept too, under causality when `causal` (`j <= i`): every query sees
+    the first `k` positions beside its band. Not with `blockwise`.
 
     Built from two index vectors, no Python loop, so its cost is the size of
     the mask itself.
@@ -103,6 +109,12 @@ def local_mask(
         )
     else:
         keep = band_from_distance(distance, window, causal)
+    if sink_tokens:
+        columns = positions(key_length, key_positions)[None, :]
+        sinks = ops.logical_and(ops.greater_equal(columns, 0), ops.less(columns, sink_tokens))
+        if causal:
+            sinks = ops.logical_and(sinks, ops.greater_equal(distance, 0))
+        keep = ops.logical_or(keep, sinks)
     return keep[None, None, :, :]
 
 
@@ -125,6 +137,7 @@ def merge_attention_masks(
     blockwise=False,
     query_positions=None,
     key_positions=None,
+    sink_tokens=0,
 ):
     """Combines every source of masking into one rank-4 boolean mask.
 
@@ -147,6 +160,8 @@ def merge_attention_masks(
         query_positions, key_positions: the positions of the queries and
             keys for the causal and local masks (see `relative_positions`);
             default `0, 1, ...`.
+        sink_tokens: with `attention_window`, the keys at positions below
+            it stay visible beside the band (see `local_mask`).
 
     Returns:
         A boolean tensor broadcastable to
@@ -179,6 +194,7 @@ def merge_attention_masks(
                 blockwise=blockwise,
                 query_positions=query_positions,
                 key_positions=key_positions,
+                sink_tokens=sink_tokens,
             ),
         )
     return mask

@@ -1,6 +1,7 @@
 """Multi-head attention with a per-head query/key width decoupled from the
 value width."""
 
+import dataclasses
 import math
 
 import keras
@@ -156,6 +157,28 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_window: attend only within a local window of this size
             (the `LocalMaskBaseline` band: `i - window < j <= i` under a
             causal mask, `|i - j| <= window // 2` otherwise).
+        attention_sink_tokens: with `attention_window`, the number `k` of
+            first positions every query also sees (keys `j < k`, and `j <= i`
+            under a causal mask): StreamingLLM's sink tokens (Xiao et al.
+            2023, https://arxiv.org/abs/2309.17453), kept beside the window
+            at their original positions (RoPE rotates them where they are;
+            StreamingLLM renumbers the cache instead). A decoding cache then
+            holds `k` slots for them beside the window's ring
+            (`keras_attn.generation.CachedForward`). Default 0; a negative
+            number, `k > 0` without a window or with `blockwise_attention`
+            is a ValueError. Such a layer's full pass takes the dense masked
+            path (the band's blocks have no room for the sink keys).
+        attention_sinks: learn one sink logit per head (`heads`, the weight
+            `sink_logits`, initialised to zeros), which joins each query
+            row's softmax as an extra column and is dropped (gpt-oss's
+            attention sinks; see `DotProductAttention`): a row's weights sum
+            to `1 - exp(s) / (exp(s) + sum_j exp(a_ij))`, so a head may
+            attend to nothing. Such a layer takes the einsum path (a fused
+            kernel has no sink column), in the full pass, on banded blocks
+            and in cached decoding alike. No pretrained checkpoint format
+            this library reads holds them: the weight is declared
+            checkpoint-free (`checkpoint_free_weights`) and keeps its initial
+            value when a checkpoint is loaded.
         blockwise_attention: use XPOS's blockwise causal attention instead of
             a sliding window: blocks of `attention_window` positions, each
             query seeing its own block and the previous one. Requires
@@ -298,6 +321,8 @@ class MultiHeadAttention(keras.layers.Layer):
         projection_policies=None,
         normalization="softmax",
         attention_logit_soft_cap=None,
+        attention_sinks=False,
+        attention_sink_tokens=0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -368,6 +393,12 @@ class MultiHeadAttention(keras.layers.Layer):
         check_max_relative_position(max_relative_position)
         check_soft_cap("attention_logit_soft_cap", attention_logit_soft_cap)
         check_positive_integer("attention_window", attention_window, optional=True)
+        check_sink_tokens(attention_sink_tokens, attention_window, blockwise_attention)
+        if not isinstance(attention_sinks, bool):
+            raise ValueError(
+                "`attention_sinks` must be True or False (whether each head learns a "
+                f"sink logit); received {attention_sinks!r}."
+            )
         if blockwise_attention and attention_window is None:
             raise ValueError(
                 "`blockwise_attention=True` needs `attention_window` (the block "
@@ -405,6 +436,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.normalization = normalization
         # Which keys each query sees, and where it sits.
         self.attention_window = attention_window
+        self.attention_sink_tokens = attention_sink_tokens
         self.blockwise_attention = blockwise_attention
         self.position_encoding = position_encoding
         self.rotary_max_wavelength = rotary_max_wavelength
@@ -455,6 +487,19 @@ class MultiHeadAttention(keras.layers.Layer):
             normalization=normalization,
             logit_soft_cap=attention_logit_soft_cap,
         )
+        # The sink logits are created in `_build_projections` and handed to
+        # the kernel there.
+        self.attention_sinks = attention_sinks
+        self.sink_logits = None
+        if attention_sinks:
+            if normalization == "squared_relu":
+                raise ValueError(
+                    "`attention_sinks=True` adds a column to the softmax; "
+                    "normalization='squared_relu' has none."
+                )
+            self.checkpoint_free_weights = (
+                tuple(getattr(type(self), "checkpoint_free_weights", ())) + ("sink_logits",)
+            )
 
     def _make_relative_position(self):
         """The `FunctionalRelativePosition` of `"functional_relative"`, or None."""
@@ -495,6 +540,19 @@ class MultiHeadAttention(keras.layers.Layer):
         for norm in (self.query_norm, self.key_norm):
             if norm is not None:
                 norm.build((None, None, None, self.key_size))
+        self._build_attention_sinks()
+
+    def _build_attention_sinks(self):
+        """With `attention_sinks`, the `(heads,)` weight `sink_logits`,
+        handed to the kernel: one per head of the scores the softmax sees
+        (talking heads': after their mixing, `heads` as well). Every
+        subclass's `build` calls it."""
+        if not self.attention_sinks:
+            return
+        self.sink_logits = self.add_weight(
+            name="sink_logits", shape=(self.heads,), initializer="zeros"
+        )
+        self._kernel = dataclasses.replace(self._kernel, sink_logits=self.sink_logits)
 
     def _check_input_shapes(self, query_shape, value_shape, key_shape, mask_shape=None):
         """Raises a ValueError naming the inputs whose statically known
@@ -664,17 +722,20 @@ class MultiHeadAttention(keras.layers.Layer):
                 key_mask = value_mask
         self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
         query_length, key_length = ops.shape(query)[1], ops.shape(key)[1]
-        layout = banded.layout_for_call(
-            self.attention_window, self.blockwise_attention, use_causal_mask,
-            query, key, attention_mask, attention_bias, distance_bias, return_attention_scores,
-        )
+        layout = None
+        if not self.attention_sink_tokens:
+            layout = banded.layout_for_call(
+                self.attention_window, self.blockwise_attention, use_causal_mask,
+                query, key, attention_mask, attention_bias, distance_bias,
+                return_attention_scores,
+            )
         if layout is None:
             band = None
             mask = masking.merge_attention_masks(
                 attention_mask=attention_mask, query_mask=query_mask, key_mask=key_mask,
                 use_causal_mask=use_causal_mask, query_length=query_length,
                 key_length=key_length, attention_window=self.attention_window,
-                blockwise=self.blockwise_attention,
+                blockwise=self.blockwise_attention, sink_tokens=self.attention_sink_tokens,
             )
         else:
             mask = None
@@ -711,10 +772,11 @@ class MultiHeadAttention(keras.layers.Layer):
         count distances from 0. Returns `(output, scores, cache)`."""
         query_heads, key_heads, value_heads, gate = heads
         rotary = self._rotary is not None and query_positions is not None
-        new_positions = key_positions if step is None else step.positions
+        new_positions = key_positions if step is None else step.rotation_positions
         if rotary and self._clipped_rotary is None:
             query_heads, key_heads = self._rotary.rotate_pair(
-                query_heads, key_heads, query_positions, new_positions
+                query_heads, key_heads,
+                query_positions if step is None else new_positions, new_positions,
             )
         if rotary and self.rotary_value:
             value_heads = self._rotary.rotate(value_heads, new_positions, values=True)
@@ -846,10 +908,34 @@ class MultiHeadAttention(keras.layers.Layer):
                 "max_relative_position": self.max_relative_position,
                 "normalization": self.normalization,
                 "attention_logit_soft_cap": self.attention_logit_soft_cap,
+                "attention_sinks": self.attention_sinks,
+                "attention_sink_tokens": self.attention_sink_tokens,
                 **projection_config(self),
             }
         )
         return config
+
+
+def check_sink_tokens(sink_tokens, attention_window, blockwise_attention):
+    """Raises a ValueError naming `attention_sink_tokens` unless it is an
+    integer >= 0, and 0 without `attention_window` or with
+    `blockwise_attention`."""
+    if not isinstance(sink_tokens, int) or isinstance(sink_tokens, bool) or sink_tokens < 0:
+        raise ValueError(
+            "`attention_sink_tokens` must be an integer >= 0 (the first positions every "
+            f"query sees beside its window); received {sink_tokens!r}."
+        )
+    if sink_tokens and attention_window is None:
+        raise ValueError(
+            f"`attention_sink_tokens={sink_tokens}` keeps the first positions visible "
+            "beside a local window and needs `attention_window`; received "
+            "attention_window=None (without a window every position is visible)."
+        )
+    if sink_tokens and blockwise_attention:
+        raise ValueError(
+            f"`attention_sink_tokens={sink_tokens}` is for a sliding window, not "
+            "XPOS's blockwise attention (`blockwise_attention=True`)."
+        )
 
 
 def _score_scale(attention_scale, key_size):

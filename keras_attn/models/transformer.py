@@ -426,6 +426,10 @@ class Transformer:
         )
         if config.num_key_value_heads not in (None, config.num_heads):
             arguments["key_value_heads"] = config.num_key_value_heads
+        if config.attention_sinks:
+            arguments["attention_sinks"] = True
+        if config.attention_sink_tokens and arguments["attention_window"] is not None:
+            arguments["attention_sink_tokens"] = config.attention_sink_tokens
         return arguments
 
     def rotary_arguments(self, index):
