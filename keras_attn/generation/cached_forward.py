@@ -125,7 +125,11 @@ class CachedForward:
     (padding, UniLM), as in the full pass's `AttentionMask`, then the
     attention's causality and window by `masking.merge_attention_masks` at
     the slots' positions; a position bias (ALiBi, KERPLE, Sandwich) is its
-    `bias(i - j)` at those positions.
+    `bias(i - j)` at those positions. Under a window shared by every layer
+    the cache is a ring (`slot`); with the attention's
+    `attention_sink_tokens=k` (StreamingLLM's sink tokens) the first `k`
+    positions keep slots of their own before it, so the mask's `j < k`
+    keys stay readable.
 
     Args:
         model: a `keras_attn.TransformerModel` built by
@@ -134,8 +138,10 @@ class CachedForward:
     Raises:
         ValueError: a model of another application, a T-TA model, a model
             without its template (not built by `build_transformer_model`, or
-            saved by an older keras_attn), or a variant overriding a hook
-            that only the full pass runs (named in the message).
+            saved by an older keras_attn), a variant overriding a hook
+            that only the full pass runs (named in the message), or sink
+            tokens with a position bias by distance (its table spans the
+            cache's capacity only).
         TypeError: a variant whose `embed`, `finish_blocks` or
             `language_model_head` takes no `cache_step` (how a decoding step
             tells every hook that it decodes).
@@ -220,20 +226,37 @@ class CachedForward:
         self.windows = tuple(block.attention.attention_window for block in self.blocks)
         self.attention_window = self.windows[0] if len(set(self.windows)) == 1 else None
         self.blockwise = attention.blockwise_attention
+        # StreamingLLM's sink tokens (`attention_sink_tokens`), per block:
+        # the first positions its window keeps visible. Under one shared
+        # window the cache keeps them in slots of their own, `sink_slots`,
+        # before the ring; without it every position is kept anyway.
+        self.sink_tokens = tuple(
+            getattr(block.attention, "attention_sink_tokens", 0) for block in self.blocks
+        )
+        self.sink_slots = max(self.sink_tokens) if self.attention_window is not None else 0
+        if self.sink_slots and self.position_bias is not None:
+            raise ValueError(
+                f"{model.name}: cached decoding with attention_sink_tokens="
+                f"{self.sink_slots} and a position bias by distance "
+                f"({type(self.position_bias).__name__}) is not supported: the bias table "
+                "of a step spans the cache's capacity, and the sink tokens lie farther. "
+                "Use a rotary or absolute-position variant, or no sink tokens."
+            )
 
     # Sizes ---------------------------------------------------------------
 
     def keys_needed(self):
-        """How many of the latest positions a query can see: the cache a
-        window needs (None without a window)."""
+        """How many slots a query's keys need: the latest positions its
+        window can see, plus the sink tokens (`sink_slots`) kept beside
+        them (None without a window)."""
         window = self.attention_window
         if window is None:
             return None
         if self.blockwise:
             return 2 * window
         if self.causal:
-            return window
-        return window // 2 + 1
+            return window + self.sink_slots
+        return window // 2 + 1 + self.sink_slots
 
     def capacity(self, prompt_length, max_length):
         """Slots per layer for prompts padded to `prompt_length` and
@@ -247,7 +270,32 @@ class CachedForward:
         if self.recompute_length is not None:
             # The sequence encoded again in one chunk at `recompute_length`.
             needed = max(needed, self.recompute_length + 1)
-        return min(max_length, max(prompt_length, needed))
+        # At least one ring slot beside the sink tokens' (a short sequence
+        # leaves it unused).
+        return max(min(max_length, max(prompt_length, needed)), self.sink_slots + 1)
+
+    def slot(self, position, capacity):
+        """The cache slot of `position` (int32 scalar) in a cache of
+        `capacity` slots: `position % capacity` (a ring), or with
+        `sink_slots` `k`, `position` itself below `k` and `k + (position -
+        k) % (capacity - k)` above: the sink tokens keep their slots, the
+        others share the ring.
+
+        Raises:
+            ValueError: `capacity <= sink_slots` (no room for a ring).
+        """
+        sinks = self.sink_slots
+        if not sinks:
+            return ops.mod(position, capacity)
+        if capacity <= sinks:
+            raise ValueError(
+                f"{self.model.name}: a cache of {capacity} slots cannot hold the "
+                f"{sinks} sink tokens (attention_sink_tokens={sinks}) and a ring for the "
+                f"window; use a capacity above {sinks} (`capacity(...)` gives "
+                f"{sinks} + the window)."
+            )
+        ring = sinks + ops.mod(position - sinks, capacity - sinks)
+        return ops.where(ops.less(position, sinks), position, ring)
 
     def empty_cache(self, batch, capacity):
         # Each attention's own shape: grouped-query attention stores only its
@@ -275,7 +323,8 @@ class CachedForward:
     # The step --------------------------------------------------------------
 
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
-                 write_rows=None, logits=True, condition=None, source=None):
+                 write_rows=None, logits=True, condition=None, source=None,
+                 row_positions=None):
         """Runs `token_ids` `(batch, n)`, at positions `position ..
         position + n - 1`, against `cache`.
 
@@ -299,6 +348,11 @@ class CachedForward:
             condition: float `(batch, width)`, the `condition` input of a
                 model built with `conditional_layer_norm` (required there).
             source: an encoder-decoder's `EncodedSource` (required there).
+            row_positions: optional int `(batch, n)`: each row's own
+                positions of the tokens, for rows standing at different
+                positions (see `CacheStep.row_positions`); `position` is then
+                a clock shared by the rows, read by the masks and the
+                relative distances.
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (None when
@@ -314,7 +368,7 @@ class CachedForward:
         capacity = cache.key_positions.shape[0]
         position = ops.cast(position, "int32")
         positions = position + ops.arange(length, dtype="int32")
-        slot = ops.mod(position, capacity)
+        slot = self.slot(position, capacity)
         key_positions = update_slots(cache.key_positions, slot, positions, axis=0)
         if self.masks_pad_tokens:
             real = masking.real_tokens(token_ids, self.pad_token_id)
@@ -345,7 +399,9 @@ class CachedForward:
                 )
                 before = ops.where(write_rows, before, ops.sum(ops.cast(earlier, "int32"), axis=1))
             token_positions = masking.real_token_positions(real, before)
-        step = CacheStep(slot, positions, key_positions, write_rows, token_positions)
+        step = CacheStep(
+            slot, positions, key_positions, write_rows, token_positions, row_positions
+        )
 
         mask = masking.sequence_mask(
             key_valid,
@@ -353,7 +409,7 @@ class CachedForward:
             key_orders if self.unilm else None,
         )
         masks = {
-            window: masking.merge_attention_masks(
+            (window, sinks): masking.merge_attention_masks(
                 attention_mask=mask,
                 use_causal_mask=self.causal,
                 query_length=length,
@@ -362,8 +418,9 @@ class CachedForward:
                 blockwise=self.blockwise,
                 query_positions=positions,
                 key_positions=key_positions,
+                sink_tokens=sinks,
             )
-            for window in dict.fromkeys(self.windows)
+            for window, sinks in dict.fromkeys(zip(self.windows, self.sink_tokens))
         }
         # The bias of every distance a query can have to a slot: a chunk
         # never wraps, so the slots hold positions within `capacity` of its
@@ -388,7 +445,8 @@ class CachedForward:
                     "encoder_mask": ops.expand_dims(source.valid, 1),
                 }
             hidden, layer_cache = block(
-                hidden, attention_mask=masks[self.windows[index]], distance_bias=distance_bias,
+                hidden, attention_mask=masks[self.windows[index], self.sink_tokens[index]],
+                distance_bias=distance_bias,
                 condition=condition,
                 cache=layer_cache, cache_step=step, **cross,
             )

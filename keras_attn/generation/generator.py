@@ -27,7 +27,11 @@ class Generator:
     whole prefix's, with the same logits as the full pass (float
     reordering only). With `attention_window=w` the cache is a ring of the
     keys the window can see, so memory per step is constant however long the
-    generation.
+    generation. A model built with `attention_sink_tokens=k` beside its
+    window (StreamingLLM's sink tokens, see `keras_attn.MultiHeadAttention`)
+    keeps the first `k` positions in `k` slots of their own before the
+    ring: `k + w` slots (or the prompt's length, if longer), whatever the
+    length generated, and still the logits of the model's full pass.
 
     The prompts are encoded in one pass (a UniLM source bidirectionally, as
     segment 0), then the loop generates. On TensorFlow and JAX the whole loop
