@@ -1,6 +1,6 @@
 """A checkpoint folder's `tokenizer.json` (or LLaMA's SentencePiece
-`tokenizer.model`) on the `tokenizers` package, with the special tokens of
-its `tokenizer_config.json`."""
+`tokenizer.model`, or DeBERTa-v2/v3's `spm.model`) on the `tokenizers`
+package, with the special tokens of its `tokenizer_config.json`."""
 
 import os
 
@@ -11,11 +11,19 @@ from keras_attn.tokenizers.base_tokenizer import check_text
 from keras_attn.tokenizers.base_tokenizer import read_json
 from keras_attn.tokenizers.base_tokenizer import tokenizer_file
 from keras_attn.tokenizers.base_tokenizer import vocabulary_of
+from keras_attn.tokenizers.sentencepiece_conversion import deberta_pipeline
 from keras_attn.tokenizers.sentencepiece_conversion import llama_pipeline
 
 SPECIAL_ROLES = ("bos_token", "eos_token", "pad_token", "unk_token")
 # The tokenizer classes whose tokenizer.model transformers converts as LLaMA's.
 LLAMA_CLASSES = {"LlamaTokenizer", "LlamaTokenizerFast"}
+# The tokenizer classes whose spm.model transformers converts as DeBERTa-v2's
+# (a Unigram model), with the special tokens DebertaV2Tokenizer defaults to.
+DEBERTA_CLASSES = {"DebertaV2Tokenizer", "DebertaV2TokenizerFast"}
+DEBERTA_TOKENS = {
+    "bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "[UNK]", "pad_token": "[PAD]",
+    "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]",
+}
 
 
 def _token_content(value, path, key):
@@ -52,7 +60,12 @@ def _read_settings(directory):
                 sources[role] = path
         if isinstance(document.get("tokenizer_class"), str):
             settings["tokenizer_class"] = document["tokenizer_class"]
-        for key in ("add_bos_token", "add_eos_token", "legacy", "clean_up_tokenization_spaces"):
+        # DeBERTa's template tokens, read by its spm.model conversion only.
+        for role in ("cls_token", "sep_token", "mask_token"):
+            if role in document:
+                settings[role] = _token_content(document[role], path, role)
+        for key in ("add_bos_token", "add_eos_token", "legacy", "clean_up_tokenization_spaces",
+                    "do_lower_case", "split_by_punct", "add_prefix_space"):
             if key in document:
                 if not isinstance(document[key], bool):
                     raise ValueError(
@@ -93,6 +106,13 @@ class HuggingFaceTokenizer(BaseTokenizer):
     defaults: `legacy` false, neither token added). That conversion can
     differ from SentencePiece itself on runs of spaces;
     `keras_attn.SpTokenizer(path, sep_token=None)` runs SentencePiece.
+    A DeBERTa-v2/v3 folder's `spm.model` (its `tokenizer_config.json` naming
+    `DebertaV2Tokenizer` or `DebertaV2TokenizerFast`) is converted as
+    transformers 5 converts it (`sentencepiece_conversion.deberta_pipeline`:
+    a Unigram model, `[CLS] ... [SEP]` around texts, the config's
+    `do_lower_case`, `split_by_punct` and `add_prefix_space`), its special
+    tokens DebertaV2Tokenizer's defaults (`[CLS]`, `[SEP]`, `[PAD]`,
+    `[UNK]`, `[MASK]`) unless the config names others.
 
     Special tokens: `bos_token`, `eos_token`, `pad_token` and `unk_token` are
     read from `tokenizer_config.json` (else `special_tokens_map.json`), as a
@@ -114,20 +134,21 @@ class HuggingFaceTokenizer(BaseTokenizer):
     it: never to a BPE model).
 
     Args:
-        path: a checkpoint folder holding `tokenizer.json` (preferred) or
-            `tokenizer.model`, or the path of either file (the settings
-            files are read from its folder).
+        path: a checkpoint folder holding `tokenizer.json` (preferred),
+            `tokenizer.model` or `spm.model`, or the path of one of them
+            (the settings files are read from its folder).
 
     Raises:
-        FileNotFoundError: the folder has neither file (the message names
-            the folder), or the file does not exist.
+        FileNotFoundError: the folder has none of the files (the message
+            names the folder), or the file does not exist.
         ValueError: a `tokenizer.json` that is empty, not JSON or not a
             tokenizer the `tokenizers` package can load; a `tokenizer.model`
-            that is unreadable, not BPE, or without a LLaMA
-            `tokenizer_class` in its config; or a settings file naming a
-            special token the tokenizer lacks (the message names the file,
-            the key and the token).
-        ImportError: reading a `tokenizer.model` needs `protobuf`.
+            or `spm.model` that is unreadable, or without a LLaMA or
+            DeBERTa-v2 `tokenizer_class` in its config (a LLaMA one: not
+            BPE); or a settings file naming a special token the tokenizer
+            lacks (the message names the file, the key and the token).
+        ImportError: reading a `tokenizer.model` or `spm.model` needs
+            `protobuf`.
 
     Example:
 
@@ -148,16 +169,32 @@ class HuggingFaceTokenizer(BaseTokenizer):
         path = tokenizer_file(path, [
             ("tokenizer.json", "tokenizer.json"),
             ("tokenizer.model", "SentencePiece tokenizer.model"),
+            ("spm.model", "SentencePiece spm.model"),
         ])
         tokens, settings, sources = _read_settings(os.path.dirname(path))
-        if path.endswith(".model"):
-            tokenizer_class = settings.get("tokenizer_class")
+        tokenizer_class = settings.get("tokenizer_class")
+        deberta = path.endswith(".model") and tokenizer_class in DEBERTA_CLASSES
+        if deberta:
+            special = {role: settings.get(role, tokens.get(role, token))
+                       for role, token in DEBERTA_TOKENS.items()}
+            fast, proto = deberta_pipeline(
+                path, settings.get("do_lower_case", False), settings.get("split_by_punct", False),
+                settings.get("add_prefix_space", True), special["cls_token"],
+                special["sep_token"], special_tokens=[token for token in special.values() if token],
+            )
+            self._model_type = "Unigram"
+            pieces = {piece.piece for piece in proto.pieces}
+            for role in SPECIAL_ROLES:
+                if role not in tokens and special[role] in pieces:
+                    tokens[role] = special[role]
+        elif path.endswith(".model"):
             if tokenizer_class not in LLAMA_CLASSES:
                 raise ValueError(
-                    f"SentencePiece model {path!r}: HuggingFaceTokenizer reads a tokenizer.model "
-                    f"as transformers' LlamaTokenizer does, which needs a tokenizer_config.json "
-                    f"beside it with tokenizer_class one of {sorted(LLAMA_CLASSES)} (found "
-                    f"{tokenizer_class!r}). Load other SentencePiece models with keras_attn.SpTokenizer."
+                    f"SentencePiece model {path!r}: HuggingFaceTokenizer reads a SentencePiece "
+                    f"model as transformers' LlamaTokenizer or DebertaV2Tokenizer does, which needs "
+                    f"a tokenizer_config.json beside it with tokenizer_class one of "
+                    f"{sorted(LLAMA_CLASSES | DEBERTA_CLASSES)} (found {tokenizer_class!r}). Load "
+                    f"other SentencePiece models with keras_attn.SpTokenizer."
                 )
             fast, proto = llama_pipeline(path, settings.get("legacy", False))
             self._model_type = "BPE"
@@ -205,7 +242,7 @@ class HuggingFaceTokenizer(BaseTokenizer):
             fast.add_special_tokens(sorted(set(missing)))
         self._special |= {token for token in tokens.values() if token}
         self._clean_up = settings.get("clean_up_tokenization_spaces", False) and self._model_type != "BPE"
-        if path.endswith(".model"):
+        if path.endswith(".model") and not deberta:
             self._use_template(settings.get("add_bos_token", False), settings.get("add_eos_token", False))
         elif fast.post_processor is None:
             # transformers 5 ignores add_bos_token/add_eos_token beside a
