@@ -1,7 +1,8 @@
 """Phi-3 against transformers: logits with right and left padding on both
 sides of LongRoPE's switch, greedy generation that crosses it (a single
-prompt, an equal-length batch with an end token, a left-padded batch), the
-converter, and the configs this builder refuses.
+prompt, an equal-length batch with an end token, a left-padded batch with
+an end token) and beam search that crosses it, the converter, and the
+configs this builder refuses.
 
 One tiny random model, off the defaults: one key/value head under 3 query
 heads (`qkv_proj`: 30 query, 10 key and 10 value columns),
@@ -135,13 +136,52 @@ def test_a_left_padded_batch_equals_transformers_and_each_row_alone(phi3, genera
     alone (transformers switches a batch at its longest row's length)."""
     monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
     reference = phi3[0]
-    end = generating.generate(LEFT_PROMPTS, 2).tolist()[1][1]
+    first = generating.generate(LEFT_PROMPTS, 2).tolist()
+    end = first[1][1]
     tokens = generating.generate(LEFT_PROMPTS, 2, end_token_id=end)
     for ours, theirs in zip(tokens, reference_generate(reference, LEFT_PROMPTS, 2, end)):
         assert until(ours, end) == until(theirs, end)
-    crossing = generating.generate(LEFT_PROMPTS, 6).tolist()
+    # The short row ends at its first token; the others cross the switch.
+    end = first[1][0]
+    crossing = generating.generate(LEFT_PROMPTS, 6, end_token_id=end).tolist()
+    assert [len(until(row, end)) for row in crossing] == [6, 1, 6]
     for prompt, row in zip(LEFT_PROMPTS, crossing):
-        assert row == reference_generate(reference, [prompt], 6)[0]
+        assert until(row, end) == until(reference_generate(reference, [prompt], 6, end)[0], end)
+
+
+def test_beam_search_across_the_switch_equals_transformers(phi3, generating, monkeypatch):
+    """3 beams over two 5-token prompts for 8 steps, every hypothesis
+    returned: the step at position 8 encodes each beam's sequence again
+    with the long factors, as transformers' Phi-3 drops its cache for all
+    beams there (the step's input then 9 tokens long). The end token is
+    transformers' best beam's token from that step, so some hypotheses end
+    at the switch and the rest run past it; tokens up to the end and
+    length-normalised scores (1e-4) are transformers'."""
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    reference = phi3[0]
+    prompts, steps, beams = [[5, 17, 3, 44, 9], [30, 2, 8, 19, 21]], 8, 3
+
+    def theirs(end):
+        with torch.no_grad():
+            output = reference.generate(
+                torch.tensor(prompts), attention_mask=torch.ones(2, 5, dtype=torch.long),
+                max_new_tokens=steps, num_beams=beams, num_return_sequences=beams,
+                do_sample=False, early_stopping=False, pad_token_id=0, eos_token_id=end,
+                return_dict_in_generate=True, output_scores=True,
+            )
+        tokens = output.sequences[:, 5:].numpy().reshape(2, beams, -1)
+        return tokens, output.sequences_scores.numpy().reshape(2, beams)
+
+    end = int(theirs(None)[0][0, 0, ORIGINAL - 5 + 1])
+    expected, expected_scores = theirs(end)
+    sequences, scores = generating.generator.beam_search(
+        prompts, steps, num_beams=beams, length_penalty=1.0, end_token_id=end
+    )
+    lengths = [len(until(row, end)) for row in sequences.reshape(2 * beams, -1).tolist()]
+    assert min(lengths) <= ORIGINAL - 5 + 2 and max(lengths) == steps
+    for ours, theirs_row in zip(sequences.reshape(2 * beams, -1), expected.reshape(2 * beams, -1)):
+        assert until(ours, end) == until(theirs_row, end)
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
 
 
 def test_the_converter_checks_against_transformers_and_keeps_the_model(phi3, tmp_path, capsys):
