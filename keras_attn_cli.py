@@ -22,7 +22,7 @@ import sys
 CHECKPOINT_FAMILIES = (
     "BERT", "RoBERTa", "ALBERT", "ELECTRA", "RoFormer", "NEZHA", "GAU-alpha", "GPT",
     "GPT-2", "GPT2-ML", "T5", "LLaMA", "Mistral", "Qwen2", "Qwen3", "Gemma", "Gemma 2",
-    "Gemma 3", "Phi-3", "ModernBERT",
+    "Gemma 3", "Phi-3", "ModernBERT", "DeBERTa-v2",
 )
 
 # The builder's built-in variants (`keras_attn.models.registry.VARIANTS`, in
@@ -32,7 +32,7 @@ VARIANTS = (
     "roformer_v2", "nezha", "gau_alpha", "alibi", "kerple_log", "kerple_power", "sandwich",
     "xpos", "albert", "albert_unshared", "electra", "gpt", "gpt2", "gpt2_ml", "t5",
     "t5.1.1", "mt5.1.1", "t5_encoder", "llama", "mistral", "qwen2", "qwen3", "gemma",
-    "gemma2", "gemma3", "phi3", "modernbert",
+    "gemma2", "gemma3", "phi3", "modernbert", "deberta_v2",
 )
 
 # Every application a variant may build (`keras_attn.models.transformer.

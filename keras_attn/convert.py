@@ -82,6 +82,8 @@ lists (`references`, see `keras_attn.checkpoints.families`):
 | Gemma, Gemma 2, Gemma 3      | encoder | `AutoModel`'s `last_hidden_state`         |
 | Phi-3                        | lm    | `AutoModelForCausalLM`'s `logits`           |
 | Phi-3                        | encoder | `AutoModel`'s `last_hidden_state`         |
+| DeBERTa-v2                   | mlm   | `AutoModelForMaskedLM`'s `logits`           |
+| DeBERTa-v2                   | encoder | `AutoModel`'s `last_hidden_state`         |
 
 The last line says which of these ran.
 

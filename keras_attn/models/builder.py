@@ -139,9 +139,9 @@ def build_transformer_model(
     """Builds a Transformer of any registered variant and loads its weights.
 
     The variants are BERT and its relatives (RoBERTa, ALBERT, ELECTRA,
-    NEZHA, RoFormer, ModernBERT, and BERT with other position encodings or
-    attention), the GPTs and LLaMA-style decoders, and T5: the `variant`
-    argument lists them all.
+    NEZHA, RoFormer, ModernBERT, DeBERTa-v2/v3, and BERT with other
+    position encodings or attention), the GPTs and LLaMA-style decoders,
+    and T5: the `variant` argument lists them all.
 
     Args:
         config: a Google `bert_config.json`, a Hugging Face `config.json`, a
@@ -154,7 +154,7 @@ def build_transformer_model(
         variant: the architecture, a registered name: the BERT encoders
             `"bert"`, `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
             `"albert"`, `"albert_unshared"`, `"electra"`, `"nezha"`,
-            `"modernbert"`; BERT with other positions `"sinusoidal"`,
+            `"modernbert"`, `"deberta_v2"`; BERT with other positions `"sinusoidal"`,
             `"roformer"`, `"roformer_v2"`, `"alibi"`, `"kerple_log"`,
             `"kerple_power"`, `"sandwich"`, `"xpos"`; GAU blocks
             `"gau_alpha"`; the decoders `"gpt"`, `"gpt2"`, `"gpt2_ml"`,
