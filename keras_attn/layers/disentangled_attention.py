@@ -92,10 +92,12 @@ class DisentangledAttention(MultiHeadAttention):
 
     Example:
 
-    >>> attention = DisentangledAttention(4, 8, span=8, position_buckets=8,
-    ...                                   max_relative_positions=32)
-    >>> table = RelativeEmbedding(8, 32)(x)
-    >>> attention(x, distance_bias=table).shape  # (batch, length, 32)
+    >>> x = keras.random.normal((2, 10, 32))
+    >>> table = keras_attn.layers.RelativeEmbedding(8, 32, normalize=True)(x)
+    >>> attention = keras_attn.layers.DisentangledAttention(
+    ...     4, 8, span=8, position_buckets=8, max_relative_positions=32)
+    >>> attention(x, distance_bias=table).shape
+    (2, 10, 32)
     """
 
     def __init__(

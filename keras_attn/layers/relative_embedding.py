@@ -40,7 +40,9 @@ class RelativeEmbedding(keras.layers.Layer):
 
     Example:
 
-    >>> table = RelativeEmbedding(4, 16, normalize=True)(hidden)  # (8, 16)
+    >>> hidden = keras.random.normal((2, 10, 16))
+    >>> keras_attn.layers.RelativeEmbedding(4, 16, normalize=True)(hidden).shape
+    (8, 16)
     """
 
     def __init__(self, span, width, normalize=False, epsilon=1e-7,

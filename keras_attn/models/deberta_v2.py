@@ -36,10 +36,11 @@ class DebertaV2(Transformer):
     `cls.predictions` and its `lm_predictions.lm_head`):
     `LN(act(Dense(h)))` then the tied token embedding and a bias;
     `application="encoder"` is `DebertaV2Model`'s `last_hidden_state`.
-    `with_pool=config pooler_hidden_act` (`"gelu"`) adds
+    `with_pool="gelu"` (the config's `pooler_hidden_act`) adds
     `DebertaV2ForSequenceClassification`'s `ContextPooler` (`Pooler-Dense`
     on the first token, read from `pooler.dense`); its `classifier` is a
-    dense layer on `pooled_output` that the builder does not make.
+    dense layer on `pooled_output` that the builder does not make (a
+    checkpoint's `classifier` weights are reported unused).
 
     Padding: tokens equal to the config's `pad_token_id` are padding (or a
     `padding_mask` with `padding_mask_input=True`); right padding gives
@@ -57,9 +58,9 @@ class DebertaV2(Transformer):
     def __init__(self, config, *args, **kwargs):
         if config.embedding_width != config.hidden_size:
             raise ValueError(
-                f"DeBERTa's embedding projection (`embedding_size`={config.embedding_size} "
-                f"!= `hidden_size`={config.hidden_size}) comes before the embedding "
-                "LayerNorm, which this builder does not build."
+                "DeBERTa projects embeddings narrower than the blocks before its embedding "
+                "LayerNorm (`embed_proj`), which this builder does not build; received "
+                f"embedding_size={config.embedding_size}, hidden_size={config.hidden_size}."
             )
         super().__init__(config, *args, **kwargs)
 

@@ -186,6 +186,14 @@ def test_unsupported_configs_are_clear_errors(fields, message):
         keras_attn.build_transformer_model({**TINY, **fields}, application="mlm")
 
 
+def test_the_variant_refuses_a_factorised_embedding():
+    """A config in this library's names too (no `model_type`)."""
+    config = dict(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                  intermediate_size=40, embedding_size=16)
+    with pytest.raises(ValueError, match=r"`embed_proj`.*embedding_size=16, hidden_size=32"):
+        keras_attn.build_transformer_model(config, variant="deberta_v2")
+
+
 def test_plain_attention_without_relative_attention(tmp_path):
     """`relative_attention: false` without position terms (DebertaV2Config's
     default) is BERT's attention, scaled by `1 / sqrt(head_size)`."""
