@@ -205,6 +205,7 @@ PHI3 = dict(CONFIG, model_type="phi3")
      r"`short_factor` must be a list of positive numbers.*received '1.0'"),
     (dict(PHI3, rope_scaling=dict(CONFIG["rope_scaling"], partial_rotary_factor=0.75)),
      r"`rope_scaling\['partial_rotary_factor'\]=0.75`"),
+    (dict(PHI3, partial_rotary_factor=0.75), r"`partial_rotary_factor=0.75`: this builder"),
     (dict(vocab_size=99, hidden_size=30, num_hidden_layers=1, num_attention_heads=3,
           rope_scaling=dict(rope_type="longrope", short_factor=SHORT, long_factor=LONG)),
      r"rope_type 'longrope' needs .*missing \['original_max_position_embeddings'\]"),

@@ -19,24 +19,24 @@ def prepare_config(values, model_type):
     are `longrope`; the top-level `original_max_position_embeddings`
     (default 4096) replaces the scaling's own; a `longrope` without
     `factor` or `attention_factor` takes `factor = max_position_embeddings
-    / original_max_position_embeddings`. `partial_rotary_factor` must be 1
+    / original_max_position_embeddings`. `partial_rotary_factor` (at the
+    top level, as older configs write it, or in the scaling) must be 1
     (every feature rotated); `sliding_window: null` is full causal
     attention."""
     values = llama.prepare_config(values, model_type)
     original = values.pop("original_max_position_embeddings", ORIGINAL_MAX_POSITION)
     if "sliding_window" in values and values["sliding_window"] is None:
         del values["sliding_window"]
+    # Older configs (Phi-4-mini's) state the factor at the top level.
+    check_every_feature_rotated(values.pop("partial_rotary_factor", 1.0), "partial_rotary_factor")
     key = "rope_parameters" if isinstance(values.get("rope_parameters"), dict) else "rope_scaling"
     scaling = values.get(key)
     if not isinstance(scaling, dict):
         return values
     scaling = dict(scaling)
-    partial = scaling.pop("partial_rotary_factor", 1.0)
-    if partial != 1.0:
-        raise ValueError(
-            f"A phi3 config's `{key}['partial_rotary_factor']={partial!r}`: this builder "
-            "rotates every query/key feature (1.0)."
-        )
+    check_every_feature_rotated(
+        scaling.pop("partial_rotary_factor", 1.0), f"{key}['partial_rotary_factor']"
+    )
     rope_type = scaling.get("rope_type", scaling.get("type"))
     if rope_type in ("su", "yarn", "longrope"):
         scaling.pop("type", None)
@@ -48,6 +48,16 @@ def prepare_config(values, model_type):
                 scaling["factor"] = max_position / original
     values[key] = scaling
     return values
+
+
+def check_every_feature_rotated(partial, key):
+    """Refuses a `partial_rotary_factor` other than 1 (read from `key`):
+    this builder rotates every query/key feature."""
+    if partial != 1.0:
+        raise ValueError(
+            f"A phi3 config's `{key}={partial!r}`: this builder rotates every query/key "
+            "feature (1.0)."
+        )
 
 
 def config_defaults(fields):
