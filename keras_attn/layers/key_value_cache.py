@@ -28,6 +28,12 @@ class CacheStep(NamedTuple):
             position table the new tokens read, where they differ from
             `positions` (RoBERTa numbers real tokens only, negative for
             padding); None reads `positions`.
+        row_positions: optional int32 `(batch, n)`: each row's own
+            positions of the new tokens, where the rows of a batch stand at
+            different positions (`keras_attn.serving`'s engine). `positions`
+            and `key_positions` are then a clock shared by the rows, whose
+            differences equal each row's own: masks and relative distances
+            read the clock, while rotations and position tables read these.
     """
 
     slot: object
@@ -35,11 +41,20 @@ class CacheStep(NamedTuple):
     key_positions: object
     write_rows: Optional[object] = None
     token_positions: Optional[object] = None
+    row_positions: Optional[object] = None
 
     @property
     def embedding_positions(self):
         """The rows of a position table the new tokens read."""
-        return self.positions if self.token_positions is None else self.token_positions
+        if self.token_positions is not None:
+            return self.token_positions
+        return self.positions if self.row_positions is None else self.row_positions
+
+    @property
+    def rotation_positions(self):
+        """The positions RoPE rotates the new queries and keys at: `(n,)`,
+        or `(batch, n)` with `row_positions`."""
+        return self.positions if self.row_positions is None else self.row_positions
 
 
 class KeyValueCache(NamedTuple):

@@ -144,9 +144,9 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def rotate(self, x, positions, length=None, values=False):
         """RoPE's rotation of `x`, `(batch, length, heads, size)`, at the
-        integer `positions`, `(length,)`; no XPOS decay. `length` is the
-        number of positions being encoded, read by a `dynamic` scaling only
-        (default `max(positions) + 1`). `values=True` leaves out YaRN's
+        integer `positions`, `(length,)` or `(batch, length)`; no XPOS
+        decay. `length` is the number of positions being encoded, read by a
+        `dynamic` scaling only (default `max(positions) + 1`). `values=True` leaves out YaRN's
         attention factor, a temperature of the scores that must not scale
         rotated values."""
         if length is None and self._scaling is not None and (
@@ -156,11 +156,15 @@ class RotaryEmbedding(keras.layers.Layer):
         frequencies, attention_factor = scaled_frequencies(
             x.shape[-1], self.max_wavelength, self._scaling, length
         )
-        angles = ops.cast(positions, "float32")[:, None] * frequencies
+        # `(length, size / 2)`, or `(batch, length, size / 2)` for positions
+        # of each row (`CacheStep.row_positions`).
+        angles = ops.cast(positions, "float32")[..., None] * frequencies
         if values:
             attention_factor = 1.0
-        cos = (ops.cos(angles) * attention_factor)[None, :, None, :]
-        sin = (ops.sin(angles) * attention_factor)[None, :, None, :]
+        if len(angles.shape) == 2:
+            angles = angles[None]
+        cos = (ops.cos(angles) * attention_factor)[:, :, None, :]
+        sin = (ops.sin(angles) * attention_factor)[:, :, None, :]
         even, odd = _pairs(x, self.layout)
         return _unpairs(even * cos - odd * sin, odd * cos + even * sin, x, self.layout)
 

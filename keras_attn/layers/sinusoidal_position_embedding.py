@@ -27,11 +27,12 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         inputs: `(batch, length, ...)`; only its length is used.
         padding_mask: accepted for interchangeability with
             `PositionEmbedding`, and ignored.
-        positions: optional integer `(length,)`, the positions of the tokens
-            (default `0 .. length - 1`), for a decoding step whose tokens
-            continue a cached sequence.
+        positions: optional integer `(length,)` or `(batch, length)`, the
+            positions of the tokens (default `0 .. length - 1`), for a
+            decoding step whose tokens continue a cached sequence.
 
-    Returns `(batch, length, dim)`, the same rows for every sequence.
+    Returns `(batch, length, dim)`, the same rows for every sequence unless
+    `positions` gives each its own.
     """
 
     def __init__(self, dim, max_wavelength=10000, **kwargs):
@@ -44,11 +45,14 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         if positions is None:
             positions = ops.arange(ops.shape(inputs)[1], dtype="float32")
         angles = sinusoid_angles(positions, self.dim, self.max_wavelength)
+        # `(length, dim)`, or `(batch, length, dim)` for positions of each row.
         table = ops.reshape(
             ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1),
-            (ops.shape(inputs)[1], self.dim),
+            tuple(ops.shape(positions)) + (self.dim,),
         )
-        table = ops.cast(table, self.compute_dtype)[None]
+        table = ops.cast(table, self.compute_dtype)
+        if len(table.shape) == 2:
+            table = table[None]
         return ops.broadcast_to(table, (ops.shape(inputs)[0], ops.shape(inputs)[1], self.dim))
 
     def compute_output_shape(self, inputs_shape, padding_mask_shape=None, positions_shape=None):
