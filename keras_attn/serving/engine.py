@@ -1,0 +1,709 @@
+"""Continuous batching over a paged key/value cache."""
+
+import collections
+import itertools
+import queue
+import threading
+from typing import List
+from typing import Optional
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attn.generation.cached_forward import CachedForward
+from keras_attn.generation.cached_forward import DecodingCache
+from keras_attn.layers.key_value_cache import KeyValueCache
+from keras_attn.layers.key_value_cache import read_slots
+from keras_attn.layers.rope_scaling import CLIPPED_TYPES
+from keras_attn.serving.block_pool import BlockPool
+from keras_attn.serving.sampling import SamplingParams
+from keras_attn.serving.sampling import choose_token
+from keras_attn.serving.streaming import TextStream
+
+FINISH_REASONS = ("length", "stop", "cancelled")
+# The shared clock is rebased below this (float32 holds its integers
+# exactly, for XPOS's decay).
+CLOCK_LIMIT = 2**22
+
+
+class Request:
+    """One request of an `Engine`: its prompt, its parameters and, as they
+    come, its tokens and text.
+
+    Iterating over a request yields its `Delta`s (new tokens and the text
+    they complete) until it finishes; when no thread runs the engine
+    (`Engine.start`), iterating drives it (`Engine.step`).
+
+    Attributes:
+        prompt: the prompt's token ids.
+        params: its `SamplingParams`.
+        tokens: the generated token ids so far.
+        text: their text so far (with a tokenizer), cut before a stop string.
+        finish_reason: None while running, then `"length"` (its
+            `max_new_tokens`, or the model's length), `"stop"` (an end token
+            or a stop string) or `"cancelled"`.
+    """
+
+    def __init__(self, engine, request_id, prompt, params, stream):
+        self.engine = engine
+        self.request_id = request_id
+        self.prompt = prompt
+        self.params = params
+        self.tokens = []
+        self.text = ""
+        self.finish_reason = None
+        self._stream = stream
+        self._text = ""            # text so far, cut before a stop string
+        self._sent = 0             # characters of it given in deltas
+        self._scan = 0             # where a stop string could start
+        self._unsent = []          # tokens not given in a delta yet
+        self._events = queue.Queue()
+        self._finished = threading.Event()
+        # The engine's bookkeeping.
+        self.real = None           # own positions holding a real token (not padding)
+        self.table = None          # block ids
+        self.written = 0           # positions whose keys are in the blocks
+        self.row = None            # the decoding batch row, once prefilled
+        self.offset = 0            # clock minus own position, while decoding
+
+    @property
+    def finished(self):
+        return self.finish_reason is not None
+
+    def cancel(self):
+        """Ends the request at the next step boundary; its blocks are freed."""
+        self.engine._cancel(self)
+
+    def result(self, timeout=None):
+        """Waits until the request finishes (driving the engine when no
+        thread runs it) and returns its tokens."""
+        for _ in self:
+            pass
+        if not self._finished.wait(timeout):
+            raise TimeoutError(f"request {self.request_id} did not finish in {timeout} s")
+        return self.tokens
+
+    def __iter__(self):
+        while True:
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                if self.engine.running:
+                    event = self._events.get()
+                else:
+                    if self.finished:
+                        return
+                    self.engine.step()
+                    continue
+            if event is None:
+                return
+            yield event
+
+    def _add(self, token):
+        """Records a generated token; returns whether a stop string now
+        appears in the text (which is cut before it)."""
+        self.tokens.append(token)
+        self._unsent.append(token)
+        if self._stream is None:
+            return False
+        self._text += self._stream.add([token])
+        stops = self.params.stop
+        if not stops:
+            return False
+        hits = [at for at in (self._text.find(stop, self._scan) for stop in stops) if at >= 0]
+        if hits:
+            self._text = self._text[:min(hits)]
+            return True
+        self._scan = max(0, len(self._text) - max(map(len, stops)) + 1)
+        return False
+
+    def _publish(self, finish_reason=None, stopped=False):
+        """Queues a `Delta` of what is new; the text that could begin a stop
+        string waits until the next token says it does not."""
+        if finish_reason is not None and self._stream is not None and not stopped:
+            self._text += self._stream.flush()
+        ready = len(self._text)
+        if finish_reason is None and self.params.stop:
+            ready -= max(map(len, self.params.stop)) - 1
+        text = self._text[self._sent:ready] if ready > self._sent else ""
+        self._sent = max(self._sent, ready)
+        self.text = self._text[:self._sent]
+        tokens, self._unsent = self._unsent, []
+        if not tokens and not text and finish_reason is None:
+            return
+        if finish_reason is not None:
+            self.finish_reason = finish_reason
+        self._events.put(Delta(tokens, text, finish_reason))
+        if finish_reason is not None:
+            self._events.put(None)
+            self._finished.set()
+
+
+class Delta(collections.namedtuple("Delta", ["tokens", "text", "finish_reason"])):
+    """What one step added to a request: token ids, the text they complete
+    (UTF-8 safe: characters split across tokens wait for their last piece)
+    and, on the last delta, the finish reason."""
+
+
+class Engine:
+    """Generates for many requests at once: a request joins the running
+    batch at a step boundary and leaves it when it ends, its row and blocks
+    reused at once (continuous batching).
+
+    Each step the engine admits waiting requests whose blocks fit, encodes
+    one chunk of at most `prefill_chunk` prompt tokens of one admitted
+    request (chunked prefill, so that long prompts do not stall the rows
+    that decode), and runs one decoding step for every row that decodes.
+    The programs have fixed shapes (`(max_batch, 1)` for decoding, `(1,
+    prefill_chunk)` for prompts), so nothing compiles per request: XLA on
+    JAX and TensorFlow, the eager step on torch.
+
+    Keys and values live in a paged cache (`BlockPool`): `num_blocks`
+    blocks of `block_size` positions per layer, a block table per request,
+    each request's blocks reserved for its prompt plus `max_new_tokens`
+    when it is admitted (a request that cannot fit waits; one longer than
+    `max_length` is refused). A step gathers each row's blocks into the
+    window of positions it attends to and writes the new keys back to its
+    blocks. Rows stand at different positions: rotations and position
+    tables read each row's own positions, while masks and relative
+    position biases read a clock shared by the rows whose differences are
+    each row's own, so a request computes what it computes alone (to float
+    rounding; greedy tokens equal `model.generate`'s in the tests).
+
+    Supported: `application="lm"` models of every variant whose positions
+    are absolute tables, rotations (RoPE, XPOS, rope scalings that do not
+    read the length) or relative biases, with grouped-query attention and
+    attention windows. Refused, naming the reason: UniLM and
+    encoder-decoder models, conditional layer norms, ReRoPE, length-reading
+    rope scalings (`dynamic`, `longrope`) and attention sink tokens.
+
+    Args:
+        model: a `TransformerModel` built with `application="lm"`.
+        max_batch: rows decoded together.
+        max_length: the longest request (prompt plus new tokens); default
+            the model's `max_position_embeddings`.
+        block_size: positions per cache block.
+        num_blocks: blocks per layer; default enough for `max_batch`
+            requests of `max_length` (plus the scratch block).
+        prefill_chunk: prompt tokens encoded per step.
+        tokenizer: optional, with `decode(ids)`: gives requests their text,
+            and is needed for `stop` strings.
+        end_token_ids: the end tokens of requests that give none; default
+            the tokenizer's `end_id`, else the config's `eos_token_id`.
+        prefix_sharing: requests whose prompts start with the same full
+            blocks share those blocks.
+        seed: seeds the generator of requests without a seed.
+
+    Example:
+
+    ```python
+    engine = keras_attn.serving.Engine(model, max_batch=4)
+    request = engine.submit([5, 7, 9], SamplingParams(max_new_tokens=8))
+    for delta in request:
+        print(delta.tokens)
+    ```
+    """
+
+    def __init__(self, model, max_batch=8, max_length=None, block_size=16, num_blocks=None,
+                 prefill_chunk=32, tokenizer=None, end_token_ids=None, prefix_sharing=True,
+                 seed=None):
+        self.forward = forward = CachedForward(model)
+        refusal = unsupported(forward)
+        if refusal:
+            raise ValueError(f"keras_attn.serving.Engine cannot serve {model.name}: {refusal}")
+        config = forward.template.config
+        for name, value, low in (("max_batch", max_batch, 1), ("block_size", block_size, 1),
+                                 ("prefill_chunk", prefill_chunk, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"`{name}` must be an integer >= {low}; received {value!r}.")
+        if max_length is None:
+            max_length = config.max_position
+            if forward.max_length is not None:
+                max_length = min(max_length, forward.max_length)
+        if not isinstance(max_length, int) or max_length < 2:
+            raise ValueError(f"`max_length` must be an integer >= 2; received {max_length!r}.")
+        if forward.max_length is not None and max_length > forward.max_length:
+            raise ValueError(
+                f"`max_length={max_length}` exceeds the {forward.max_length} positions of "
+                f"{model.name}'s position table."
+            )
+        self.model = model
+        self.max_batch = max_batch
+        self.max_length = max_length
+        self.block_size = block_size
+        self.prefill_chunk = prefill_chunk
+        self.tokenizer = tokenizer
+        # The window of positions a decoding row attends to, and the prompt
+        # chunk's (room for a chunk past the longest prompt).
+        self.capacity = -(-max_length // block_size) * block_size
+        self.prefill_capacity = self.capacity + prefill_chunk
+        if num_blocks is None:
+            num_blocks = max_batch * (self.capacity // block_size) + 1
+        self.pool = BlockPool(num_blocks, block_size, prefix_sharing)
+        if end_token_ids is None:
+            end = getattr(tokenizer, "end_id", None) if tokenizer is not None else None
+            end = getattr(config, "eos_token_id", None) if end is None else end
+            end_token_ids = () if end is None else end
+        self.end_token_ids = SamplingParams(end_token_ids=end_token_ids).end_token_ids
+        self._rng = np.random.default_rng(seed)
+        self._pools = self._empty_pools(num_blocks * block_size)
+        self._programs = {}
+        self._lock = threading.RLock()
+        self._ids = itertools.count()
+        self._waiting = collections.deque()
+        self._prefilling = collections.deque()
+        self._ready = collections.deque()  # prefilled, waiting for a row
+        self._rows: List[Optional[Request]] = [None] * max_batch
+        self._clock = self.capacity
+        self._thread = None
+        self._stopping = False
+        self._work = threading.Event()
+
+    # Requests ------------------------------------------------------------
+
+    def submit(self, prompt, params=None, **kwargs):
+        """Queues a request and returns its `Request`.
+
+        Args:
+            prompt: token ids (a non-empty sequence of ints below the
+                vocabulary size), or a string when the engine has a tokenizer.
+            params: its `SamplingParams`; or give their fields as keywords.
+
+        Raises:
+            ValueError: a bad prompt or parameter, a request longer than
+                `max_length`, or one needing more blocks than the pool has.
+        """
+        if params is None:
+            params = SamplingParams(**kwargs)
+        elif kwargs:
+            raise ValueError("give `params` or its fields as keywords, not both")
+        if params.stop and self.tokenizer is None:
+            raise ValueError("`stop` strings need an engine with a `tokenizer`.")
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("a text prompt needs an engine with a `tokenizer`.")
+            prompt = self.tokenizer.encode(prompt)[0]
+        prompt = [int(t) for t in np.asarray(prompt).reshape(-1)] if len(prompt) else []
+        vocab = self.forward.vocab_size
+        if not prompt:
+            raise ValueError("the prompt is empty; give at least one token.")
+        bad = [t for t in prompt if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"prompt token {bad[0]} is outside the vocabulary [0, {vocab}).")
+        length = len(prompt) + params.max_new_tokens
+        if length > self.max_length:
+            raise ValueError(
+                f"the prompt's {len(prompt)} tokens plus max_new_tokens="
+                f"{params.max_new_tokens} make {length} positions, above the engine's "
+                f"max_length={self.max_length}."
+            )
+        if self.pool.blocks_for(length) > self.pool.capacity:
+            raise ValueError(
+                f"the request needs {self.pool.blocks_for(length)} blocks of "
+                f"{self.block_size} positions; the pool has {self.pool.capacity}."
+            )
+        if params.end_token_ids is None:
+            params = _replace(params, end_token_ids=self.end_token_ids)
+        stream = TextStream(self.tokenizer, prompt) if self.tokenizer is not None else None
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("the engine is shutting down and takes no new requests")
+            request = Request(self, next(self._ids), prompt, params, stream)
+            # A pad id is padding, as in the full pass (unless the model reads
+            # a padding mask): its key is hidden from every later token.
+            request.real = np.ones(self.max_length, bool)
+            if self.forward.masks_pad_tokens:
+                request.real[:len(prompt)] = np.asarray(prompt) != self.forward.pad_token_id
+            self._waiting.append(request)
+            self._work.set()
+        return request
+
+    def generate(self, prompts, params=None, **kwargs):
+        """Submits every prompt and returns their generated tokens, in order."""
+        requests = [self.submit(prompt, params, **kwargs) for prompt in prompts]
+        return [request.result() for request in requests]
+
+    def _cancel(self, request):
+        with self._lock:
+            if request.finished:
+                return
+            if request in self._waiting:
+                self._waiting.remove(request)
+            self._finish(request, "cancelled")
+            self._work.set()
+
+    # The loop -----------------------------------------------------------
+
+    @property
+    def running(self):
+        """Whether a thread runs the engine (`start`)."""
+        return self._thread is not None
+
+    @property
+    def busy(self):
+        """Whether any request waits or runs."""
+        return bool(self._waiting or self._prefilling or self._ready or any(self._rows))
+
+    def stats(self):
+        """Counts of waiting, prefilling and decoding requests and free blocks."""
+        with self._lock:
+            return dict(
+                waiting=len(self._waiting), prefilling=len(self._prefilling) + len(self._ready),
+                decoding=sum(r is not None for r in self._rows),
+                free_blocks=self.pool.free_blocks, blocks=self.pool.capacity,
+            )
+
+    def step(self):
+        """One step: admit waiting requests, encode one prompt chunk, give
+        prefilled requests free rows, decode every row."""
+        with self._lock:
+            self._admit()
+            if self._prefilling:
+                self._prefill(self._prefilling[0])
+            self._fill_rows()
+            if any(self._rows):
+                self._decode()
+                self._fill_rows()
+
+    def run(self):
+        """Steps until no request waits or runs."""
+        while self.busy:
+            self.step()
+
+    def start(self):
+        """Runs the engine in a thread until `stop`."""
+        if self._thread is not None:
+            return
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="keras_attn-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self, cancel=False):
+        """Stops the thread: after every request finished, or at once with
+        `cancel=True` (every unfinished request is cancelled)."""
+        with self._lock:
+            self._stopping = True
+            if cancel:
+                for request in self._unfinished():
+                    self._cancel(request)
+            self._work.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _unfinished(self):
+        return (list(self._waiting) + list(self._prefilling) + list(self._ready)
+                + [r for r in self._rows if r is not None])
+
+    def _serve(self):
+        while True:
+            if self.busy:
+                self.step()
+                continue
+            if self._stopping:
+                return
+            self._work.wait(0.05)
+            self._work.clear()
+
+    # Steps ----------------------------------------------------------------
+
+    def _admit(self):
+        """Lends blocks to waiting requests, first come first served (the
+        first that cannot fit makes those behind it wait too), while fewer
+        than `max_batch` admitted requests wait for a row."""
+        while self._waiting and len(self._prefilling) + len(self._ready) < self.max_batch:
+            request = self._waiting[0]
+            length = len(request.prompt) + request.params.max_new_tokens
+            granted = self.pool.allocate(request.prompt, length)
+            if granted is None:
+                return
+            self._waiting.popleft()
+            request.table, shared = granted
+            request.written = shared * self.block_size
+            self._prefilling.append(request)
+
+    def _prefill(self, request):
+        """Encodes the next chunk of `request`'s prompt; after the last, its
+        first token is chosen and it waits for a decoding row."""
+        start = request.written
+        chunk = request.prompt[start:start + self.prefill_chunk]
+        n, size = len(chunk), self.prefill_chunk
+        own = start + np.arange(size)
+        real = np.arange(size) < n
+        tokens = np.full((1, size), self.forward.pad_token_id, "int32")
+        tokens[0, :n] = chunk
+        # A prompt's slots are its own positions (no wrap: the window has a
+        # chunk of room past the longest prompt).
+        slots = np.arange(self.prefill_capacity)
+        arguments = dict(
+            tokens=tokens,
+            clock=np.int32(start),
+            # Padding reads row 0 of a position table (its keys are masked).
+            row_positions=np.where(real, own, 0)[None].astype("int32"),
+            gather=self._gather_index([request], slots, np.zeros(1, "int64"),
+                                      np.array([start])),
+            key_positions=slots.astype("int32"),
+            key_valid=((slots < start) & _real_at(request, slots))[None],
+            real_tokens=np.array([request.real[:start].sum()], "int32"),
+            padding_mask=real[None],
+            write=np.where(real, self._entries(request, np.minimum(own, start + n - 1)), 0)[
+                None].astype("int32"),
+            last=np.array([n - 1], "int32"),
+        )
+        logits = self._run(arguments, self.prefill_capacity)
+        request.written = start + n
+        self.pool.publish(request.prompt, request.table, request.written)
+        if request.written < len(request.prompt):
+            return
+        self._prefilling.popleft()
+        token = self._choose(request, logits[0])
+        if not self._after_token(request, token):
+            request.next_token = token
+            self._ready.append(request)
+
+    def _fill_rows(self):
+        """Prefilled requests take the free decoding rows, in order."""
+        while self._ready and None in self._rows:
+            request = self._ready.popleft()
+            request.row = self._rows.index(None)
+            # The clock of the next step minus the row's own position.
+            request.offset = self._clock - request.written
+            self._rows[request.row] = request
+
+    def _decode(self):
+        rows = self._rows
+        clock = self._clock
+        slots = np.arange(self.capacity)
+        # The clock each slot holds: the latest at or before `clock` whose
+        # slot it is (`clock % capacity` is the new tokens').
+        held = clock - np.mod(clock - slots, self.capacity)
+        tokens = np.full((self.max_batch, 1), self.forward.pad_token_id, "int32")
+        positions = np.zeros((self.max_batch, 1), "int32")
+        write = np.zeros((self.max_batch, 1), "int32")
+        written = np.zeros((self.max_batch,), "int64")
+        real_tokens = np.zeros((self.max_batch,), "int32")
+        offsets = np.zeros((self.max_batch,), "int64")
+        active = np.array([r is not None for r in rows])
+        real = np.zeros((self.max_batch, self.capacity), bool)
+        for index, request in enumerate(rows):
+            if request is None:
+                continue
+            if self.forward.masks_pad_tokens and request.next_token == self.forward.pad_token_id:
+                request.real[request.written] = False
+            real_tokens[index] = request.real[:request.written].sum()
+            real[index] = _real_at(request, held - request.offset)
+            tokens[index, 0] = request.next_token
+            positions[index, 0] = request.written
+            write[index, 0] = self._entries(request, np.array([request.written]))[0]
+            written[index] = request.written
+            offsets[index] = request.offset
+        own = held[None, :] - offsets[:, None]
+        arguments = dict(
+            tokens=tokens,
+            clock=np.int32(clock),
+            row_positions=positions,
+            gather=self._gather_index(rows, held, offsets, written),
+            key_positions=held.astype("int32"),
+            key_valid=(own >= 0) & (own < written[:, None]) & real,
+            real_tokens=real_tokens,
+            padding_mask=active[:, None],
+            write=write,
+            last=np.zeros((self.max_batch,), "int32"),
+        )
+        logits = self._run(arguments, self.capacity)
+        self._clock = clock + 1
+        if self._clock >= CLOCK_LIMIT:
+            # Rebase the clock by whole turns of the window: nothing the
+            # rows read changes (their offsets move with it).
+            turns = (self._clock - self.capacity) // self.capacity * self.capacity
+            self._clock -= turns
+            for request in rows:
+                if request is not None:
+                    request.offset -= turns
+        for index, request in enumerate(rows):
+            if request is None:
+                continue
+            request.written += 1
+            token = self._choose(request, logits[index])
+            if not self._after_token(request, token):
+                request.next_token = token
+
+    def _choose(self, request, logits):
+        return choose_token(
+            logits, request.params, request.prompt + request.tokens, len(request.tokens),
+            request.params.end_token_ids, self._rng,
+        )
+
+    def _after_token(self, request, token):
+        """Records `token` and finishes the request if it ends it (an end
+        token, a stop string, its length). Returns whether it finished."""
+        stopped = request._add(token)
+        reason = None
+        if stopped or token in request.params.end_token_ids:
+            reason = "stop"
+        elif len(request.tokens) >= request.params.max_new_tokens:
+            reason = "length"
+        if reason is None:
+            request._publish()
+            return False
+        self._finish(request, reason, stopped)
+        return True
+
+    def _finish(self, request, reason, stopped=False):
+        if request.table is not None:
+            self.pool.release(request.table)
+            request.table = None
+        if request.row is not None and self._rows[request.row] is request:
+            self._rows[request.row] = None
+        for line in (self._prefilling, self._ready):
+            if request in line:
+                line.remove(request)
+        if not request.finished:
+            request._publish(reason, stopped)
+
+    # Programs -------------------------------------------------------------
+
+    def _entries(self, request, positions):
+        """The pool entries of `request`'s own `positions`."""
+        table = np.asarray(request.table)
+        return table[positions // self.block_size] * self.block_size + positions % self.block_size
+
+    def _gather_index(self, rows, held, offsets, written):
+        """int32 `(rows, slots)`: the pool entry each row reads at each slot
+        (the scratch entry 0 where it holds nothing of the row's)."""
+        index = np.zeros((len(rows), len(held)), "int32")
+        for row, request in enumerate(rows):
+            if request is None:
+                continue
+            own = held - offsets[row]
+            valid = (own >= 0) & (own < written[row])
+            index[row, valid] = self._entries(request, own[valid])
+        return index
+
+    def _empty_pools(self, entries):
+        pools = []
+        for block in self.forward.blocks:
+            cache = block.attention.empty_cache(1, entries)
+            pools.append((cache.keys[0], cache.values[0]))
+        return tuple(pools)
+
+    def _run(self, arguments, capacity):
+        key = (arguments["tokens"].shape, capacity)
+        program = self._programs.get(key)
+        if program is None:
+            program = self._programs[key] = compile_program(self._program, self.model)
+        logits, self._pools = program(self._pools, *[arguments[name] for name in ARGUMENTS])
+        return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
+
+    def _program(self, pools, tokens, clock, row_positions, gather, key_positions, key_valid,
+                 real_tokens, padding_mask, write, last):
+        """One step of the model on the rows' blocks: gathers each row's
+        slots from the pools, runs `CachedForward`, writes the new keys and
+        values to the pools at `write` and returns the float32 logits of
+        each row's token at `last`."""
+        batch, length = tokens.shape
+        capacity = key_positions.shape[0]
+        layers = tuple(
+            KeyValueCache(ops.take(keys, gather, axis=0), ops.take(values, gather, axis=0))
+            for keys, values in pools
+        )
+        zeros = ops.zeros((batch, capacity), "int32")
+        cache = DecodingCache(
+            layers, key_positions, ops.cast(key_valid, "bool"), zeros, real_tokens,
+            ops.zeros((batch,), "int32"),
+        )
+        logits, cache = self.forward(
+            tokens, clock, cache, padding_mask=padding_mask, row_positions=row_positions
+        )
+        slot = ops.mod(clock, capacity)
+        entries = ops.reshape(write, (-1,))
+        new_pools = []
+        for (keys, values), layer in zip(pools, cache.layers):
+            new_keys = read_slots(layer.keys, slot, length)
+            new_values = read_slots(layer.values, slot, length)
+            new_pools.append((
+                _scatter(keys, entries, ops.reshape(new_keys, (-1,) + tuple(keys.shape[1:]))),
+                _scatter(values, entries, ops.reshape(new_values, (-1,) + tuple(values.shape[1:]))),
+            ))
+        picked = ops.take_along_axis(logits, ops.reshape(last, (batch, 1, 1)), axis=1)[:, 0]
+        return ops.cast(picked, "float32"), tuple(new_pools)
+
+
+def _real_at(request, positions):
+    """Whether each of `request`'s own `positions` holds a real token
+    (False outside its positions)."""
+    inside = (positions >= 0) & (positions < len(request.real))
+    return inside & request.real[np.clip(positions, 0, len(request.real) - 1)]
+
+
+ARGUMENTS = (
+    "tokens", "clock", "row_positions", "gather", "key_positions", "key_valid",
+    "real_tokens", "padding_mask", "write", "last",
+)
+
+
+def unsupported(forward):
+    """Why `Engine` cannot serve the model of `forward`, or None."""
+    scaling = forward.template.config.rope_scaling
+    if forward.application != "lm":
+        return (f"it is a {forward.application!r} model; the engine serves "
+                "application='lm' models (UniLM and encoder-decoder models are not served yet).")
+    if forward.conditional:
+        return "its norms take a `condition` (conditional_layer_norm), which no request gives."
+    if scaling is not None and scaling["rope_type"] in CLIPPED_TYPES:
+        return (f"its rope_scaling {scaling['rope_type']!r} clips relative positions in the "
+                "scores, which the engine's shared clock does not give per row.")
+    if forward.length_dependent:
+        return (f"its rope_scaling {scaling['rope_type']!r} reads the length encoded, which "
+                "differs between the rows of a batch.")
+    if any(getattr(forward, "sink_tokens", ())):
+        return "its attention keeps sink tokens beside a window, which the paged cache does not."
+    return None
+
+
+def compile_program(program, model):
+    """`program(pools, *arrays)` as one XLA program over the model's
+    variables on JAX (the pools donated, so that they are updated in place)
+    and TensorFlow; on torch eagerly under `torch.no_grad()`, the pools
+    written in place."""
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax
+
+        variables = model.variables
+
+        def stateless(values, pools, *args):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return program(pools, *args)
+
+        compiled = jax.jit(stateless, donate_argnums=(1,))
+        return lambda pools, *args: compiled([v.value for v in variables], pools, *args)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(program, jit_compile=True, reduce_retracing=False)
+        return lambda pools, *args: compiled(pools, *[tf.convert_to_tensor(a) for a in args])
+    if backend == "torch":
+        import torch
+
+        def run(pools, *args):
+            with torch.no_grad():
+                return program(pools, *[ops.convert_to_tensor(a) for a in args])
+
+        return run
+    return program
+
+
+def _scatter(table, entries, updates):
+    """`table` with rows `entries` set to `updates`; in place on torch."""
+    updates = ops.cast(updates, table.dtype)
+    if keras.config.backend() == "torch":
+        return table.index_copy_(0, entries.long(), updates)
+    return ops.scatter_update(table, ops.expand_dims(entries, -1), updates)
+
+
+def _replace(params, **changes):
+    import dataclasses
+
+    return dataclasses.replace(params, **changes)

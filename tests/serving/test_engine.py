@@ -1,0 +1,202 @@
+"""The serving engine (`keras_attn.serving.Engine`): under continuous
+batching over the paged cache, each request's greedy tokens equal what
+`model.generate` gives it (every registered `lm` variant), seeded sampling
+does not depend on the batch, and every block comes back."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.models import VARIANTS
+from keras_attn.serving import Engine
+from keras_attn.serving import SamplingParams
+from tests.models.test_variants import build
+
+BACKEND = keras.config.backend()
+# Variants the engine refuses, and why (its docstring's list).
+REFUSED = {"phi3": "longrope"}
+LM_VARIANTS = [name for name, cls in VARIANTS.items() if "lm" in cls.applications]
+# The bookkeeping is the same host code on every backend; the step program
+# is what differs. Every variant on torch (eager steps), three walks on the
+# XLA backends (about 4 s of compiling each): learned positions with a
+# tied head, rotary grouped-query attention with windows, a distance bias.
+SERVED = [
+    name for name in LM_VARIANTS
+    if name not in REFUSED and (BACKEND == "torch" or name in ("gpt2", "gemma2", "alibi"))
+]
+rng = np.random.default_rng(1)
+PROMPTS = [rng.integers(4, 30, size=n).tolist() for n in (3, 9, 5, 12, 1)]
+STEPS = [6, 4, 7, 9, 5]
+
+
+def model_for(variant):
+    keras.utils.set_random_seed(0)
+    return build(variant, "lm", initializer_range=0.3, max_position_embeddings=40)
+
+
+def alone(model, prompts, steps, monkeypatch):
+    """Each prompt's greedy tokens from `model.generate` (rows of one call
+    are independent: tests/models/test_variants.py)."""
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    tokens = np.asarray(model.generate(prompts, max(steps)))
+    return [row[:n].tolist() for row, n in zip(tokens, steps)]
+
+
+@pytest.mark.parametrize("variant", SERVED)
+def test_greedy_tokens_equal_generating_alone(variant, monkeypatch):
+    """Requests arrive at random steps into 3 rows: rows are reused, a
+    prompt is encoded in chunks of 4 while others decode, and shared
+    prompt blocks (the last two prompts start as the first) are read by
+    several requests."""
+    model = model_for(variant)
+    prompts = PROMPTS + [PROMPTS[3][:9] + [5, 6], PROMPTS[3][:8] + [7]]
+    steps = STEPS + [3, 2]
+    engine = Engine(model, max_batch=3, block_size=4, prefill_chunk=4, end_token_ids=[])
+    arrivals = np.random.default_rng(2).integers(0, 4, size=len(prompts))
+    requests = []
+    for prompt, n, wait in zip(prompts, steps, arrivals):
+        requests.append(engine.submit(prompt, max_new_tokens=n))
+        for _ in range(wait):
+            engine.step()
+            engine.pool.check()
+    engine.run()
+    expected = alone(model, prompts, steps, monkeypatch)
+    assert [r.tokens for r in requests] == expected
+    assert {r.finish_reason for r in requests} == {"length"}
+    assert engine.pool.shared_lent >= 2  # both later prompts shared blocks
+    engine.pool.check()
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+@pytest.mark.parametrize("variant", sorted(REFUSED))
+def test_a_variant_it_cannot_serve_is_refused(variant):
+    with pytest.raises(ValueError, match=REFUSED[variant]):
+        Engine(model_for(variant))
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return model_for("gpt2")
+
+
+def test_seeded_sampling_does_not_depend_on_the_batch(gpt2):
+    params = SamplingParams(max_new_tokens=8, temperature=0.9, top_k=12, top_p=0.9,
+                            min_p=0.05, repetition_penalty=1.3, seed=7)
+    engine = Engine(gpt2, max_batch=3, block_size=4, prefill_chunk=4, end_token_ids=[])
+    alone_tokens = engine.submit(PROMPTS[1], params).result()
+    crowd = [engine.submit(p, max_new_tokens=5, temperature=1.0) for p in PROMPTS[:2]]
+    again = engine.submit(PROMPTS[1], params)
+    crowd.append(engine.submit(PROMPTS[2], max_new_tokens=9, temperature=1.0, seed=3))
+    engine.run()
+    assert again.tokens == alone_tokens
+    # The same request unseeded, or with another seed, draws otherwise.
+    other = engine.submit(PROMPTS[1], SamplingParams(**{**params.__dict__, "seed": 8})).result()
+    assert other != alone_tokens
+
+
+def test_end_tokens_and_cancellation_free_their_blocks(gpt2, monkeypatch):
+    [greedy] = alone(gpt2, [PROMPTS[0]], [6], monkeypatch)
+    engine = Engine(gpt2, max_batch=2, block_size=4, prefill_chunk=4)
+    ended = engine.submit(PROMPTS[0], max_new_tokens=6, end_token_ids=[greedy[2]])
+    cancelled = engine.submit(PROMPTS[1], max_new_tokens=6)
+    waiting = engine.submit(PROMPTS[2], max_new_tokens=6)
+    engine.step()
+    cancelled.cancel()
+    waiting.cancel()
+    engine.run()
+    assert ended.tokens == greedy[:greedy.index(greedy[2]) + 1]
+    assert ended.finish_reason == "stop"
+    assert cancelled.finish_reason == waiting.finish_reason == "cancelled"
+    engine.pool.check()
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+def test_a_request_waits_for_blocks_and_a_too_long_one_is_refused(gpt2, monkeypatch):
+    # Blocks for one request of 12 positions at a time.
+    engine = Engine(gpt2, max_batch=3, block_size=4, num_blocks=4, prefill_chunk=4,
+                    end_token_ids=[], max_length=16)
+    first = engine.submit(PROMPTS[2], max_new_tokens=7)
+    second = engine.submit(PROMPTS[0], max_new_tokens=9)
+    engine.step()
+    assert engine.stats()["waiting"] == 1
+    engine.run()
+    assert [first.tokens, second.tokens] == alone(gpt2, [PROMPTS[2], PROMPTS[0]], [7, 9],
+                                                  monkeypatch)
+    with pytest.raises(ValueError, match="max_length=16"):
+        engine.submit(PROMPTS[3], max_new_tokens=5)
+    with pytest.raises(ValueError, match="needs 4 blocks"):
+        Engine(gpt2, block_size=4, num_blocks=4, max_length=16).submit([5] * 4, max_new_tokens=10)
+    for bad, message in (([], "empty"), ([5, 99], "outside the vocabulary")):
+        with pytest.raises(ValueError, match=message):
+            engine.submit(bad, max_new_tokens=2)
+
+
+def test_block_accounting_after_any_mix_of_requests(gpt2):
+    """A random mix of requests (some cancelled while waiting, encoding or
+    decoding, some ending early) on a pool too small for all of them: the
+    accounting holds after every step, the rows' tables never overlap
+    except for shared prompt blocks, and every block is free at the end."""
+    engine = Engine(gpt2, max_batch=3, block_size=2, num_blocks=12, prefill_chunk=3,
+                    max_length=20)
+    draw = np.random.default_rng(3)
+    requests = []
+    for step in range(60):
+        if draw.random() < 0.4:
+            prompt = draw.integers(4, 30, size=draw.integers(1, 9)).tolist()
+            if draw.random() < 0.3 and requests:  # a shared prompt start
+                prompt = requests[-1].prompt[:6] + prompt[:2]
+            requests.append(engine.submit(prompt, max_new_tokens=int(draw.integers(1, 8)),
+                                          end_token_ids=[int(draw.integers(4, 30))]))
+        if draw.random() < 0.15 and requests:
+            requests[draw.integers(len(requests))].cancel()
+        engine.step()
+        engine.pool.check()
+        holding = [r for r in requests if r.table is not None]
+        for i, first in enumerate(holding):
+            for second in holding[:i]:
+                for block in set(first.table) & set(second.table):
+                    # Only a block of the same prompt tokens, at the same
+                    # place, before each prompt's last token.
+                    index = first.table.index(block)
+                    end = (index + 1) * 2
+                    assert second.table.index(block) == index
+                    assert end < min(len(first.prompt), len(second.prompt))
+                    assert first.prompt[:end] == second.prompt[:end]
+    engine.run()
+    assert all(r.finished for r in requests)
+    engine.pool.check()
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+def test_an_engine_thread_streams_each_request(gpt2, monkeypatch):
+    engine = Engine(gpt2, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[])
+    engine.start()
+    try:
+        requests = [engine.submit(p, max_new_tokens=n) for p, n in zip(PROMPTS[:4], STEPS)]
+        streamed = [[t for delta in request for t in delta.tokens] for request in requests]
+    finally:
+        engine.stop()
+    assert streamed == alone(gpt2, PROMPTS[:4], STEPS[:4], monkeypatch)
+
+
+class Bytes:
+    def decode(self, ids):
+        return bytes(ids).decode("utf-8", errors="replace")
+
+
+def test_a_stop_string_ends_the_request_and_is_cut_from_its_text(gpt2, monkeypatch):
+    [greedy] = alone(gpt2, [PROMPTS[2]], [10], monkeypatch)
+    engine = Engine(gpt2, max_batch=2, block_size=4, prefill_chunk=4, tokenizer=Bytes(),
+                    end_token_ids=[])
+    # The stop string: the text of generated tokens 3 and 4.
+    stop = Bytes().decode(greedy[3:5])
+    request = engine.submit(PROMPTS[2], max_new_tokens=10, stop=["\x7f", stop])
+    deltas = list(request)
+    first = next(i for i in range(10) if stop in Bytes().decode(greedy[:i + 1]))
+    assert request.tokens == greedy[:first + 1]
+    assert request.finish_reason == "stop" and deltas[-1].finish_reason == "stop"
+    text = Bytes().decode(greedy[:first + 1])
+    assert request.text == text[:text.find(stop)]
+    assert "".join(d.text for d in deltas) == request.text
+    plain = engine.submit(PROMPTS[2], max_new_tokens=10)
+    assert "".join(d.text for d in plain) == Bytes().decode(greedy) == plain.text
