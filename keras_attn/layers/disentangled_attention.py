@@ -32,10 +32,11 @@ def log_bucket_positions(distance, buckets, max_distance):
     near = ops.logical_and(distance < mid, distance > -mid)
     absolute = ops.where(near, mid - 1, ops.abs(distance))
     # float32 throughout, as transformers' float32 tensors, so that `ceil`
-    # rounds where it does.
-    ratio = ops.divide(ops.cast(absolute, "float32"), np.float32(mid))
-    denominator = ops.log(ops.convert_to_tensor(np.float32((max_distance - 1) / mid)))
-    far = ops.ceil(ops.log(ratio) / denominator * np.float32(mid - 1)) + np.float32(mid)
+    # rounds where it does; the constants are Python floats (a NumPy scalar
+    # breaks a torch.compile graph), the denominator the float32 logarithm.
+    ratio = ops.divide(ops.cast(absolute, "float32"), float(mid))
+    denominator = float(np.log(np.float32((max_distance - 1) / mid)))
+    far = ops.ceil(ops.log(ratio) / denominator * float(mid - 1)) + float(mid)
     far = ops.cast(ops.where(absolute <= mid, mid, far), "int32")
     return ops.where(absolute <= mid, distance, far * sign)
 
@@ -204,7 +205,7 @@ class DisentangledAttention(MultiHeadAttention):
             gathered = ops.take_along_axis(ops.cast(by_row, "float32"), index, axis=-1)
             gathered = ops.transpose(gathered, (0, 1, 3, 2))
             scores = gathered if scores is None else scores + gathered
-        return scores * np.float32(self._kernel.scale)
+        return scores * float(self._kernel.scale)
 
     def _attend(
         self, heads, query_positions, key_positions, mask, attention_bias=None,
