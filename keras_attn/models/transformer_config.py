@@ -242,14 +242,6 @@ class TransformerConfig:
     # None: uncapped.
     attention_logit_soft_cap: float | None = None
     final_logit_soft_cap: float | None = None
-    # A T5 checkpoint of the encoder alone (transformers' `T5EncoderModel`,
-    # `is_encoder_decoder: false`): the builder's `variant=None` is then
-    # `"t5_encoder"`, and the encoder-decoder variants are refused.
-    encoder_only: bool = False
-    # Whether the masked-LM logits come from the token embedding (BERT's
-    # tied decoder) or from an own `MLM-Decoder` kernel.
-    tie_word_embeddings: bool = True
-    # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`,
     # DeBERTa's disentangled attention (`DisentangledAttention`): its
     # position terms (`pos_att_type`, entries of `POSITION_ATTENTION_TYPES`;
     # None: plain attention), the log buckets of the relative positions
@@ -265,6 +257,14 @@ class TransformerConfig:
     share_attention_key: bool = False
     relative_embedding_norm: bool = False
     position_biased_input: bool = True
+    # A T5 checkpoint of the encoder alone (transformers' `T5EncoderModel`,
+    # `is_encoder_decoder: false`): the builder's `variant=None` is then
+    # `"t5_encoder"`, and the encoder-decoder variants are refused.
+    encoder_only: bool = False
+    # Whether the masked-LM logits come from the token embedding (BERT's
+    # tied decoder) or from an own `MLM-Decoder` kernel.
+    tie_word_embeddings: bool = True
+    # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`,
     # BertLMHeadModel): the builder's `application=None` is then "lm".
     is_decoder: bool = False
     # How the checkpoint stores its weights: a declared family (see
@@ -429,6 +429,13 @@ def _layer_types(value):
     return None if all(entry in LAYER_TYPES for entry in value) else expected
 
 
+def _position_attention_types(value):
+    expected = f"a non-empty list of distinct entries of {list(POSITION_ATTENTION_TYPES)}"
+    if not isinstance(value, (list, tuple)) or not value or len(set(value)) != len(value):
+        return expected
+    return None if all(entry in POSITION_ATTENTION_TYPES for entry in value) else expected
+
+
 def _optional(check):
     return lambda value: None if value is None else check(value)
 
@@ -448,13 +455,6 @@ FIELD_RULES = {
     "initializer_range": _real(0, low_open=True),
     "layer_norm_epsilon": _real(0, low_open=True),
     "pad_token_id": _optional(_integer(0)),
-def _position_attention_types(value):
-    expected = f"a non-empty list of distinct entries of {list(POSITION_ATTENTION_TYPES)}"
-    if not isinstance(value, (list, tuple)) or not value or len(set(value)) != len(value):
-        return expected
-    return None if all(entry in POSITION_ATTENTION_TYPES for entry in value) else expected
-
-
     "embedding_size": _optional(_integer(1)),
     "attention_key_size": _optional(_integer(1)),
     "attention_head_size": _optional(_integer(1)),
@@ -486,6 +486,12 @@ def _position_attention_types(value):
     "query_pre_attention_scalar": _optional(_real(0, low_open=True)),
     "attention_logit_soft_cap": _optional(_real(0, low_open=True)),
     "final_logit_soft_cap": _optional(_real(0, low_open=True)),
+    "position_attention_types": _optional(_position_attention_types),
+    "position_buckets": _optional(_integer(2)),
+    "max_relative_distance": _optional(_integer(2)),
+    "share_attention_key": _boolean,
+    "relative_embedding_norm": _boolean,
+    "position_biased_input": _boolean,
     "tie_word_embeddings": _boolean,
     "encoder_only": _boolean,
     "is_decoder": _boolean,
@@ -507,12 +513,6 @@ def field_error(name, value, key=None):
 
 
 def find_config_file(directory):
-    "position_attention_types": _optional(_position_attention_types),
-    "position_buckets": _optional(_integer(2)),
-    "max_relative_distance": _optional(_integer(2)),
-    "share_attention_key": _boolean,
-    "relative_embedding_norm": _boolean,
-    "position_biased_input": _boolean,
     """The configuration file in a checkpoint directory, or None."""
     for name in CONFIG_FILE_NAMES:
         path = os.path.join(directory, name)
