@@ -16,6 +16,7 @@ from keras_attn import losses  # noqa: E402
 from keras_attn import optimizers  # noqa: E402
 from keras_attn import preprocessing  # noqa: E402
 from keras_attn import samplers  # noqa: E402
+from keras_attn import serving  # noqa: E402
 from keras_attn import training  # noqa: E402
 from keras_attn.generation import AutoRegressiveDecoder  # noqa: E402
 from keras_attn.generation import Generator  # noqa: E402
@@ -81,6 +82,7 @@ __all__ = [
     "register_variant",
     "samplers",
     "sequence_padding",
+    "serving",
     "training",
     "__version__",
 ]
