@@ -301,13 +301,32 @@ class Generator:
                 # UniLM's layout: the source is segment 0, a target prefix 1.
                 in_target = ops.arange(bucket)[None, :] >= target_starts[:, None]
                 segment_ids = ops.cast(ops.logical_and(prompt_mask, in_target), "int32")
-            _, cache = forward(
-                tokens[:, :bucket], 0, cache, segment_ids=segment_ids, padding_mask=prompt_mask,
-                logits=False, condition=condition, source=encoded,
-            )
+
+            def prompt_pass(width):
+                return forward(
+                    tokens[:, :width], 0, cache,
+                    segment_ids=None if segment_ids is None else segment_ids[:, :width],
+                    padding_mask=prompt_mask[:, :width], logits=False, condition=condition,
+                    source=encoded,
+                )[1]
+
+            switch = forward.recompute_length
+            if switch is not None and bucket > switch:
+                # A LongRoPE batch whose shortest prompt ends within the
+                # original length: its first `switch` positions are encoded
+                # short, as each such row alone; the step at `switch`
+                # encodes the longer prompts whole, long (`recomputing_step`).
+                cache = ops.cond(
+                    ops.less_equal(ops.min(lengths), switch),
+                    lambda: prompt_pass(switch), lambda: prompt_pass(bucket),
+                )
+            else:
+                cache = prompt_pass(bucket)
             if self._step is not None:
                 self._step.new_run()
-            step = DecodingStep(forward, lengths, condition, encoded, self._step, target_starts)
+            step = DecodingStep(
+                forward, lengths, condition, encoded, self._step, target_starts, bucket
+            )
             return sampler.run_loop(step, tokens, lengths, cache, settings, seed)
 
         return loop
@@ -344,16 +363,19 @@ class DecodingStep:
     the same program.
 
     `run` is `decoding_step` or its compiled form (`CompiledStep`, torch),
-    taking the same arguments."""
+    taking the same arguments. `prompt_width`: the prompt buffer's width,
+    which a LongRoPE model's step at the original length encodes again
+    whole (`recomputing_step`)."""
 
     def __init__(self, forward, lengths, condition=None, source=None, run=None,
-                 target_starts=None):
+                 target_starts=None, prompt_width=0):
         self.forward = forward
         self.lengths = lengths
         self.condition = condition
         self.source = source
         self.run = decoding_step if run is None else run
         self.target_starts = target_starts
+        self.prompt_width = prompt_width
 
     def __call__(self, tokens, index, cache, pick=None):
         arguments = (
@@ -365,7 +387,7 @@ class DecodingStep:
             return self.run(*arguments)
         return ops.cond(
             ops.equal(index, length),
-            lambda: recomputing_step(*arguments),
+            lambda: recomputing_step(*arguments, width=self.prompt_width),
             lambda: self.run(*arguments),
         )
 
@@ -377,7 +399,7 @@ class DecodingStep:
         source = None if self.source is None else self.source.select_rows(rows)
         return DecodingStep(
             self.forward, take(self.lengths), take(self.condition), source, self.run,
-            take(self.target_starts),
+            take(self.target_starts), self.prompt_width,
         )
 
 
@@ -402,19 +424,22 @@ def decoding_step(forward, tokens, index, cache, lengths, condition=None, source
 
 
 def recomputing_step(forward, tokens, index, cache, lengths, condition=None, source=None,
-                     pick=None, target_starts=None):
+                     pick=None, target_starts=None, width=0):
     """The decoding step at position `L = forward.recompute_length` of a
-    LongRoPE model (see `DecodingStep`): the sequence's first `L + 1`
-    tokens encoded again in one pass, whose length `L + 1` selects the long
-    factors for every position, their keys and values written over the
-    cache's, and the logits of its last token; as transformers' Phi-3,
-    which drops its cache when the sequence grows past `L`. Every row holds
-    its prompt and generated tokens there; a row still reading its prompt
-    rewrites what its prompt pass wrote (already long: that pass was longer
-    than `L`). Later steps are ordinary ones, their length past `L`."""
-    length = forward.recompute_length + 1
+    LongRoPE model (see `DecodingStep`): the sequence's first
+    `max(L + 1, width)` tokens (`width`: the prompt buffer's) encoded again
+    in one pass, whose length past `L` selects the long factors for every
+    position, their keys and values written over the cache's, and the
+    logits at `L`; as transformers' Phi-3, which drops its cache when the
+    sequence grows past `L`. Every row holds its prompt and generated tokens
+    up to `L`; a row whose prompt is longer has it encoded whole (the prompt
+    pass encoded only the first `L` positions when a shorter row generates
+    before `L`); what this writes past a row's tokens is written again by
+    the later steps that generate there. Later steps are ordinary ones,
+    their length past `L`."""
+    length = max(forward.recompute_length + 1, width)
     logits, cache = forward(tokens[:, :length], 0, cache, condition=condition, source=source)
-    logits = ops.cast(logits[:, -1], "float32")
+    logits = ops.cast(logits[:, forward.recompute_length], "float32")
     return decoding_loop.picked(pick, logits, index, tokens), cache
 
 

@@ -1,8 +1,8 @@
 """Phi-3 against transformers: logits with right and left padding on both
 sides of LongRoPE's switch, greedy generation that crosses it (a single
 prompt, an equal-length batch with an end token, a left-padded batch with
-an end token) and beam search that crosses it, the converter, and the
-configs this builder refuses.
+an end token, prompts on both sides of it) and beam search that crosses
+it, the converter, and the configs this builder refuses.
 
 One tiny random model, off the defaults: one key/value head under 3 query
 heads (`qkv_proj`: 30 query, 10 key and 10 value columns),
@@ -147,6 +147,19 @@ def test_a_left_padded_batch_equals_transformers_and_each_row_alone(phi3, genera
     assert [len(until(row, end)) for row in crossing] == [6, 1, 6]
     for prompt, row in zip(LEFT_PROMPTS, crossing):
         assert until(row, end) == until(reference_generate(reference, [prompt], 6, end)[0], end)
+
+
+def test_a_batch_with_prompts_on_both_sides_of_the_switch_runs_each_row_as_alone(phi3,
+                                                                            generating,
+                                                                            monkeypatch):
+    """A prompt past the original length beside one within it: the short
+    row's prompt is encoded with the short factors and switches at its own
+    length, as transformers generates each row alone (the prompt pass once
+    encoded every row long when the longest prompt was)."""
+    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "0")
+    prompts = [IDS[0, :ORIGINAL + 2].tolist(), [30, 2, 8]]
+    for prompt, row in zip(prompts, generating.generate(prompts, 6).tolist()):
+        assert row == reference_generate(phi3[0], [prompt], 6)[0]
 
 
 def test_beam_search_across_the_switch_equals_transformers(phi3, generating, monkeypatch):
