@@ -1,4 +1,5 @@
-"""keras_attn's command line (`keras-attn-convert`), importable without Keras.
+"""keras_attn's command line (`keras-attn serve`, `keras-attn-convert`),
+importable without Keras.
 
 `import keras_attn` imports Keras, which fails where Keras' backend is not
 installed (a JAX-only install without `KERAS_BACKEND`: Keras' default is
@@ -98,6 +99,74 @@ def convert_parser():
     parser.add_argument("--no-verify", dest="verify_off", action="store_true",
                         help="skip the comparison of the written model with its source")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def main(argv=None):
+    """`keras-attn` on `argv` (default `sys.argv[1:]`): its subcommand
+    `serve MODEL_DIR` serves a Hugging Face checkpoint folder over HTTP
+    (`keras_attn.serving.server.serve`) until interrupted. Returns the exit
+    status: 0 after a clean stop, 1 where keras_attn, the `[serve]` extra or
+    the folder cannot be loaded; `--help` and bad arguments exit (0 and 2)
+    before any import."""
+    arguments = main_parser().parse_args(argv)
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as error:
+        print(f"keras-attn serve: error: {one_line(error)}; the server needs the [serve] "
+              'extra: pip install "keras_attn[serve]"', file=sys.stderr)
+        return 1
+    try:
+        import keras_attn  # noqa: F401  (imports Keras and its backend)
+    except ImportError as error:
+        print(f"keras-attn serve: error: {one_line(error)}", file=sys.stderr)
+        return 1
+    from keras_attn.serving.server import serve
+
+    try:
+        serve(arguments.model_dir, host=arguments.host, port=arguments.port,
+              max_batch=arguments.max_batch, max_length=arguments.max_length,
+              block_size=arguments.block_size, num_blocks=arguments.num_blocks,
+              prefill_chunk=arguments.prefill_chunk, max_waiting=arguments.max_waiting,
+              shutdown_timeout=arguments.shutdown_timeout)
+    except (OSError, ValueError) as error:
+        print(f"keras-attn serve: error: {one_line(error)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main_parser():
+    """The `argparse` parser of `keras-attn`."""
+    parser = argparse.ArgumentParser(prog="keras-attn", description="keras_attn's commands.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve", help="serve a checkpoint folder with an OpenAI-compatible HTTP API",
+        description=(
+            "Serve a Hugging Face checkpoint folder (config.json, weights, tokenizer.json; "
+            "a chat_template in tokenizer_config.json for /v1/chat/completions) as an "
+            "application='lm' model with continuous batching: POST /v1/completions, POST "
+            "/v1/chat/completions, GET /v1/models, GET /health. Needs the [serve] extra."
+        ),
+    )
+    serve.add_argument("model_dir", metavar="MODEL_DIR", help="Hugging Face checkpoint folder")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--max-batch", type=int, default=8, help="rows decoded together (default 8)")
+    serve.add_argument("--max-length", type=int, default=None,
+                       help="longest request, prompt plus new tokens (default: the model's)")
+    serve.add_argument("--block-size", type=int, default=16,
+                       help="positions per key/value cache block (default 16)")
+    serve.add_argument("--num-blocks", type=int, default=None,
+                       help="cache blocks per layer (default: room for --max-batch requests "
+                       "of --max-length)")
+    serve.add_argument("--prefill-chunk", type=int, default=32,
+                       help="prompt tokens encoded per step (default 32)")
+    serve.add_argument("--max-waiting", type=int, default=256,
+                       help="requests waiting for the engine before new ones get 429 (default 256)")
+    serve.add_argument("--shutdown-timeout", type=float, default=30.0,
+                       help="seconds requests in flight get to finish at shutdown (default 30)")
     return parser
 
 

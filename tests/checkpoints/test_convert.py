@@ -207,7 +207,8 @@ class Missing(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Missing())
 setup = configparser.ConfigParser()
 setup.read("setup.cfg")
-(script,) = setup["options.entry_points"]["console_scripts"].strip().splitlines()
+scripts = setup["options.entry_points"]["console_scripts"].strip().splitlines()
+(script,) = [line for line in scripts if line.split("=")[0].strip() == "keras-attn-convert"]
 name, target = (part.strip() for part in script.split("="))
 assert name == "keras-attn-convert", name
 module, function = target.split(":")

@@ -1,0 +1,522 @@
+"""An OpenAI-compatible HTTP server for an `Engine` (starlette + uvicorn,
+the `[serve]` extra)."""
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import re
+import threading
+import time
+import uuid
+
+from keras_attn.serving.sampling import SamplingParams
+
+# The request fields each endpoint reads, and how they become
+# `SamplingParams` fields (None: read by the endpoint itself).
+SAMPLING_FIELDS = {
+    "max_tokens": "max_new_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "repetition_penalty": "repetition_penalty",
+    "no_repeat_ngram_size": "no_repeat_ngram_size",
+    "min_tokens": "min_new_tokens",
+    "stop": "stop",
+    "seed": "seed",
+}
+COMMON_FIELDS = ("model", "n", "stream", "user")
+COMPLETION_FIELDS = frozenset(("prompt",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
+CHAT_FIELDS = frozenset(("messages",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
+# What each field must be, for the message of a wrong type.
+FIELD_TYPES = {
+    "model": "a string", "user": "a string", "n": "an integer", "stream": "true or false",
+    "max_tokens": "an integer", "min_tokens": "an integer",
+    "no_repeat_ngram_size": "an integer", "top_k": "an integer or null",
+    "temperature": "a number", "top_p": "a number", "min_p": "a number",
+    "repetition_penalty": "a number", "seed": "an integer or null",
+    "stop": "a string, a list of strings or null",
+}
+
+
+class BadRequest(Exception):
+    """A request the server answers with `status` and an OpenAI error body
+    naming `param`."""
+
+    def __init__(self, message, param=None, status=400, kind="invalid_request_error"):
+        super().__init__(message)
+        self.message, self.param, self.status, self.kind = message, param, status, kind
+
+
+class ChatTemplate:
+    """A Hugging Face chat template (Jinja2, rendered in a sandbox as
+    transformers renders it) that turns `messages` into a prompt.
+
+    Args:
+        source: the template's Jinja2 text.
+        special_tokens: the variables it may read beside `messages` and
+            `add_generation_prompt` (`bos_token`, `eos_token`, ...).
+    """
+
+    def __init__(self, source, special_tokens=None):
+        import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):
+            raise jinja2.exceptions.TemplateError(message)
+
+        environment = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+        )
+        environment.filters["tojson"] = lambda value, indent=None: json.dumps(
+            value, ensure_ascii=False, indent=indent
+        )
+        environment.globals["raise_exception"] = raise_exception
+        environment.globals["strftime_now"] = lambda format: time.strftime(format)
+        self.source = source
+        self.special_tokens = dict(special_tokens or {})
+        try:
+            self._template = environment.from_string(source)
+        except jinja2.exceptions.TemplateSyntaxError as error:
+            raise ValueError(f"the chat template does not parse: {error}") from error
+
+    @classmethod
+    def from_folder(cls, folder):
+        """The template of a checkpoint folder (`chat_template.jinja`, else
+        the `chat_template` of `tokenizer_config.json`), or None."""
+        config = {}
+        path = os.path.join(folder, "tokenizer_config.json")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as file:
+                config = json.load(file)
+        tokens = {}
+        for role in ("bos_token", "eos_token", "pad_token", "unk_token"):
+            value = config.get(role)
+            value = value.get("content") if isinstance(value, dict) else value
+            if isinstance(value, str):
+                tokens[role] = value
+        jinja_path = os.path.join(folder, "chat_template.jinja")
+        if os.path.isfile(jinja_path):
+            with open(jinja_path, encoding="utf-8") as file:
+                return cls(file.read(), tokens)
+        source = config.get("chat_template")
+        if isinstance(source, list):  # named templates: the default one
+            named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
+            source = named.get("default")
+        return cls(source, tokens) if isinstance(source, str) else None
+
+    def render(self, messages):
+        """The prompt text of `messages`, ending with the assistant's turn;
+        a ValueError where the template refuses them."""
+        import jinja2
+
+        try:
+            return self._template.render(
+                messages=messages, add_generation_prompt=True, **self.special_tokens
+            )
+        except (jinja2.exceptions.TemplateError, TypeError, ValueError, KeyError) as error:
+            raise ValueError(f"the chat template refused the messages: {error}") from error
+
+
+def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiting=256,
+               max_body_bytes=1 << 20, shutdown_timeout=30.0):
+    """The ASGI application (starlette) of an OpenAI-compatible server over
+    `engine`.
+
+    Endpoints: `POST /v1/completions` (`prompt`: a string or a list of token
+    ids), `POST /v1/chat/completions` (`messages` rendered by the chat
+    template), `GET /v1/models`, `GET /health` (200 with `engine.stats()`).
+    Both generating endpoints read `max_tokens`, `temperature`, `top_p`,
+    `top_k`, `min_p`, `repetition_penalty`, `no_repeat_ngram_size`,
+    `min_tokens`, `stop`, `seed` (see `SamplingParams`), `n` (1 only),
+    `stream`, `model` and `user`; they answer in OpenAI's shapes, or with
+    `stream: true` as server-sent events (`data: {...}` chunks, then
+    `data: [DONE]`). `max_tokens` defaults to 16 for completions and to the
+    rest of `engine.max_length` for chats. A request that ends by
+    cancellation (its client went away, or the server stopped) has
+    `finish_reason: "cancelled"`.
+
+    Bad requests get a 4xx whose JSON body (`{"error": {"message", "type",
+    "param"}}`) names the field: 400 for an unknown field, a wrong type, a
+    value `SamplingParams` refuses, `n` other than 1, a request longer than
+    `engine.max_length`, malformed JSON, a chat without a template; 404 for
+    another `model`; 413 for a body over `max_body_bytes`; 429 while
+    `max_waiting` requests wait for the engine.
+
+    A client that disconnects cancels its request (its blocks are freed at
+    the next step). The engine runs in its own thread, started with the
+    application; on shutdown, requests in flight finish, those still
+    running after `shutdown_timeout` seconds are cancelled, and the thread
+    stops.
+
+    Args:
+        engine: a `keras_attn.serving.Engine`; with a tokenizer for text.
+        model_name: the name `/v1/models` lists and responses carry.
+        tokenizer: its tokenizer (default `engine.tokenizer`), to encode
+            text prompts and rendered chats.
+        chat_template: a `ChatTemplate` or its Jinja2 source; None refuses
+            chats.
+        max_waiting: requests that may wait for admission before new ones
+            get 429.
+        max_body_bytes: the largest request body.
+        shutdown_timeout: seconds requests in flight get at shutdown.
+
+    Example:
+
+    ```python
+    app = create_app(engine, "tiny-gpt2")
+    uvicorn.run(app, port=8000)
+    ```
+    """
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    tokenizer = engine.tokenizer if tokenizer is None else tokenizer
+    if isinstance(chat_template, str):
+        chat_template = ChatTemplate(chat_template)
+
+    def error_response(error):
+        body = {"error": {"message": error.message, "type": error.kind, "param": error.param,
+                          "code": None}}
+        headers = {"Retry-After": "1"} if error.status == 429 else None
+        return JSONResponse(body, status_code=error.status, headers=headers)
+
+    async def read_json(request, fields):
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > max_body_bytes:
+            raise BadRequest(f"the body's {length} bytes exceed the limit of {max_body_bytes}.",
+                             status=413)
+        body = bytearray()
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > max_body_bytes:
+                raise BadRequest(f"the body exceeds the limit of {max_body_bytes} bytes.",
+                                 status=413)
+        try:
+            document = json.loads(bytes(body))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise BadRequest(f"the body is not valid JSON: {error}") from None
+        if not isinstance(document, dict):
+            raise BadRequest(f"the body must be a JSON object, found a JSON "
+                             f"{type(document).__name__}.")
+        unknown = sorted(set(document) - fields)
+        if unknown:
+            raise BadRequest(
+                f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; this "
+                f"endpoint reads {', '.join(sorted(fields))}.", param=unknown[0],
+            )
+        return document
+
+    def submit(document, prompt, default_max_tokens):
+        check_common(document, model_name)
+        params = sampling_params(document, default_max_tokens(prompt))
+        if engine.stats()["waiting"] >= max_waiting:
+            raise BadRequest(f"{max_waiting} requests wait already; retry later.",
+                             status=429, kind="rate_limit_error")
+        try:
+            return engine.submit(prompt, params)
+        except ValueError as error:
+            message = str(error)
+            raise BadRequest(message, param="max_tokens" if "max_length" in message
+                             else "prompt" if "prompt" in message else None) from None
+        except RuntimeError as error:
+            raise BadRequest(str(error), status=503, kind="server_error") from None
+
+    def encode_text(text):
+        if tokenizer is None:
+            raise BadRequest("this server has no tokenizer: give the prompt as token ids.",
+                             param="prompt")
+        # A rendered chat holds its own special tokens (transformers encodes
+        # it without adding any); HuggingFaceTokenizer's `tokenizers` object.
+        fast = getattr(tokenizer, "_fast", None)
+        if fast is not None:
+            return list(fast.encode(text, add_special_tokens=False).ids)
+        return list(tokenizer.encode(text)[0])
+
+    async def completions(request):
+        try:
+            document = await read_json(request, COMPLETION_FIELDS)
+            prompt = completion_prompt(document)
+            if isinstance(prompt, str):
+                if tokenizer is None:
+                    raise BadRequest("this server has no tokenizer: give the prompt as token "
+                                     "ids.", param="prompt")
+                prompt = tokenizer.encode(prompt)[0]
+            running = submit(document, prompt, lambda _: 16)
+        except BadRequest as error:
+            return error_response(error)
+        return await answer(request, running, document, chat=False)
+
+    async def chat_completions(request):
+        try:
+            document = await read_json(request, CHAT_FIELDS)
+            messages = chat_messages(document)
+            if chat_template is None:
+                raise BadRequest(
+                    f"{model_name} has no chat template (no chat_template in its "
+                    "tokenizer_config.json or chat_template.jinja): use /v1/completions.",
+                    param="messages",
+                )
+            try:
+                text = chat_template.render(messages)
+            except ValueError as error:  # the template's own refusals (raise_exception)
+                raise BadRequest(str(error), param="messages") from None
+            prompt = encode_text(text)
+            running = submit(document, prompt,
+                             lambda ids: max(engine.max_length - len(ids), 1))
+        except BadRequest as error:
+            return error_response(error)
+        return await answer(request, running, document, chat=True)
+
+    async def answer(http_request, running, document, chat):
+        identifier = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        created = int(time.time())
+        deltas = follow(running)
+        if document.get("stream", False):
+            kind = "chat.completion.chunk" if chat else "text_completion"
+
+            def chunk(choice):
+                return "data: " + json.dumps({
+                    "id": identifier, "object": kind, "created": created, "model": model_name,
+                    "choices": [dict(index=0, **choice)],
+                }) + "\n\n"
+
+            async def events():
+                try:
+                    if chat:
+                        yield chunk({"delta": {"role": "assistant", "content": ""},
+                                     "finish_reason": None})
+                    async for delta in deltas:
+                        if delta.text:
+                            yield chunk({"delta": {"content": delta.text}, "finish_reason": None}
+                                        if chat else {"text": delta.text, "finish_reason": None})
+                        if delta.finish_reason is not None:
+                            yield chunk({"delta": {}, "finish_reason": delta.finish_reason}
+                                        if chat else {"text": "", "finish_reason": delta.finish_reason})
+                    yield "data: [DONE]\n\n"
+                finally:
+                    running.cancel()  # nothing where it finished
+
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        text, finish_reason = [], None
+        waiting = asyncio.ensure_future(watch_disconnect(http_request, running))
+        try:
+            async for delta in deltas:
+                text.append(delta.text)
+                finish_reason = delta.finish_reason or finish_reason
+        finally:
+            waiting.cancel()
+            running.cancel()
+        text = "".join(text)
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
+                  else {"index": 0, "text": text, "logprobs": None})
+        choice["finish_reason"] = finish_reason
+        completion = len(running.tokens)
+        return JSONResponse({
+            "id": identifier, "object": "chat.completion" if chat else "text_completion",
+            "created": created, "model": model_name, "choices": [choice],
+            "usage": {"prompt_tokens": len(running.prompt), "completion_tokens": completion,
+                      "total_tokens": len(running.prompt) + completion},
+        })
+
+    async def health(request):
+        return JSONResponse({"status": "ok", "model": model_name, **engine.stats()})
+
+    async def models(request):
+        return JSONResponse({"object": "list", "data": [
+            {"id": model_name, "object": "model", "created": 0, "owned_by": "keras_attn"}
+        ]})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        engine.start()
+        yield
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + shutdown_timeout
+        while engine.busy and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(engine.stop, cancel=True)
+
+    app = Starlette(
+        routes=[
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.engine = engine
+    app.state.model_name = model_name
+    return app
+
+
+async def follow(request):
+    """`request`'s `Delta`s, without blocking the event loop: a thread
+    iterates the request (blocking on its queue) and hands each delta to
+    the loop."""
+    loop = asyncio.get_running_loop()
+    deltas = asyncio.Queue()
+
+    def pump():
+        try:
+            for delta in request:
+                loop.call_soon_threadsafe(deltas.put_nowait, delta)
+        except RuntimeError:  # the loop closed: nobody reads the request
+            request.cancel()
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(deltas.put_nowait, None)
+
+    threading.Thread(target=pump, name=f"keras_attn-request-{request.request_id}",
+                     daemon=True).start()
+    while True:
+        delta = await deltas.get()
+        if delta is None:
+            return
+        yield delta
+
+
+async def watch_disconnect(http_request, running):
+    """Cancels `running` when the client of `http_request` disconnects."""
+    while not running.finished:
+        message = await http_request.receive()
+        if message["type"] == "http.disconnect":
+            running.cancel()
+            return
+
+
+def check_common(document, model_name):
+    """The fields every generating request may give beside its sampling."""
+    for name in ("model", "user"):
+        if name in document and not isinstance(document[name], str):
+            raise BadRequest(type_message(name, document[name]), param=name)
+    if "model" in document and document["model"] != model_name:
+        raise BadRequest(f"model {document['model']!r} is not served here; this server serves "
+                         f"{model_name!r}.", param="model", status=404, kind="not_found_error")
+    n = document.get("n", 1)
+    if not is_integer(n):
+        raise BadRequest(type_message("n", n), param="n")
+    if n != 1:
+        raise BadRequest(f"`n` must be 1 (one choice per request); received n={n}.", param="n")
+    if not isinstance(document.get("stream", False), bool):
+        raise BadRequest(type_message("stream", document["stream"]), param="stream")
+
+
+def sampling_params(document, default_max_tokens):
+    """The `SamplingParams` of a request's fields; a `BadRequest` naming
+    the field for a wrong type or a value out of range."""
+    values = {"max_new_tokens": default_max_tokens}
+    for field, name in SAMPLING_FIELDS.items():
+        if field not in document:
+            continue
+        value = document[field]
+        if field in ("seed", "top_k", "stop") and value is None:
+            continue
+        if field == "stop":
+            ok = isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(s, str) for s in value))
+        elif name in ("temperature", "top_p", "min_p", "repetition_penalty"):
+            ok = is_number(value)
+        else:
+            ok = is_integer(value)
+        if not ok:
+            raise BadRequest(type_message(field, value), param=field)
+        values[name] = tuple(value) if isinstance(value, list) else value
+    try:
+        return SamplingParams(**values)
+    except ValueError as error:
+        message = str(error)
+        for field, name in SAMPLING_FIELDS.items():
+            message = message.replace(name, field) if field != name else message
+        found = re.search(r"`(\w+)`", message)
+        raise BadRequest(message, param=found.group(1) if found else None) from None
+
+
+def completion_prompt(document):
+    if "prompt" not in document:
+        raise BadRequest("`prompt` is required.", param="prompt")
+    prompt = document["prompt"]
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(is_integer(t) for t in prompt):
+        return prompt
+    raise BadRequest("`prompt` must be a string or a non-empty list of token ids (one prompt "
+                     f"per request); received {short(prompt)}.", param="prompt")
+
+
+def chat_messages(document):
+    if "messages" not in document:
+        raise BadRequest("`messages` is required.", param="messages")
+    messages = document["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("`messages` must be a non-empty list of {role, content} objects; "
+                         f"received {short(messages)}.", param="messages")
+    for index, message in enumerate(messages):
+        if (not isinstance(message, dict) or not isinstance(message.get("role"), str)
+                or not isinstance(message.get("content"), str)):
+            raise BadRequest(f"`messages[{index}]` must be an object with a string `role` and "
+                             f"a string `content`; received {short(message)}.", param="messages")
+    return messages
+
+
+def is_integer(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value):
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def type_message(field, value):
+    return f"`{field}` must be {FIELD_TYPES[field]}; received {short(value)}."
+
+
+def short(value):
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def load(model_dir, max_batch=8, max_length=None, block_size=16, num_blocks=None,
+         prefill_chunk=32):
+    """`(engine, tokenizer, chat_template)` of a Hugging Face checkpoint
+    folder: the model built with `application="lm"` from its `config.json`
+    and weights, its `tokenizer.json` (`HuggingFaceTokenizer`), its chat
+    template (None where it has none) and an `Engine` over them."""
+    from keras_attn.models.builder import build_transformer_model
+    from keras_attn.serving.engine import Engine
+    from keras_attn.tokenizers.huggingface_tokenizer import HuggingFaceTokenizer
+
+    model = build_transformer_model(os.fspath(model_dir), application="lm")
+    tokenizer = HuggingFaceTokenizer(os.fspath(model_dir))
+    try:
+        end = tokenizer.end_id
+    except ValueError:  # no eos_token: the model config's eos_token_id
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as file:
+            end = json.load(file).get("eos_token_id")
+    engine = Engine(model, max_batch=max_batch, max_length=max_length, block_size=block_size,
+                    num_blocks=num_blocks, prefill_chunk=prefill_chunk, tokenizer=tokenizer,
+                    end_token_ids=[] if end is None else end)
+    return engine, tokenizer, ChatTemplate.from_folder(os.fspath(model_dir))
+
+
+def serve(model_dir, host="127.0.0.1", port=8000, max_batch=8, max_length=None, block_size=16,
+          num_blocks=None, prefill_chunk=32, max_waiting=256, max_body_bytes=1 << 20,
+          shutdown_timeout=30.0, log_level="info"):
+    """Serves the Hugging Face checkpoint folder `model_dir` (see `load`)
+    with `create_app` on uvicorn until interrupted (Ctrl-C); requests in
+    flight get `shutdown_timeout` seconds to finish."""
+    import uvicorn
+
+    engine, tokenizer, chat_template = load(model_dir, max_batch, max_length, block_size,
+                                            num_blocks, prefill_chunk)
+    name = os.path.basename(os.path.normpath(os.fspath(model_dir)))
+    app = create_app(engine, name, tokenizer, chat_template, max_waiting=max_waiting,
+                     max_body_bytes=max_body_bytes, shutdown_timeout=shutdown_timeout)
+    uvicorn.run(app, host=host, port=port, log_level=log_level,
+                timeout_graceful_shutdown=shutdown_timeout)
