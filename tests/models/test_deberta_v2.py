@@ -1,6 +1,6 @@
 """DeBERTa v2/v3 against transformers: masked-LM logits (both heads),
 the encoder's last hidden state and the sequence classifier's pooled
-logits with right padding, and the configs this builder refuses.
+logits with right and left padding, and the configs this builder refuses.
 
 One tiny random model per case, each with odd options: v3's (shared
 query/key projections for the table, log buckets well under the 12 tokens,
@@ -45,14 +45,17 @@ CASES = {
         norm_rel_ebd="layer_norm", position_biased_input=False, type_vocab_size=0,
     ),
 }
-# Right padding (pad id 0): the second row has 8 real tokens.
+# Padding (pad id 0): the second row has 8 real tokens, then padding; the
+# third the same 8 after padding (positions count from the padding, as
+# transformers' do).
 IDS = np.array([
     [5, 17, 3, 44, 9, 28, 2, 61, 7, 80, 19, 36],
     [7, 12, 50, 33, 8, 91, 23, 14, 0, 0, 0, 0],
+    [0, 0, 0, 0, 7, 12, 50, 33, 8, 91, 23, 14],
 ])
 REAL = IDS != 0
 # Two segments where the model has token types (the v2 case).
-SEGMENTS = np.array([[0] * 6 + [1] * 6, [0] * 4 + [1] * 4 + [0] * 4])
+SEGMENTS = np.array([[0] * 6 + [1] * 6, [0] * 4 + [1] * 4 + [0] * 4, [0] * 8 + [1] * 4])
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -124,7 +127,10 @@ def test_the_sequence_classifier_is_the_gelu_pooler(reference, tmp_path):
     logits = pooled @ weight.T + classifier.classifier.bias.detach().numpy()
     with torch.no_grad():
         expected = classifier(**torch_inputs()).logits.numpy()
-    np.testing.assert_allclose(logits, expected, atol=1e-4)
+    # The right-padded rows: the pooler reads the first token, padding in
+    # the left-padded row (whose hidden state transformers, masking padded
+    # queries too, computes otherwise; no real token reads it).
+    np.testing.assert_allclose(logits[:2], expected[:2], atol=1e-4)
 
 
 @pytest.mark.parametrize("reference", ["v3"], indirect=True)
