@@ -210,9 +210,14 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
             )
         return document
 
-    def submit(document, prompt, default_max_tokens):
+    async def submit(document, prompt, default_max_tokens):
         check_common(document, model_name)
         params = sampling_params(document, default_max_tokens(prompt))
+        # The engine's lock is held through a whole step: wait for it in a
+        # thread, not in the event loop.
+        return await asyncio.to_thread(enqueue, prompt, params)
+
+    def enqueue(prompt, params):
         if engine.stats()["waiting"] >= max_waiting:
             raise BadRequest(f"{max_waiting} requests wait already; retry later.",
                              status=429, kind="rate_limit_error")
@@ -245,7 +250,7 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
                     raise BadRequest("this server has no tokenizer: give the prompt as token "
                                      "ids.", param="prompt")
                 prompt = tokenizer.encode(prompt)[0]
-            running = submit(document, prompt, lambda _: 16)
+            running = await submit(document, prompt, lambda _: 16)
         except BadRequest as error:
             return error_response(error)
         return await answer(request, running, document, chat=False)
@@ -265,8 +270,8 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
             except ValueError as error:  # the template's own refusals (raise_exception)
                 raise BadRequest(str(error), param="messages") from None
             prompt = encode_text(text)
-            running = submit(document, prompt,
-                             lambda ids: max(engine.max_length - len(ids), 1))
+            running = await submit(document, prompt,
+                                   lambda ids: max(engine.max_length - len(ids), 1))
         except BadRequest as error:
             return error_response(error)
         return await answer(request, running, document, chat=True)
@@ -298,7 +303,7 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
                                         if chat else {"text": "", "finish_reason": delta.finish_reason})
                     yield "data: [DONE]\n\n"
                 finally:
-                    running.cancel()  # nothing where it finished
+                    cancel(running)
 
             return StreamingResponse(events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
@@ -310,7 +315,7 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
                 finish_reason = delta.finish_reason or finish_reason
         finally:
             waiting.cancel()
-            running.cancel()
+            cancel(running)
         text = "".join(text)
         choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
                   else {"index": 0, "text": text, "logprobs": None})
@@ -324,7 +329,8 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         })
 
     async def health(request):
-        return JSONResponse({"status": "ok", "model": model_name, **engine.stats()})
+        stats = await asyncio.to_thread(engine.stats)
+        return JSONResponse({"status": "ok", "model": model_name, **stats})
 
     async def models(request):
         return JSONResponse({"object": "list", "data": [
@@ -381,12 +387,20 @@ async def follow(request):
         yield delta
 
 
+def cancel(request):
+    """Cancels `request` unless it finished, from a worker thread (the
+    engine's lock is held through a whole step; this may run in a cancelled
+    task, which must not wait)."""
+    if not request.finished:
+        asyncio.get_running_loop().run_in_executor(None, request.cancel)
+
+
 async def watch_disconnect(http_request, running):
     """Cancels `running` when the client of `http_request` disconnects."""
     while not running.finished:
         message = await http_request.receive()
         if message["type"] == "http.disconnect":
-            running.cancel()
+            cancel(running)
             return
 
 
