@@ -125,6 +125,7 @@ ARCHITECTURE_APPLICATIONS = {
     "ElectraForPreTraining": "discriminator",
     "ElectraForMaskedLM": "mlm",
     "ModernBertForMaskedLM": "mlm",
+    "DebertaV2ForMaskedLM": "mlm",
 }
 
 # Our input names -> the keywords `transformers` models take them by.

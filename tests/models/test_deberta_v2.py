@@ -213,3 +213,24 @@ def test_plain_attention_without_relative_attention(tmp_path):
     with torch.no_grad():
         expected = model(**torch_inputs()).last_hidden_state.numpy()
     np.testing.assert_allclose(ours_on(ours)[REAL], expected[REAL], atol=1e-5)
+
+
+@pytest.mark.parametrize("reference", ["v3"], indirect=True)
+def test_the_converter_checks_against_transformers_and_keeps_the_model(reference, tmp_path,
+                                                                      capsys):
+    """`keras-attn-convert` on a DeBERTa folder: verified against
+    transformers' masked LM, and the config and weights it writes rebuild
+    the same model."""
+    from keras_attn.convert import main
+
+    model, directory, _ = reference
+    output = tmp_path / "converted"
+    assert main([str(directory), str(output), "--quiet"]) == 0
+    # The folder's architecture, DebertaV2ForMaskedLM, picks the masked LM.
+    assert "transformers.AutoModelForMaskedLM's logits" in capsys.readouterr().out
+    converted = keras_attn.build_transformer_model(
+        f"{output}/config.json", f"{output}/model.weights.h5", application="mlm"
+    )
+    with torch.no_grad():
+        expected = model(**torch_inputs()).logits.numpy()
+    np.testing.assert_allclose(ours_on(converted)[REAL], expected[REAL], atol=1e-4)
