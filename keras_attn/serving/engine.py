@@ -4,6 +4,7 @@ import collections
 import itertools
 import queue
 import threading
+import time
 from typing import List
 from typing import Optional
 
@@ -400,6 +401,10 @@ class Engine:
         while True:
             if self.busy:
                 self.step()
+                # Let a thread waiting for the lock (submit, cancel, stats)
+                # take it: re-taking it at once can starve that thread for
+                # many steps.
+                time.sleep(0)
                 continue
             if self._stopping:
                 return

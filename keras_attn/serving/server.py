@@ -392,7 +392,7 @@ def cancel(request):
     engine's lock is held through a whole step; this may run in a cancelled
     task, which must not wait)."""
     if not request.finished:
-        asyncio.get_running_loop().run_in_executor(None, request.cancel)
+        threading.Thread(target=request.cancel, name="keras_attn-cancel", daemon=True).start()
 
 
 async def watch_disconnect(http_request, running):

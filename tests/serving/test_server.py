@@ -313,17 +313,23 @@ def test_without_a_template_chats_are_refused_and_a_full_queue_gets_429(served, 
     assert ChatTemplate.from_folder(folder) is None
     engine = Engine(served.engine.model, max_batch=2, max_length=MAX_LENGTH, block_size=8,
                     tokenizer=served.engine.tokenizer)
-    # max_waiting=0: every request finds the queue full.
-    server = Server(create_app(engine, "plain", max_waiting=0))
+    # max_waiting=0: every request finds the queue full; shutdown_timeout=0:
+    # what runs at shutdown is cancelled.
+    server = Server(create_app(engine, "plain", max_waiting=0, shutdown_timeout=0))
     try:
         status, answer = server.post("/v1/chat/completions",
                                      {"messages": [{"role": "user", "content": "hi"}]})
         assert status == 400 and "no chat template" in answer["error"]["message"]
         status, answer = server.post("/v1/completions", {"prompt": "a"})
         assert status == 429 and answer["error"]["type"] == "rate_limit_error"
+        # Longer than shutting down takes: 6 requests of 56 steps, 2 at a time.
+        running = [engine.submit([5, 6, 7, 8], max_new_tokens=56) for _ in range(6)]
     finally:
         server.stop()
     assert not engine.running
+    assert all(request.finished for request in running)
+    assert "cancelled" in {request.finish_reason for request in running}
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
 def test_64_concurrent_clients_get_answers_and_every_block_comes_back(served):
@@ -392,10 +398,27 @@ def test_a_client_that_hangs_up_cancels_its_request(served):
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
         served.events(path, body, keep=1)
         request = engine.submitted[-1]
+        closed = len(request.tokens)
         wait_idle(engine)
-        assert request.finish_reason == "cancelled", (request.finish_reason, len(request.tokens))
+        assert request.finish_reason == "cancelled", (
+            path, request.finish_reason, closed, len(request.tokens))
         assert len(request.tokens) < body["max_tokens"]
         assert engine.stats()["free_blocks"] == engine.pool.capacity
+    # Without streaming: the client sends its request and goes away.
+    count = len(engine.submitted)
+    connection = served.connection()
+    connection.request("POST", "/v1/completions",
+                       json.dumps({"prompt": [7, 9], "max_tokens": 60}).encode())
+    for _ in range(600):
+        if len(engine.submitted) > count:
+            break
+        time.sleep(0.01)
+    connection.sock.shutdown(socket.SHUT_RDWR)
+    connection.close()
+    request = engine.submitted[-1]
+    wait_idle(engine)
+    assert request.finish_reason == "cancelled", (request.finish_reason, len(request.tokens))
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
 def test_the_command_line_passes_its_options_to_serve(monkeypatch):
