@@ -466,3 +466,16 @@ def test_shutdown_lets_a_request_in_flight_finish(served):
     assert not served.thread.is_alive()
     assert not engine.running
     assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+def test_a_template_that_refuses_the_messages_is_a_value_error():
+    template = ChatTemplate(
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system role') }}"
+        "{% endif %}{{ bos_token }}{{ messages[0]['content'] | tojson }}",
+        {"bos_token": "<s>"},
+    )
+    assert template.render([{"role": "user", "content": "é"}]) == '<s>"é"'
+    with pytest.raises(ValueError, match="no system role"):
+        template.render([{"role": "system", "content": "x"}])
+    with pytest.raises(ValueError, match="does not parse"):
+        ChatTemplate("{% for %}")
