@@ -224,7 +224,7 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         try:
             return engine.submit(prompt, params)
         except ValueError as error:
-            message = str(error)
+            message = str(error).replace("max_new_tokens", "max_tokens")
             raise BadRequest(message, param="max_tokens" if "max_length" in message
                              else "prompt" if "prompt" in message else None) from None
         except RuntimeError as error:
