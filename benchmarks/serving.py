@@ -357,7 +357,9 @@ def serve(family, args):
     by_name = {row["contender"]: row for row in rows}
     engine = by_name["keras_attn Engine"]
     result = {
-        "model": shape["description"],
+        # generation.py's description, without its keras-hub contender.
+        "model": shape["description"].split(": one transformers")[0]
+        + f": one random {shape['transformers']}, saved and loaded by keras_attn",
         "workload": {
             "requests": len(requests), "rate_per_second": args.rate, "seed": args.seed,
             "prompt_lengths": list(args.prompt_lengths),
