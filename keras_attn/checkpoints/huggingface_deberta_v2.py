@@ -14,29 +14,20 @@ legacy head) or `lm_predictions.lm_head`, the sequence classifier's
 `(out, in)`, hence the transposes.
 """
 
-from keras_attn.checkpoints.source import Source
-from keras_attn.checkpoints.source import torch_linear
+from keras_attn.checkpoints.source import Source, torch_layer_norm, torch_linear
 
 _LAYER = "encoder.layer.{layer}"
 _ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
 _FEED_FORWARD = "Transformer-{layer}-FeedForward"
 
 
-def _norm(layer, stored):
-    """A `torch.nn.LayerNorm`'s scale and bias."""
-    return {
-        f"{layer}/gamma": Source(f"{stored}.weight"),
-        f"{layer}/beta": Source(f"{stored}.bias"),
-    }
-
-
 TABLE = {
     "Embedding-Token/embeddings": Source("embeddings.word_embeddings.weight"),
     "Embedding-Segment/embeddings": Source("embeddings.token_type_embeddings.weight"),
     "Embedding-Position/embeddings": Source("embeddings.position_embeddings.weight"),
-    **_norm("Embedding-Norm", "embeddings.LayerNorm"),
+    **torch_layer_norm("Embedding-Norm", "embeddings.LayerNorm"),
     "Relative-Embedding/embeddings": Source("encoder.rel_embeddings.weight"),
-    **_norm("Relative-Embedding/norm", "encoder.LayerNorm"),
+    **torch_layer_norm("Relative-Embedding/norm", "encoder.LayerNorm"),
     **torch_linear(f"{_ATTENTION}/query_dense", f"{_LAYER}.attention.self.query_proj"),
     **torch_linear(f"{_ATTENTION}/key_dense", f"{_LAYER}.attention.self.key_proj"),
     **torch_linear(f"{_ATTENTION}/value_dense", f"{_LAYER}.attention.self.value_proj"),
@@ -45,10 +36,10 @@ TABLE = {
         f"{_ATTENTION}/position_query_dense", f"{_LAYER}.attention.self.pos_query_proj"
     ),
     **torch_linear(f"{_ATTENTION}/output_dense", f"{_LAYER}.attention.output.dense"),
-    **_norm(f"{_ATTENTION}-Norm", f"{_LAYER}.attention.output.LayerNorm"),
+    **torch_layer_norm(f"{_ATTENTION}-Norm", f"{_LAYER}.attention.output.LayerNorm"),
     **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_LAYER}.intermediate.dense"),
     **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_LAYER}.output.dense"),
-    **_norm(f"{_FEED_FORWARD}-Norm", f"{_LAYER}.output.LayerNorm"),
+    **torch_layer_norm(f"{_FEED_FORWARD}-Norm", f"{_LAYER}.output.LayerNorm"),
     # `DebertaV2ForSequenceClassification`'s `ContextPooler`.
     **torch_linear("Pooler-Dense", "pooler.dense"),
     # `DebertaV2ForMaskedLM`'s head, legacy (`cls.predictions`) or not

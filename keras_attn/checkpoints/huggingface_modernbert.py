@@ -14,38 +14,29 @@ halves, the activated one (`intermediate_dense`) first, then the linear one
 `norm_bias: true`, projection biases with `attention_bias`/`mlp_bias`.
 """
 
-from keras_attn.checkpoints.source import Source
-from keras_attn.checkpoints.source import torch_linear
+from keras_attn.checkpoints.source import Source, torch_layer_norm, torch_linear
 
 _BLOCK = "layers.{layer}"
 _ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
 _FEED_FORWARD = "Transformer-{layer}-FeedForward"
 
 
-def _norm(layer, stored):
-    """A `torch.nn.LayerNorm`'s scale and bias."""
-    return {
-        f"{layer}/gamma": Source(f"{stored}.weight"),
-        f"{layer}/beta": Source(f"{stored}.bias"),
-    }
-
-
 TABLE = {
     "Embedding-Token/embeddings": Source("embeddings.tok_embeddings.weight"),
-    **_norm("Embedding-Norm", "embeddings.norm"),
-    **_norm(f"{_ATTENTION}-Norm", f"{_BLOCK}.attn_norm"),
+    **torch_layer_norm("Embedding-Norm", "embeddings.norm"),
+    **torch_layer_norm(f"{_ATTENTION}-Norm", f"{_BLOCK}.attn_norm"),
     **torch_linear(f"{_ATTENTION}/query_dense", f"{_BLOCK}.attn.Wqkv", part=(0, 3)),
     **torch_linear(f"{_ATTENTION}/key_dense", f"{_BLOCK}.attn.Wqkv", part=(1, 3)),
     **torch_linear(f"{_ATTENTION}/value_dense", f"{_BLOCK}.attn.Wqkv", part=(2, 3)),
     **torch_linear(f"{_ATTENTION}/output_dense", f"{_BLOCK}.attn.Wo"),
-    **_norm(f"{_FEED_FORWARD}-Norm", f"{_BLOCK}.mlp_norm"),
+    **torch_layer_norm(f"{_FEED_FORWARD}-Norm", f"{_BLOCK}.mlp_norm"),
     **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.Wi", part=(0, 2)),
     **torch_linear(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.Wi", part=(1, 2)),
     **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.Wo"),
-    **_norm("Output-Norm", "final_norm"),
+    **torch_layer_norm("Output-Norm", "final_norm"),
     # `ModernBertForMaskedLM`'s head.
     **torch_linear("MLM-Dense", "head.dense"),
-    **_norm("MLM-Norm", "head.norm"),
+    **torch_layer_norm("MLM-Norm", "head.norm"),
     "MLM-Bias/bias": Source("decoder.bias"),
     # An untied decoder (`tie_word_embeddings: false`), `(vocab, hidden)`.
     "MLM-Decoder/kernel": Source("decoder.weight", transpose=True),

@@ -78,3 +78,12 @@ def torch_linear(layer, stored, part=None):
         f"{layer}/kernel": Source(f"{stored}.weight", transpose=True, part=of("kernel")),
         f"{layer}/bias": Source(f"{stored}.bias", part=of("bias")),
     }
+
+
+def torch_layer_norm(layer, stored):
+    """The name-table entries of a Keras `LayerNormalization` named `layer`
+    stored as the `torch.nn.LayerNorm` `stored`: its scale and bias."""
+    return {
+        f"{layer}/gamma": Source(f"{stored}.weight"),
+        f"{layer}/beta": Source(f"{stored}.bias"),
+    }
