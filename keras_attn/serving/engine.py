@@ -1,6 +1,7 @@
 """Continuous batching over a paged key/value cache."""
 
 import collections
+import dataclasses
 import itertools
 import queue
 import threading
@@ -22,7 +23,6 @@ from keras_attn.serving.sampling import SamplingParams
 from keras_attn.serving.sampling import choose_token
 from keras_attn.serving.streaming import TextStream
 
-FINISH_REASONS = ("length", "stop", "cancelled")
 # The shared clock is rebased below this (float32 holds its integers
 # exactly, for XPOS's decay).
 CLOCK_LIMIT = 2**22
@@ -305,7 +305,7 @@ class Engine:
                 f"{self.block_size} positions; the pool has {self.pool.capacity}."
             )
         if params.end_token_ids is None:
-            params = _replace(params, end_token_ids=self.end_token_ids)
+            params = dataclasses.replace(params, end_token_ids=self.end_token_ids)
         stream = TextStream(self.tokenizer, prompt) if self.tokenizer is not None else None
         with self._lock:
             if self._stopping:
@@ -706,9 +706,3 @@ def _scatter(table, entries, updates):
     if keras.config.backend() == "torch":
         return table.index_copy_(0, entries.long(), updates)
     return ops.scatter_update(table, ops.expand_dims(entries, -1), updates)
-
-
-def _replace(params, **changes):
-    import dataclasses
-
-    return dataclasses.replace(params, **changes)
