@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 import keras_attn
+from tests.tokenizers.test_huggingface_tokenizer import assert_encodes_and_decodes_as
 from tests.tokenizers.test_huggingface_tokenizer import TEXTS
 
 transformers = pytest.importorskip("transformers")
@@ -52,14 +53,9 @@ def test_spm_model_folder_equals_transformers(name, deberta_model, tmp_path):
     reference = transformers.AutoTokenizer.from_pretrained(str(folder))
     assert type(reference).__name__ == "DebertaV2Tokenizer"
     tokenizer = keras_attn.HuggingFaceTokenizer(folder)
-    for text in TEXTS + ["a [MASK] b", "[CLS]x[SEP] y", "Hello, World!"]:
-        token_ids, segment_ids = tokenizer.encode(text)
-        assert token_ids == reference(text)["input_ids"], text
-        assert segment_ids == [0] * len(token_ids)
-        for skip in (True, False):
-            assert tokenizer.decode(token_ids, skip_special_tokens=skip) == reference.decode(
-                token_ids, skip_special_tokens=skip
-            ), (text, skip)
+    assert_encodes_and_decodes_as(
+        tokenizer, reference, TEXTS + ["a [MASK] b", "[CLS]x[SEP] y", "Hello, World!"]
+    )
     expected = reference("first text, here", "and the second one")
     assert tokenizer.encode("first text, here", "and the second one") == (
         expected["input_ids"], expected["token_type_ids"]

@@ -158,14 +158,7 @@ def test_encode_and_decode_equal_transformers(request, folder_fixture, transform
     folder = request.getfixturevalue(folder_fixture)
     reference = transformers.AutoTokenizer.from_pretrained(str(folder))
     tokenizer = keras_attn.HuggingFaceTokenizer(folder)
-    for text in TEXTS:
-        token_ids, segment_ids = tokenizer.encode(text)
-        assert token_ids == reference(text)["input_ids"], text
-        assert segment_ids == [0] * len(token_ids)
-        for skip in (True, False):
-            assert tokenizer.decode(token_ids, skip_special_tokens=skip) == reference.decode(
-                token_ids, skip_special_tokens=skip
-            ), (text, skip)
+    assert_encodes_and_decodes_as(tokenizer, reference, TEXTS)
 
 
 def test_special_tokens_follow_the_folder(qwen_folder, llama3_folder, llama2_folder):
@@ -421,3 +414,17 @@ def test_wordpiece_tokenizer_json_with_clean_up_equals_transformers(tmp_path, vo
     assert ours.tokenize("the json")[0] == "[CLS]" and ours.tokenize("the json")[-1] == "[SEP]"
     numpy = pytest.importorskip("numpy")
     assert ours.decode(numpy.array(token_ids)) == ours.decode(token_ids)
+
+
+def assert_encodes_and_decodes_as(tokenizer, reference, texts):
+    """`tokenizer` gives each of `texts` the ids of transformers'
+    `reference`, one segment, and decodes them as it does, with and
+    without special tokens."""
+    for text in texts:
+        token_ids, segment_ids = tokenizer.encode(text)
+        assert token_ids == reference(text)["input_ids"], text
+        assert segment_ids == [0] * len(token_ids)
+        for skip in (True, False):
+            assert tokenizer.decode(token_ids, skip_special_tokens=skip) == reference.decode(
+                token_ids, skip_special_tokens=skip
+            ), (text, skip)
