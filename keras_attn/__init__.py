@@ -31,6 +31,10 @@ from keras_attn.models import InputError  # noqa: E402
 from keras_attn.models import TTAEncoder  # noqa: E402
 from keras_attn.models import Transformer  # noqa: E402
 from keras_attn.models import TransformerBlock  # noqa: E402
+from keras_attn.models import AttentionConfig  # noqa: E402
+from keras_attn.models import FeedForwardConfig  # noqa: E402
+from keras_attn.models import NormConfig  # noqa: E402
+from keras_attn.models import PositionConfig  # noqa: E402
 from keras_attn.models import TransformerConfig  # noqa: E402
 from keras_attn.models import TransformerModel  # noqa: E402
 from keras_attn.models import build_transformer_model  # noqa: E402
@@ -48,6 +52,10 @@ from keras_attn.torch_runtime.plan import explain  # noqa: E402
 from keras_attn.version import __version__  # noqa: E402
 
 __all__ = [
+    "AttentionConfig",
+    "FeedForwardConfig",
+    "NormConfig",
+    "PositionConfig",
     "AutoRegressiveDecoder",
     "BpeTokenizer",
     "CheckpointError",

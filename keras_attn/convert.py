@@ -97,7 +97,6 @@ as where Keras' backend is not installed: the message says which backend
 to choose or install), 3 a verification that failed, 2 bad arguments.
 """
 
-import dataclasses
 import json
 import os
 import sys
@@ -252,7 +251,7 @@ def convert(source, output, config=None, variant=None, application=None,
     if application is None:
         application = _saved_application(config_source, parsed, variant)
     log(f"Building the model from the configuration in {config_source}")
-    model = build_transformer_model(dataclasses.asdict(parsed), variant=variant, application=application)
+    model = build_transformer_model(parsed.to_dict(), variant=variant, application=application)
     total = len(model.weights) - len(checkpoint_free_paths(model))
     log(f"Reading {reader.path} ({reader.format} format): {total} arrays")
     heads_left_out = port_weights(
@@ -361,7 +360,7 @@ def _write_weights_directory(model, config, output, leave_out=()):
     `leave_out`."""
     with atomic_directory(output, leave_out=leave_out) as staging:
         with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as file:
-            json.dump(dataclasses.asdict(config), file, indent=2)
+            json.dump(config.to_dict(), file, indent=2)
         model.save_weights(os.path.join(staging, "model.weights.h5"))
 
 
@@ -448,15 +447,14 @@ def _written_by_this_command(config_path):
     this command writes them (`TransformerConfig`'s; a Hugging Face or Google
     configuration has others: `model_type`, `architectures`,
     `hidden_dropout_prob`, ...)."""
-    from keras_attn.models.transformer_config import TransformerConfig
+    from keras_attn.models.transformer_config import FIELDS
 
     try:
         with open(config_path, encoding="utf-8") as file:
             values = json.load(file)
     except (OSError, ValueError):
         return False
-    fields = {field.name for field in dataclasses.fields(TransformerConfig)}
-    return isinstance(values, dict) and bool(values) and set(values) <= fields
+    return isinstance(values, dict) and bool(values) and set(values) <= FIELDS
 
 
 def _check_output(source, config, output, format):

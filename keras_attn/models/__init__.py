@@ -8,6 +8,10 @@ from keras_attn.models.registry import VARIANTS
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.transformer_block import TransformerBlock
+from keras_attn.models.transformer_config import AttentionConfig
+from keras_attn.models.transformer_config import FeedForwardConfig
+from keras_attn.models.transformer_config import NormConfig
+from keras_attn.models.transformer_config import PositionConfig
 from keras_attn.models.transformer_config import TransformerConfig
 from keras_attn.models.transformer_config import load_config
 from keras_attn.models.transformer_model import TransformerModel

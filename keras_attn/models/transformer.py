@@ -17,7 +17,7 @@ from keras_attn.models.input_contract import InputContract
 from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_block import apply_norm
 from keras_attn.models.transformer_model import TransformerModel
-from keras_attn.models.transformer_config import TransformerConfig
+from keras_attn.models.transformer_config import FIELD_DEFAULTS
 from keras_attn.models.variants import VARIANTS
 from keras_attn.models.variants import variant_name
 
@@ -450,7 +450,7 @@ class Transformer:
         given = {
             name: getattr(config, name)
             for name in ("rope_scaling", "rotary_base", "sliding_rotary_base")
-            if getattr(config, name) != getattr(TransformerConfig, name)
+            if getattr(config, name) != FIELD_DEFAULTS[name]
         }
         if given:
             name = variant_name(type(self))

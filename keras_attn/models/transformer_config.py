@@ -124,193 +124,315 @@ CONFIG_FILE_NAMES = ("config.json", "bert_config.json")
 LAYER_TYPES = ("sliding_attention", "full_attention")
 
 
-@dataclasses.dataclass
-class TransformerConfig:
-    """The fields the builder reads, under one set of names.
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig:
+    """The attention's shapes and options (a part of `TransformerConfig`)."""
 
-    Google and Hugging Face spellings (`num_hidden_layers`,
-    `hidden_dropout_prob`, `type_vocab_size`, `model_type`, ...) are accepted
-    wherever a field is given. Every field's type and range is checked on
-    construction, by `FIELD_RULES`: sizes are positive integers (booleans and
-    floats such as `31.5` or `"2"` are refused), rates lie in `[0, 1)`, flags
-    are booleans. A config with a `rope_scaling`, or of a checkpoint family
-    that only rotary variants read (LLaMA's, Qwen's, RoFormer's), has RoPE's
-    query/key width checked too (`rope_scaling.rotary_width_error`: even,
-    and above 2 under `ntk` or `dynamic`); the message names the fields that
-    give it (`head_dim`, or `hidden_size` and `num_attention_heads`).
-    """
-
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
     num_heads: int
-    intermediate_size: int
-    # The feed-forward's activation; None: the variant's (`default_hidden_act`:
-    # GELU for BERT's family, ReLU for T5 v1.0, ...).
-    hidden_act: str | None = None
-    dropout_rate: float = 0.1
-    attention_dropout_rate: float = 0.1
-    max_position: int = 512
-    segment_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_epsilon: float = 1e-12
-    # The padding id; None for a vocabulary without one (GPT-2): padding
-    # then comes from an explicit `padding_mask` only.
-    pad_token_id: int | None = 0
-    # Width of the token embeddings when factorised (RoBERTa+, ALBERT);
-    # defaults to `hidden_size`.
-    embedding_size: int | None = None
+    # Grouped-query attention: the number of key/value heads, a divisor of
+    # `num_heads` (1: multi-query attention); None: `num_heads`.
+    num_key_value_heads: int | None = None
     # Per-head query/key width; defaults to `attention_head_size`.
     attention_key_size: int | None = None
     # Per-head value width (T5's `d_kv`, LLaMA's and Qwen3's `head_dim`,
     # which also set the query/key width); defaults to
     # `hidden_size // num_heads`.
     attention_head_size: int | None = None
-    # Grouped-query attention: the number of key/value heads, a divisor of
-    # `num_heads` (1: multi-query attention); None: `num_heads`.
-    num_key_value_heads: int | None = None
-    # Whether the attention's projections (`attention_bias`) and the
-    # feed-forward's (`mlp_bias`) have biases, as LLaMA's configs say; None:
+    # Whether the projections have biases (LLaMA's `attention_bias`); None:
     # the variant's (`use_bias`).
     attention_bias: bool | None = None
-    mlp_bias: bool | None = None
-    # A gated feed-forward, `act(x W) * (x V)` (T5 v1.1's gated GELU); None:
-    # the variant's (`default_feed_forward_gated`).
-    feed_forward_gated: bool | None = None
-    # Encoder-decoders (T5): the decoder's depth (default `num_layers`), the
-    # buckets of the relative position bias and the distance where the
-    # last bucket starts, and the decoder's first input id.
-    num_decoder_layers: int | None = None
-    relative_attention_num_buckets: int = 32
-    relative_attention_max_distance: int = 128
-    decoder_start_token_id: int | None = None
-    # The [MASK] id; T-TA's query stream starts from its embedding.
-    mask_token_id: int | None = None
-    # Inference-time options any variant takes: a local attention window
-    # (LocalMaskBaseline) and log-n scaling relative to a training length.
+    attention_dropout_rate: float = 0.1
+    # A local attention window any variant takes (LocalMaskBaseline), and
+    # which layers it applies to: None (every layer), or one entry per
+    # layer, "sliding_attention" (the window) or "full_attention" (every
+    # key), as transformers 5's `layer_types`.
     attention_window: int | None = None
-    log_n_train_length: int | None = None
+    layer_types: list | None = None
     # With `attention_window`: the first positions every query also sees
-    # (StreamingLLM's sink tokens; `MultiHeadAttention`'s
-    # `attention_sink_tokens`), so a decoding cache keeps them beside the
+    # (StreamingLLM's sink tokens), kept in a decoding cache beside the
     # window's ring. 0: none.
     attention_sink_tokens: int = 0
-    # A learned sink logit per head joining each softmax (gpt-oss's
-    # attention sinks; `MultiHeadAttention(attention_sinks=True)`).
+    # A learned sink logit per head joining each softmax (gpt-oss).
     attention_sinks: bool = False
-    # Which layers attend within `attention_window`: None (every layer), or
-    # one entry per layer, "sliding_attention" (the window) or
-    # "full_attention" (every key), as transformers 5's `layer_types`
-    # (ModernBERT's global and local layers).
-    layer_types: list | None = None
-    # Learned absolute positions past the table: True (alpha 0.4) or alpha
-    # in (0, 1) makes a table of n rows number n * n positions
-    # (bert4keras's `hierarchical_position`; see `PositionEmbedding`).
-    hierarchical_position: bool | float = False
-    # With attention_window in a causal model: XPOS's blockwise attention.
+    # Log-n scaling of the scores relative to a training length.
+    log_n_train_length: int | None = None
+    # With `attention_window` in a causal model: XPOS's blockwise attention.
     blockwise_attention: bool = False
-    # T-TA: mask the diagonal (pretraining); take keys/values from the
-    # previous layer instead of the embeddings (the leaking ablation).
-    tta_diagonal_mask: bool = True
-    tta_naive_key_value: bool = False
-    # NEZHA: the distance where its functional relative positions clip.
-    max_relative_position: int = 64
-    # Rotary variants (RoFormer): rotate the values too, as the keys
-    # (Hugging Face RoFormer's `rotary_value`).
-    rotary_value: bool = False
-    # Rotary variants: RoPE's base (Hugging Face's `rope_theta`) and a
-    # scaling of its frequencies for contexts past the training length
-    # (Hugging Face's `rope_scaling` or `rope_parameters`: a dict with a
-    # `rope_type` and its parameters; see `keras_attn.layers.rope_scaling`).
-    # Its `original_max_position_embeddings` defaults to `max_position`.
-    rotary_base: float = 10000.0
-    rope_scaling: dict | None = None
-    # The RoPE base of the "sliding_attention" layers of `layer_types`
-    # (ModernBERT's `local_rope_theta`); None: `rotary_base`.
-    sliding_rotary_base: float | None = None
-    # Whether the LayerNorms have a bias (`beta`); ModernBERT's `norm_bias`.
-    norm_bias: bool = True
     # GPT-2's `scale_attn_by_inverse_layer_idx`: block `i`'s scores are
     # also divided by `i + 1`.
     inverse_layer_attention_scale: bool = False
     # Gemma 2/3: scores scaled by `query_pre_attention_scalar ** -0.5`
-    # instead of `key_size ** -0.5` (`query_pre_attn_scalar`); None: the
-    # latter.
+    # instead of `key_size ** -0.5`; None: the latter.
     query_pre_attention_scalar: float | None = None
-    # Gemma 2: attention scores and the language model's logits capped as
-    # `c * tanh(x / c)` (`attn_logit_softcapping`, `final_logit_softcapping`);
-    # None: uncapped.
+    # Gemma 2: scores capped as `c * tanh(s / c)`; None: uncapped.
     attention_logit_soft_cap: float | None = None
-    final_logit_soft_cap: float | None = None
     # DeBERTa's disentangled attention (`DisentangledAttention`): its
     # position terms (`pos_att_type`, entries of `POSITION_ATTENTION_TYPES`;
-    # None: plain attention), the log buckets of the relative positions
-    # (`position_buckets`; None: exact distances), the distance the buckets
-    # reach, or the table's span without them (`max_relative_positions`;
-    # None: `max_position`), whether the table is projected by the
-    # attention's own query/key projections (`share_att_key`) and
-    # layer-normalised (`norm_rel_ebd: layer_norm`), and whether learned
-    # absolute positions are added to the embeddings (`position_biased_input`).
+    # None: plain attention), and whether the position table is projected by
+    # the attention's own query/key projections (`share_att_key`).
     position_attention_types: list | None = None
+    share_attention_key: bool = False
+
+    def __post_init__(self):
+        _check_part(self)
+        if self.layer_types is not None:
+            # A list, as a JSON round trip gives it back.
+            object.__setattr__(self, "layer_types", list(self.layer_types))
+
+
+@dataclasses.dataclass(frozen=True)
+class PositionConfig:
+    """How positions are encoded (a part of `TransformerConfig`)."""
+
+    # The learned absolute position table's rows (BERT's), and RoPE
+    # scalings' default original length.
+    max_position: int = 512
+    # Learned absolute positions past the table: True (alpha 0.4) or alpha
+    # in (0, 1) makes a table of n rows number n * n positions
+    # (bert4keras's `hierarchical_position`; see `PositionEmbedding`).
+    hierarchical_position: bool | float = False
+    # NEZHA: the distance where its functional relative positions clip.
+    max_relative_position: int = 64
+    # T5's relative position bias: its buckets and the distance where the
+    # last bucket starts.
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    # Rotary variants: rotate the values too (RoFormer's `rotary_value`),
+    # RoPE's base (`rope_theta`), the scaling of its frequencies for
+    # contexts past the training length (`rope_scaling`/`rope_parameters`:
+    # a dict with a `rope_type` and its parameters, kept in
+    # `keras_attn.layers.rope_scaling.standard_rope_scaling`'s form, whose
+    # `original_max_position_embeddings` defaults to `max_position`), and
+    # the base of the "sliding_attention" layers of `layer_types`
+    # (ModernBERT's `local_rope_theta`; None: `rotary_base`).
+    rotary_value: bool = False
+    rotary_base: float = 10000.0
+    rope_scaling: dict | None = None
+    sliding_rotary_base: float | None = None
+    # DeBERTa's relative positions: log buckets (`position_buckets`; None:
+    # exact distances), the distance they reach or the table's span
+    # (`max_relative_positions`; None: `max_position`), the table's
+    # LayerNorm (`norm_rel_ebd: layer_norm`), and whether learned absolute
+    # positions are added to the embeddings (`position_biased_input`).
     position_buckets: int | None = None
     max_relative_distance: int | None = None
-    share_attention_key: bool = False
     relative_embedding_norm: bool = False
     position_biased_input: bool = True
-    # A T5 checkpoint of the encoder alone (transformers' `T5EncoderModel`,
-    # `is_encoder_decoder: false`): the builder's `variant=None` is then
-    # `"t5_encoder"`, and the encoder-decoder variants are refused.
+
+    def __post_init__(self):
+        _check_part(self)
+        object.__setattr__(
+            self, "rope_scaling", standard_rope_scaling(self.rope_scaling, self.max_position)
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardConfig:
+    """The feed-forward blocks (a part of `TransformerConfig`)."""
+
+    intermediate_size: int
+    # The activation; None: the variant's (`default_hidden_act`: GELU for
+    # BERT's family, ReLU for T5 v1.0, ...).
+    hidden_act: str | None = None
+    # A gated feed-forward, `act(x W) * (x V)` (T5 v1.1, LLaMA); None: the
+    # variant's (`default_feed_forward_gated`).
+    feed_forward_gated: bool | None = None
+    # Whether the projections have biases (`mlp_bias`); None: the variant's.
+    mlp_bias: bool | None = None
+
+    def __post_init__(self):
+        _check_part(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class NormConfig:
+    """The normalisation layers (a part of `TransformerConfig`)."""
+
+    layer_norm_epsilon: float = 1e-12
+    # Whether LayerNorms have a bias (`beta`); ModernBERT's `norm_bias`.
+    norm_bias: bool = True
+
+    def __post_init__(self):
+        _check_part(self)
+
+
+# The parts of a `TransformerConfig`, by attribute name.
+CONFIG_PARTS = {
+    "attention": AttentionConfig,
+    "positions": PositionConfig,
+    "feed_forward": FeedForwardConfig,
+    "norm": NormConfig,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Core:
+    # What is not a part's: the model's sizes, embeddings, ids and head.
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    dropout_rate: float = 0.1
+    segment_vocab_size: int = 2
+    initializer_range: float = 0.02
+    # The padding id; None for a vocabulary without one (GPT-2): padding
+    # then comes from an explicit `padding_mask` only.
+    pad_token_id: int | None = 0
+    # Width of the token embeddings when factorised (RoBERTa+, ALBERT);
+    # defaults to `hidden_size`.
+    embedding_size: int | None = None
+    # Encoder-decoders (T5): the decoder's depth (default `num_layers`) and
+    # its first input id.
+    num_decoder_layers: int | None = None
+    decoder_start_token_id: int | None = None
+    # The [MASK] id; T-TA's query stream starts from its embedding.
+    mask_token_id: int | None = None
+    # T-TA: mask the diagonal (pretraining); take keys/values from the
+    # previous layer instead of the embeddings (the leaking ablation).
+    tta_diagonal_mask: bool = True
+    tta_naive_key_value: bool = False
+    # The language model's logits capped as `c * tanh(x / c)` (Gemma 2's
+    # `final_logit_softcapping`); None: uncapped.
+    final_logit_soft_cap: float | None = None
+    # A T5 checkpoint of the encoder alone (`T5EncoderModel`): the builder's
+    # `variant=None` is then `"t5_encoder"`.
     encoder_only: bool = False
     # Whether the masked-LM logits come from the token embedding (BERT's
     # tied decoder) or from an own `MLM-Decoder` kernel.
     tie_word_embeddings: bool = True
-    # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`,
-    # BertLMHeadModel): the builder's `application=None` is then "lm".
+    # A checkpoint trained as a causal decoder (Hugging Face's `is_decoder`):
+    # the builder's `application=None` is then "lm".
     is_decoder: bool = False
-    # How the checkpoint stores its weights: a declared family (see
-    # `keras_attn.checkpoints.families`: "bert", "roberta", "albert",
-    # "electra", "gpt2", "t5", ..., by the Hugging Face `model_type`; a Google
-    # `bert_config.json` is "bert", an `albert_config.json` "albert");
-    # None when the source does not say. The builder picks and checks the
-    # variant with it.
+    # How the checkpoint stores its weights: a family declared in
+    # `keras_attn.checkpoints.families` (by the Hugging Face `model_type`; a
+    # Google `bert_config.json` is "bert"); None when the source does not
+    # say. The builder picks and checks the variant with it.
     checkpoint_family: str | None = None
 
-    def __post_init__(self):
-        errors = [field_error(field.name, getattr(self, field.name)) for field in dataclasses.fields(self)]
+
+# Every field under its one name, and the part holding it ("": the config
+# itself).
+_FIELD_PART = {
+    field.name: part
+    for part, cls in (("", _Core), *CONFIG_PARTS.items())
+    for field in dataclasses.fields(cls)
+}
+FIELDS = frozenset(_FIELD_PART)
+# Each field's default, for those that have one.
+FIELD_DEFAULTS = {
+    field.name: field.default
+    for cls in (_Core, *CONFIG_PARTS.values())
+    for field in dataclasses.fields(cls)
+    if field.default is not dataclasses.MISSING
+}
+REQUIRED_FIELDS = tuple(name for name in _FIELD_PART if name not in FIELD_DEFAULTS)
+
+
+class TransformerConfig:
+    """What the builder reads: the model's sizes, ids and head, and four
+    parts, `attention` (`AttentionConfig`), `positions` (`PositionConfig`),
+    `feed_forward` (`FeedForwardConfig`) and `norm` (`NormConfig`).
+
+    Built from fields under their one name (`TransformerConfig(vocab_size=
+    ..., num_heads=..., rope_scaling=...)`, as `load_config` does) or from
+    parts (`attention=AttentionConfig(...)`). Every field also reads by its
+    name on the config (`config.num_heads` is `config.attention.num_heads`),
+    and `to_dict()` gives them all in one flat dict, the form `.keras`
+    files and `load_config` use. Configs are immutable: `replace(**fields)`
+    gives a changed copy.
+
+    Every field's type and range is checked on construction (`FIELD_RULES`:
+    sizes are positive integers, booleans and floats such as `31.5` or `"2"`
+    refused; rates in `[0, 1)`; flags booleans), then the rules between
+    fields (token ids below `vocab_size`, `num_heads` a multiple of
+    `num_key_value_heads`, `layer_types` one per layer, ...). A config with
+    a `rope_scaling`, or of a checkpoint family that only rotary variants
+    read, has RoPE's query/key width checked too
+    (`rope_scaling.rotary_width_error`).
+
+    Raises:
+        ValueError: naming the field and the value; a TypeError for a name
+            that is no field.
+    """
+
+    def __init__(self, attention=None, positions=None, feed_forward=None, norm=None, **fields):
+        given = {"attention": attention, "positions": positions,
+                 "feed_forward": feed_forward, "norm": norm}
+        for part, value in given.items():
+            if value is None:
+                continue
+            if not isinstance(value, CONFIG_PARTS[part]):
+                raise TypeError(
+                    f"TransformerConfig: `{part}` must be a {CONFIG_PARTS[part].__name__}; "
+                    f"received {type(value).__name__}."
+                )
+            twice = sorted(set(fields) & set(_part_fields(part)))
+            if twice:
+                raise TypeError(f"TransformerConfig: {twice} given beside `{part}`, which holds them.")
+            fields.update(dataclasses.asdict(value))
+        unknown = sorted(set(fields) - FIELDS)
+        if unknown:
+            raise TypeError(
+                f"TransformerConfig got unknown fields {unknown}; its fields are {sorted(FIELDS)}."
+            )
+        missing = [name for name in REQUIRED_FIELDS if name not in fields]
+        if missing:
+            raise TypeError(f"TransformerConfig is missing required fields {missing}.")
+        values = {**FIELD_DEFAULTS, **fields}
+        errors = [field_error(name, values[name]) for name in FIELD_RULES]
         errors.append(token_id_error(
-            self.vocab_size, self.pad_token_id, self.mask_token_id, self.decoder_start_token_id
+            values["vocab_size"], values["pad_token_id"], values["mask_token_id"],
+            values["decoder_start_token_id"],
         ))
-        if self.num_key_value_heads is not None and self.num_heads % self.num_key_value_heads:
-            errors.append(
-                f"num_attention_heads={self.num_heads} is not a multiple of "
-                f"num_key_value_heads={self.num_key_value_heads} (each key/value head "
-                "serves num_attention_heads / num_key_value_heads query heads)."
-            )
-        if self.attention_sink_tokens and self.attention_window is None and not any(errors):
-            errors.append(
-                f"attention_sink_tokens={self.attention_sink_tokens} keeps the first "
-                "positions visible beside a local window and needs `attention_window`; "
-                "received attention_window=None."
-            )
-        if self.attention_sink_tokens and self.blockwise_attention and not any(errors):
-            errors.append(
-                f"attention_sink_tokens={self.attention_sink_tokens} is for a sliding "
-                "window, not XPOS's blockwise attention (blockwise_attention=True)."
-            )
+        errors += _attention_errors(values)
         if not any(errors):
             errors.append(layer_types_error(
-                self.layer_types, self.num_layers, self.attention_window,
-                self.sliding_rotary_base,
+                values["layer_types"], values["num_layers"], values["attention_window"],
+                values["sliding_rotary_base"],
             ))
         for error in errors:
             if error:
                 raise ValueError(f"TransformerConfig: {error}")
-        self.rope_scaling = standard_rope_scaling(self.rope_scaling, self.max_position)
+        object.__setattr__(self, "_core", _Core(**_select(values, "")))
+        for part, cls in CONFIG_PARTS.items():
+            object.__setattr__(self, part, cls(**_select(values, part)))
         if self.rope_scaling is not None or reads_rotary_only(self.checkpoint_family):
             self.check_rotary_width()
-        if self.layer_types is not None:
-            # A list, as a JSON round trip gives it back.
-            self.layer_types = list(self.layer_types)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(
+            f"TransformerConfig is immutable; use config.replace({name}=...) for a changed copy."
+        )
+
+    def to_dict(self):
+        """Every field under its name, one flat dict (JSON-serialisable)."""
+        values = dataclasses.asdict(self._core)
+        for part in CONFIG_PARTS:
+            values.update(dataclasses.asdict(getattr(self, part)))
+        return {name: values[name] for name in FIELD_RULES}
+
+    def replace(self, **changes):
+        """A copy with `changes` (fields by name, or whole parts)."""
+        values = self.to_dict()
+        for part in CONFIG_PARTS:
+            if part in changes:
+                for name in _part_fields(part):
+                    values.pop(name)
+        return TransformerConfig(**{**values, **changes})
+
+    def __eq__(self, other):
+        if not isinstance(other, TransformerConfig):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None
+
+    def __repr__(self):
+        core = ", ".join(f"{name}={value!r}" for name, value in dataclasses.asdict(self._core).items())
+        parts = ", ".join(f"{part}={getattr(self, part)!r}" for part in CONFIG_PARTS)
+        return f"TransformerConfig({core}, {parts})"
+
+    def __reduce__(self):
+        return (_from_dict, (self.to_dict(),))
 
     def layer_window(self, index):
         """Block `index`'s attention window: `attention_window`, or None in a
@@ -362,11 +484,63 @@ class TransformerConfig:
     def embedding_width(self):
         return self.embedding_size or self.hidden_size
 
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
+
+def _read_through(name, part):
+    """The flat read of field `name`: from the part holding it."""
+    if part:
+        return property(lambda self: getattr(getattr(self, part), name))
+    return property(lambda self: getattr(self._core, name))
 
 
-FIELDS = {field.name for field in dataclasses.fields(TransformerConfig)}
+for _name, _part in _FIELD_PART.items():
+    setattr(TransformerConfig, _name, _read_through(_name, _part))
+del _name, _part
+
+
+def _from_dict(values):
+    return TransformerConfig(**values)
+
+
+def _part_fields(part):
+    return [name for name, owner in _FIELD_PART.items() if owner == part]
+
+
+def _select(values, part):
+    return {name: values[name] for name in _part_fields(part)}
+
+
+def _check_part(part):
+    """A part's own checks (when built alone; `TransformerConfig` checks
+    every field first, so its messages name it)."""
+    values = dataclasses.asdict(part)
+    errors = [field_error(name, value) for name, value in values.items()]
+    if isinstance(part, AttentionConfig):
+        errors += _attention_errors(values)
+    for error in errors:
+        if error:
+            raise ValueError(f"{type(part).__name__}: {error}")
+
+
+def _attention_errors(values):
+    """The rules between attention fields (the first error only)."""
+    if values["num_key_value_heads"] is not None and values["num_heads"] % values["num_key_value_heads"]:
+        return [
+            f"num_attention_heads={values['num_heads']} is not a multiple of "
+            f"num_key_value_heads={values['num_key_value_heads']} (each key/value head "
+            "serves num_attention_heads / num_key_value_heads query heads)."
+        ]
+    if values["attention_sink_tokens"] and values["attention_window"] is None:
+        return [
+            f"attention_sink_tokens={values['attention_sink_tokens']} keeps the first "
+            "positions visible beside a local window and needs `attention_window`; "
+            "received attention_window=None."
+        ]
+    if values["attention_sink_tokens"] and values["blockwise_attention"]:
+        return [
+            f"attention_sink_tokens={values['attention_sink_tokens']} is for a sliding "
+            "window, not XPOS's blockwise attention (blockwise_attention=True)."
+        ]
+    return []
 
 
 def _integer(minimum):
@@ -415,7 +589,7 @@ def _boolean_or(check):
 def _rope_scaling(value):
     try:
         # Any `original_max_position_embeddings` will do here: a missing one
-        # is `max_position` (`TransformerConfig.__post_init__`).
+        # is `max_position` (`PositionConfig`).
         standard_rope_scaling(value, original_max_position_embeddings=1)
     except ValueError as error:
         return f"a rope scaling dict ({error})"
@@ -523,7 +697,7 @@ def find_config_file(directory):
 
 def _read_source(source):
     if isinstance(source, TransformerConfig):
-        return dataclasses.asdict(source), "the given TransformerConfig"
+        return source.to_dict(), "the given TransformerConfig"
     if isinstance(source, dict):
         return dict(source), "the given config dict"
     path = os.fspath(source)
@@ -641,7 +815,7 @@ def _rope_scaling_as_transformers(fields, origin, key):
         return
     rope_type = scaling.get("rope_type", scaling.get("type"))
     original = scaling.get("original_max_position_embeddings")
-    max_position = fields.get("max_position", TransformerConfig.max_position)
+    max_position = fields.get("max_position", FIELD_DEFAULTS["max_position"])
     if not all(_is_number(value) for value in (original, max_position)):
         return  # refused, by name, by the field rules
     if rope_type == "dynamic":
@@ -758,16 +932,12 @@ def load_config(source, **overrides):
         # Google's bert_config.json names no model type.
         fields["checkpoint_family"] = families.GOOGLE_CONFIG_FAMILY
     fields.update(_normalise(overrides, "overrides", strict=True, model_type=model_type))
-    required = [
-        field.name
-        for field in dataclasses.fields(TransformerConfig)
-        if field.default is dataclasses.MISSING and field.name not in fields
-    ]
+    required = [name for name in REQUIRED_FIELDS if name not in fields]
     if required:
         raise ValueError(f"{origin} lacks required fields {required}.")
     error = token_id_error(
         fields["vocab_size"],
-        pad_token_id=fields.get("pad_token_id", TransformerConfig.pad_token_id),
+        pad_token_id=fields.get("pad_token_id", FIELD_DEFAULTS["pad_token_id"]),
         mask_token_id=fields.get("mask_token_id"),
         decoder_start_token_id=fields.get("decoder_start_token_id"),
     )

@@ -2,7 +2,6 @@
 input contract enforced at the boundary."""
 
 import contextlib
-import dataclasses
 import json
 import os
 
@@ -473,7 +472,7 @@ def template_record(template):
         return None  # not registered: the model decodes in memory, not after loading
     return {
         "variant": name,
-        "config": dataclasses.asdict(template.config),
+        "config": template.config.to_dict(),
         "arguments": template.arguments(),
     }
 

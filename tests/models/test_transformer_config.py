@@ -96,3 +96,88 @@ def test_layer_types_give_each_layer_its_window_and_rope_base():
 def test_bad_layer_types_are_errors(change, match):
     with pytest.raises(ValueError, match=match):
         load_config(dict(GOOGLE, **change))
+
+
+# A value other than the default for every field (valid together), to see
+# each field reach its part and come back under its name.
+CHANGED = {
+    "vocab_size": 99, "hidden_size": 24, "num_layers": 2, "num_heads": 4,
+    "intermediate_size": 40, "hidden_act": "silu", "dropout_rate": 0.0,
+    "attention_dropout_rate": 0.05, "max_position": 64, "segment_vocab_size": 0,
+    "initializer_range": 0.03, "layer_norm_epsilon": 1e-6, "pad_token_id": 3,
+    "embedding_size": 12, "attention_key_size": 8, "attention_head_size": 6,
+    "num_key_value_heads": 2, "attention_bias": False, "mlp_bias": True,
+    "feed_forward_gated": True, "num_decoder_layers": 3,
+    "relative_attention_num_buckets": 8, "relative_attention_max_distance": 20,
+    "decoder_start_token_id": 4, "mask_token_id": 5, "attention_window": 7,
+    "log_n_train_length": 32, "attention_sink_tokens": 2, "attention_sinks": True,
+    "layer_types": ["sliding_attention", "full_attention"], "hierarchical_position": 0.3,
+    "blockwise_attention": False, "tta_diagonal_mask": False, "tta_naive_key_value": True,
+    "max_relative_position": 9, "rotary_value": True, "rotary_base": 500.0,
+    "rope_scaling": {"rope_type": "linear", "factor": 2.0}, "sliding_rotary_base": 50.0,
+    "norm_bias": False, "inverse_layer_attention_scale": True,
+    "query_pre_attention_scalar": 16.0, "attention_logit_soft_cap": 30.0,
+    "final_logit_soft_cap": 20.0, "position_attention_types": ["c2p"],
+    "position_buckets": 16, "max_relative_distance": 32, "share_attention_key": True,
+    "relative_embedding_norm": True, "position_biased_input": False,
+    "tie_word_embeddings": False, "encoder_only": True, "is_decoder": True,
+    "checkpoint_family": "llama",
+}
+
+
+def test_every_field_reads_from_its_part_and_round_trips():
+    from keras_attn import AttentionConfig, FeedForwardConfig, NormConfig, PositionConfig
+    from keras_attn.models.transformer_config import FIELD_DEFAULTS, FIELDS, TransformerConfig
+
+    assert set(CHANGED) == FIELDS
+    # (blockwise attention and sink tokens exclude each other)
+    assert [
+        name for name, default in FIELD_DEFAULTS.items() if CHANGED[name] == default
+    ] == ["blockwise_attention"]
+    config = TransformerConfig(**CHANGED)
+    parts = {
+        "attention": AttentionConfig, "positions": PositionConfig,
+        "feed_forward": FeedForwardConfig, "norm": NormConfig,
+    }
+    owners = {}
+    for part, cls in parts.items():
+        assert isinstance(getattr(config, part), cls)
+        for name in vars(getattr(config, part)):
+            owners[name] = part
+            assert getattr(getattr(config, part), name) == getattr(config, name) == CHANGED[name]
+    assert set(owners) < FIELDS  # the rest (sizes, ids, head) are the config's own
+    assert all(getattr(config, name) == value for name, value in CHANGED.items())
+    assert config.to_dict() == CHANGED
+    assert TransformerConfig(**config.to_dict()) == config
+    # The same config from its parts.
+    by_part = {
+        part: cls(**{name: CHANGED[name] for name, owner in owners.items() if owner == part})
+        for part, cls in parts.items()
+    }
+    core = {name: value for name, value in CHANGED.items() if name not in owners}
+    assert TransformerConfig(**core, **by_part) == config
+    assert config.replace(num_heads=2).attention.num_heads == 2
+    assert config.replace(num_heads=2) != config
+
+
+def test_parts_check_their_fields_and_the_config_is_immutable():
+    from keras_attn import AttentionConfig, PositionConfig
+    from keras_attn.models.transformer_config import TransformerConfig
+
+    with pytest.raises(ValueError, match=r"AttentionConfig: `num_heads` must be an integer >= 1; received 0"):
+        AttentionConfig(num_heads=0)
+    with pytest.raises(ValueError, match="num_attention_heads=6 is not a multiple of num_key_value_heads=4"):
+        AttentionConfig(num_heads=6, num_key_value_heads=4)
+    # RoPE scaling is put in one form once, by the part that holds it.
+    scaling = PositionConfig(max_position=64, rope_scaling={"type": "linear", "factor": 2}).rope_scaling
+    assert scaling["rope_type"] == "linear" and "type" not in scaling
+    config = load_config(GOOGLE)
+    with pytest.raises(AttributeError, match="immutable; use config.replace"):
+        config.num_heads = 3
+    with pytest.raises(TypeError, match=r"\['num_heads'\] given beside `attention`"):
+        TransformerConfig(
+            vocab_size=9, hidden_size=8, num_layers=1, intermediate_size=4, num_heads=2,
+            attention=config.attention,
+        )
+    with pytest.raises(TypeError, match="unknown fields"):
+        TransformerConfig(**config.to_dict(), num_head=3)
