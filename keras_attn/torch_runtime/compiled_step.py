@@ -14,46 +14,20 @@ from keras_attn.torch_runtime import settings
 
 
 class CompiledStep:
-    """`decoding_step` compiled by `torch.compile` (inductor), for one
-    model's generator; a drop-in for `decoding_step`.
+    """`decoding_step` compiled by `torch.compile` (inductor), for one model's
+    generator; a drop-in for `decoding_step`.
 
-    On TensorFlow and JAX the whole decoding loop is one XLA program; on
-    torch the loop stays Python and its step, the model's whole forward pass
-    for one token (every block, the cache writes, the head) and, for a
-    sampler's loop, the choice of the token (`Sampler.next_tokens`, passed
-    as `pick`), is one compiled graph: no Python or Keras dispatch per op,
-    fused elementwise work.
-    Shapes are static (`dynamic=False`): a cache has a fixed capacity and
-    prompts are padded to buckets, so the step compiles once per shape
-    (batch or beams, cache capacity, buffer length) and never per step (the
-    step index and positions are tensors; nothing reads them as Python
-    numbers).
-
-    Each `CompiledStep` compiles its own copy of the function (a code object
-    of its own): dynamo keeps compiled graphs, and counts recompilations
-    against its limit (`torch._dynamo.config.recompile_limit`), per code
-    object, so models in one process do not use up each other's graphs.
-
-    When a shape compiles is `mode` (`torch_compile_mode`): `"always"` at
-    its first step (`KERAS_ATTN_TORCH_COMPILE=1`), `"auto"` (the default)
-    once its eager steps have taken `COMPILE_AFTER_EAGER_SECONDS`, what
-    compiling a shape costs, in all, so short generations and small models,
-    where compiling cannot pay back, run eagerly throughout; the switch is
-    announced (docs/generation.md has when compiling pays back).
-
-    On a GPU, a compiled shape runs as a CUDA graph from its second step
-    in each `generate` call on (`step_graph.StepGraph`;
-    `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` turns it off): one graph launch a
-    step instead of some 330 kernel launches and dynamo's guards.
-
-    torch keeps what it compiles in a folder of its caches
-    (`compile_cache.ensure`), so a later process reuses it.
-
-    If compiling fails (no C++ compiler for inductor's CPU kernels, an
-    unsupported device), the step logs the reason once and runs eagerly from
-    then on: the same numbers, only slower. `KERAS_ATTN_TORCH_COMPILE=0` in
-    the environment turns compilation off (eager steps, no warning).
-    """
+    The step (the model's forward pass for one token, the cache writes, the
+    head and, for a sampler, its `next_tokens` as `pick`) is one graph with
+    static shapes, compiled once per shape (batch or beams, cache capacity,
+    buffer length), never per step. Each `CompiledStep` compiles its own
+    code object, so models do not share dynamo's recompile limit. When a
+    shape compiles is `mode` (`torch_compile_mode`). On a GPU a compiled
+    shape is replayed as a CUDA graph from its second step in each
+    `generate` call (`step_graph.StepGraph`). Caches go to
+    `compile_cache.ensure`'s folder. If compiling fails, the reason is logged
+    once and the step runs eagerly from then on (the same numbers). See
+    docs/generation.md and docs/torch.md."""
 
     def __init__(self, step, mode="always"):
         import torch
@@ -110,11 +84,9 @@ class CompiledStep:
         return outputs
 
     def _graphed(self, shape, args):
-        """The compiled step on `args`, replayed as a CUDA graph
-        (`StepGraph`) from the second step of its shape in a `generate`
-        call on: the first runs (and, once, compiles) outside any capture.
-        A step a graph cannot replay is run without one, from then on for
-        this model, with a warning."""
+        """The compiled step on `args`, replayed as a CUDA graph (`StepGraph`) from
+        the second step of its shape in a `generate` call; a step a graph cannot
+        replay runs without one from then on, with a warning."""
         if shape not in self.graphs:
             self.graphs[shape] = None
             return self.compiled(*args)
@@ -132,11 +104,9 @@ class CompiledStep:
             return self.compiled(*args)
 
     def _compiles(self, shape, on_gpu):
-        """Whether a step of `shape` (`_step_shape`) runs compiled: always
-        (`mode="always"`), or (`"auto"`) once the eager steps of its shape
-        have taken `COMPILE_AFTER_EAGER_SECONDS` in all (for a step on a GPU
-        or not), what compiling one shape costs there (see
-        `torch_compile_mode`)."""
+        """Whether a step of `shape` runs compiled: always (`"always"`), or
+        (`"auto"`) once its shape's eager steps have taken
+        `COMPILE_AFTER_EAGER_SECONDS` in all."""
         if self.mode != "auto":
             return True
         if shape in self.compiled_shapes:
@@ -182,13 +152,11 @@ def _is_compile_failure(error):
 
 
 def torch_compile_mode():
-    """How torch decoding steps are compiled, from `KERAS_ATTN_TORCH_COMPILE`
-    (`settings.current().torch_compile`): `"always"` (on, `1`: each
-    shape at its first step), `"never"` (off, `0`), or, unset or `auto`,
-    `"auto"`: each shape once its eager steps have taken as long as
-    compiling it would (`COMPILE_AFTER_EAGER_SECONDS`), so that short
-    generations and small models, where compiling cannot pay back, never
-    wait for it. None off torch."""
+    """How torch decoding steps are compiled, from `KERAS_ATTN_TORCH_COMPILE`:
+    `"always"` (on: each shape at its first step), `"never"` (off), or
+    `"auto"` (unset or `auto`: each shape once its eager steps have taken
+    `COMPILE_AFTER_EAGER_SECONDS`, about what compiling costs). None off
+    torch."""
     if keras.config.backend() != "torch":
         return None
     return settings.current().torch_compile
