@@ -6,9 +6,8 @@ import numpy as np
 
 def concrete_values(x):
     """`x` as a numpy array when its values are known now (numpy data, an
-    eager tensor), or None for a symbolic or traced tensor (a `KerasTensor`,
-    a TensorFlow graph, a JAX trace, `torch.compile`, a CUDA graph's
-    capture), whose values only the computation itself can react to."""
+    eager tensor), or None for a symbolic or traced tensor (Keras, TensorFlow
+    graph, JAX trace, `torch.compile`, a CUDA graph's capture)."""
     if isinstance(x, (np.ndarray, np.generic)):
         return np.asarray(x)
     if isinstance(x, keras.KerasTensor):
@@ -30,11 +29,9 @@ def concrete_values(x):
 
 
 def torch_capturing():
-    """Whether torch runs what a CUDA graph records: a training step's
-    warm-up or capture (`keras_attn.torch_runtime.cuda_graph.recording`),
-    or any capture on the current stream. Reading a tensor's values would
-    break the capture, and a replay would not repeat the read. False on the
-    other backends."""
+    """Whether torch runs what a CUDA graph records (`cuda_graph.recording`, or
+    any capture on the current stream), where reading values would break the
+    capture. False on the other backends."""
     if keras.config.backend() != "torch":
         return False
     import torch

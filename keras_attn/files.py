@@ -1,18 +1,8 @@
 """Writing files whole: every file keras_attn writes appears at its path
-complete, or not at all.
-
-A write goes to a temporary name beside its target (the same folder, so the
-same file system), is flushed to disk, and is then renamed over the target in
-one step (`os.replace`). A failure before the rename (a full disk, an
-interrupt, an error in the caller's code) removes the temporary file and
-leaves any previous file as it was. Only a process killed outright can leave
-a temporary file behind; its name starts with `.tmp-` and ends with the
-target's name (`.tmp-k2x9q1-adapters.npz`).
-
-`atomic_write` writes one file; `atomic_directory` replaces the contents of a
-folder as a whole, for files that are only meaningful together (a
-`config.json` and its weights).
-"""
+complete, or not at all. A write goes to a temporary name beside its
+target (`.tmp-<random>-<name>`), is flushed, and is renamed over the
+target (`os.replace`); a failure before the rename removes it and leaves
+any previous file as it was."""
 
 import contextlib
 import os
@@ -26,12 +16,9 @@ def atomic_write(path):
     """Yields a temporary path beside `path` for the body to write; when the
     body returns, the file is flushed to disk and renamed to `path`.
 
-    The temporary name ends with `path`'s name, so writers that read a
-    format from the ending (Keras' `.keras` and `.weights.h5`, NumPy's
-    `.npz`) accept it. The file gets the permissions a plain `open(path,
-    "w")` would give it: those of the file it replaces, else `0o666` less
-    the umask. A symbolic link at `path` is followed: its target is
-    replaced.
+    The temporary name ends with `path`'s name (so `.keras`, `.weights.h5`
+    and `.npz` writers accept it); the file gets the permissions `open(path,
+    "w")` would give; a symbolic link at `path` is followed.
 
         with atomic_write("adapters.npz") as temporary:
             np.savez(temporary, kernel=np.zeros(3))
@@ -40,9 +27,9 @@ def atomic_write(path):
         path: the file to write (a string or path-like).
 
     Raises:
-        OSError: the temporary file cannot be created beside `path` (a
-            missing or unwritable folder) or renamed over it; whatever the
-            body raises, after the temporary file is removed.
+        OSError: the temporary file cannot be created beside `path` or
+            renamed over it; whatever the body raises, after the temporary
+            file is removed.
     """
     target = os.path.realpath(os.fspath(path))
     folder, name = os.path.split(target)
@@ -62,18 +49,14 @@ def atomic_write(path):
 
 @contextlib.contextmanager
 def atomic_directory(path, leave_out=()):
-    """Yields a new, empty temporary folder beside `path` for the body to
-    fill; when the body returns, that folder becomes `path`, so that
-    `path`'s contents change as a whole.
+    """Yields a new, empty temporary folder beside `path` for the body to fill;
+    when the body returns, that folder becomes `path`, so `path` holds either
+    its previous contents or its new ones, never a mix (it is briefly absent
+    between two renames).
 
-    Entries of a previous `path` that the body did not write are carried
-    over (as hard links where the file system allows, else copies), except
-    the names in `leave_out`. The previous folder is then renamed aside and
-    the new one renamed to `path`; should that second rename fail, the
-    previous folder is renamed back. So at every instant `path` holds either
-    its previous contents or its new ones, never a mix (between the two
-    renames `path` is briefly absent). A failure anywhere leaves `path` as
-    it was and removes the temporary folders.
+    Entries of a previous `path` the body did not write are carried over
+    (hard links where possible, else copies), except `leave_out`. A failure
+    anywhere leaves `path` as it was and removes the temporary folders.
 
     Args:
         path: the folder to write; its parent must exist.
@@ -81,10 +64,9 @@ def atomic_directory(path, leave_out=()):
 
     Raises:
         NotADirectoryError: `path` exists and is not a folder.
-        OSError: a folder cannot be created or renamed beside `path`;
-            should the previous folder also fail to be renamed back, the
-            message says where it is. Whatever the body raises, after the
-            temporary folder is removed.
+        OSError: a folder cannot be created or renamed beside `path` (if the
+            previous folder cannot be renamed back, the message says where it
+            is); whatever the body raises, after cleaning up.
     """
     target = os.path.realpath(os.fspath(path))
     if os.path.exists(target) and not os.path.isdir(target):

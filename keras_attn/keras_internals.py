@@ -1,13 +1,9 @@
 """Every private Keras attribute keras_attn uses, each behind one function.
 
-Keras has no public way to do the few things below, so keras_attn reaches
-into its internals here and nowhere else: when a Keras upgrade renames or
-removes one of them, this module and `tests/test_keras_internals.py` (which
-checks each attribute on the installed Keras) are the one place that breaks.
-
-Checked against Keras 3.15.1 (`CHECKED_KERAS_VERSION`). After upgrading Keras,
-run `tests/test_keras_internals.py` on every backend, then raise the version.
-"""
+When a Keras upgrade renames or removes one, this module and
+`tests/test_keras_internals.py` are the one place that breaks. Checked
+against Keras 3.15.1 (`CHECKED_KERAS_VERSION`); after upgrading Keras, run
+that test on every backend, then raise the version."""
 
 import contextlib
 import gc
@@ -24,32 +20,21 @@ CHECKED_KERAS_VERSION = "3.15.1"
 def all_layers(layer):
     """Every layer nested in `layer`, at any depth, without `layer` itself.
 
-    Uses `Layer._flatten_layers`. Keras has no public way to walk sublayers:
-    `Model.layers` lists only a model's direct layers (a nested
-    `MultiHeadAttention`'s projections are not among them), and a plain
-    `Layer` lists none.
-    """
+    Uses `Layer._flatten_layers` (`Model.layers` lists only direct layers)."""
     return layer._flatten_layers(include_self=False)
 
 
 def direct_sublayers(layer):
-    """The layers `layer` holds directly (its attributes), not theirs.
-
-    Uses `Layer._flatten_layers(recursive=False)`: a plain `Layer` has no
-    public equivalent of `Model.layers`.
-    """
+    """The layers `layer` holds directly. Uses
+    `Layer._flatten_layers(recursive=False)`."""
     return layer._flatten_layers(include_self=False, recursive=False)
 
 
 def drop_variable(layer, attribute):
-    """Removes the variable `layer.<attribute>` from `layer`: from its
-    attributes and from `layer.variables`, `trainable_variables`, ...
-
-    Uses `Layer._untrack_variable`: Keras can add a variable to a layer
-    (`add_weight`) but has no public way to remove one. The attribute is
-    removed with `object.__delattr__`, not `del`: Keras' `Layer.__delattr__`
-    runs a full garbage collection per variable, seconds on a large model.
-    """
+    """Removes the variable `layer.<attribute>` from `layer` and its variable
+    lists. Uses `Layer._untrack_variable`; the attribute is removed with
+    `object.__delattr__`, since Keras' `__delattr__` collects garbage per
+    variable."""
     layer._untrack_variable(getattr(layer, attribute))
     object.__delattr__(layer, attribute)
 
@@ -57,16 +42,9 @@ def drop_variable(layer, attribute):
 @contextlib.contextmanager
 def one_garbage_collection():
     """Inside the block `gc.collect()` only notes that it was called; one
-    collection runs when the block ends, if any was asked for.
-
-    Keras' `Layer.__delattr__` runs a full garbage collection after each
-    variable it removes (so that a device frees the buffer), and
-    `Model.quantize` removes the float kernel of every quantized layer: in
-    a process holding many objects each collection takes seconds (a
-    one-block LLaMA took 35 to 76 s to quantize late in the test suite,
-    10 s alone). One collection at the end frees the same buffers. The
-    swap is process-wide while the block runs (another thread's
-    `gc.collect()` is deferred too)."""
+    collection runs when the block ends, if any was asked for (process-wide
+    while the block runs). Keras collects after each variable it removes,
+    which makes `Model.quantize` slow in a large process."""
     collect = gc.collect
     asked = []
 
@@ -84,17 +62,11 @@ def one_garbage_collection():
 
 
 def zero_pad(x, pad_width):
-    """`keras.ops.pad(x, pad_width)` with zeros, without the `Operation`
-    object Keras makes per call for a concrete tensor.
-
-    Uses `keras.src.backend.any_symbolic_tensors` and the backend's own
-    `numpy.pad`. `keras.ops.pad` builds a `Pad` operation on every call,
-    symbolic or not, and each one takes a new name from Keras' global
-    counter (`pad_26`, `pad_27`, ...). Under `torch.compile` dynamo guards
-    on that counter, so a compiled function that pads recompiles on every
-    call until its recompile limit and then runs eagerly. Symbolic tensors
-    (functional models being built) still go through `keras.ops.pad`.
-    """
+    """`keras.ops.pad(x, pad_width)` with zeros, by the backend's own
+    `numpy.pad` for a concrete tensor: `keras.ops.pad` names a new `Pad`
+    operation per call, and dynamo guards on Keras' name counter, so a
+    compiled function that pads would recompile every call. Symbolic tensors
+    go through `keras.ops.pad`. Uses `keras.src.backend.any_symbolic_tensors`."""
     from keras.src import backend
 
     if backend.any_symbolic_tensors((x,)):
@@ -103,15 +75,10 @@ def zero_pad(x, pad_width):
 
 
 def torch_adam_update(optimizer, grads, variables, learning_rate):
-    """Keras' own torch Adam/AdamW update of `variables` (its chain of
-    `torch._foreach_*` calls), for an `optimizer` subclassing
-    `keras.optimizers.Adam` on torch.
-
-    Uses `keras.src.backend.torch.optimizers.torch_adam.Adam
-    ._parallel_update_step`: Keras swaps its torch class in only for
-    `keras.optimizers.Adam`/`AdamW` themselves, so a subclass would otherwise
-    fall back to Keras' per-variable Python loop.
-    """
+    """Keras' own torch Adam/AdamW update of `variables` (`torch._foreach_*`),
+    for an `optimizer` subclassing `keras.optimizers.Adam`. Uses
+    `keras.src.backend.torch.optimizers.torch_adam.Adam._parallel_update_step`
+    (Keras swaps it in for `Adam`/`AdamW` themselves only)."""
     import torch
     from keras.src.backend.torch.optimizers import torch_adam
 
@@ -121,14 +88,11 @@ def torch_adam_update(optimizer, grads, variables, learning_rate):
 
 def fused_adam_update(optimizer, grads, variables, learning_rate):
     """Keras' Adam update of `variables` (moments and step, without weight
-    decay) by `torch._fused_adamw_`, one pass per weight.
-
-    Uses `Optimizer._get_variable_index` and Adam's `_momentums`,
-    `_velocities` and `_velocity_hats` (its slot variables; Keras has no
-    public accessor for an optimizer's slots). Keras' `epsilon` is added to
-    `sqrt(v)` before the bias correction, torch's after it, so the kernel
-    gets `epsilon / sqrt(1 - beta_2^t)`.
-    """
+    decay) by `torch._fused_adamw_`, one pass per weight. Keras adds
+    `epsilon` to `sqrt(v)` before the bias correction, torch after it, so the
+    kernel gets `epsilon / sqrt(1 - beta_2^t)`. Uses
+    `Optimizer._get_variable_index` and Adam's `_momentums`, `_velocities`
+    and `_velocity_hats`."""
     import torch
 
     step = int(optimizer.iterations.numpy()) + 1
@@ -157,14 +121,9 @@ def fused_adam_update(optimizer, grads, variables, learning_rate):
 
 
 def sync_torch_parameters(model):
-    """On torch, makes the `torch.nn.Module` parameters of `model` and of
-    every layer in it match their Keras variables again, after variables
-    were removed (`drop_variable`); on other backends does nothing.
-
-    Uses `TorchLayer._track_variables`: torch modules keep their own list of
-    parameters, made when a layer is built, and Keras has no public way to
-    refresh it.
-    """
+    """On torch, makes the `torch.nn.Module` parameters of `model` and every
+    layer in it match their Keras variables again after `drop_variable`;
+    elsewhere does nothing. Uses `TorchLayer._track_variables`."""
     if keras.config.backend() != "torch":
         return
     for layer in [model, *all_layers(model)]:
@@ -172,50 +131,29 @@ def sync_torch_parameters(model):
 
 
 def quantized_call(layer, *args, **kwargs):
-    """What `layer(*args, **kwargs)` computes on a quantized layer
-    (`model.quantize`), without `Layer.__call__`'s overhead.
-
-    Uses `Layer.quantized_call`, the undocumented method `__call__` hands a
-    quantized layer to (it picks the mode's `_int8_call`, `_int4_call`,
-    ...); there is no public way to run a quantized layer's computation
-    other than `__call__`.
-    """
+    """What `layer(*args, **kwargs)` computes on a quantized layer, without
+    `Layer.__call__`'s overhead. Uses `Layer.quantized_call`."""
     return layer.quantized_call(*args, **kwargs)
 
 
 def embedding_int8_lookup(embedding, inputs, training=None):
-    """`keras.layers.Embedding`'s own int8 lookup of `inputs` on the
-    quantized `embedding` (a subclass of it).
-
-    Uses `Embedding._int8_call`. A subclass that changes what an int8 layer
-    computes (`TokenEmbedding`'s reverse projection) must override that
-    method, as `Layer.quantized_call` calls it, and falls back to this for
-    a plain lookup; Keras has no public hook for quantized computation.
-    """
+    """`keras.layers.Embedding`'s own int8 lookup of `inputs` on the quantized
+    `embedding`, for a subclass that overrides `_int8_call`
+    (`TokenEmbedding`). Uses `Embedding._int8_call`."""
     return keras.layers.Embedding._int8_call(embedding, inputs, training=training)
 
 
 def int8_embedding_table(embedding):
-    """The int8 table of a quantized `keras.layers.Embedding`, without the
-    LoRA delta that `embedding.embeddings` adds to it.
-
-    Uses `Embedding._embeddings`: the public `embeddings` property returns
-    the table plus the LoRA adapters (in float), and there is no public
-    property for the stored table alone.
-    """
+    """The int8 table of a quantized `keras.layers.Embedding`, without the LoRA
+    delta the `embeddings` property adds. Uses `Embedding._embeddings`."""
     return embedding._embeddings
 
 
 def end_interrupted_jax_loop(model):
-    """On JAX, ends the state of a `fit`/`evaluate`/`predict` loop that
-    raised: writes the steps it completed back to the variables (if that
-    fails, the caller restores saved values) and forgets the loop's state.
-
-    Uses `JAXTrainer._jax_state` and `_jax_state_synced`: the JAX trainer
-    keeps the loop's variables there and clears them only when the loop
-    ends normally; the public `jax_state_sync` writes them back but cannot
-    tell whether there is anything to write or clear them.
-    """
+    """On JAX, ends the state of a `fit`/`evaluate`/`predict` loop that raised:
+    writes its completed steps back to the variables (if that fails, the
+    caller restores saved values) and forgets the loop's state. Uses
+    `JAXTrainer._jax_state` and `_jax_state_synced`."""
     if getattr(model, "_jax_state", None) and not model._jax_state_synced:
         try:
             model.jax_state_sync()
@@ -226,31 +164,16 @@ def end_interrupted_jax_loop(model):
 
 
 class JaxLoopState:
-    """A mixin for a `keras.Model` on JAX, before `keras.Model` among its
-    bases: the state Keras hands its compiled, donating steps never holds
-    one array twice or an array that a variable outside the state also
-    holds, and the arrays a loop detaches from its variables are kept, so
-    that `reattach_after_interrupted_loop` can give them back if it raises.
+    """A mixin for a `keras.Model` on JAX, before `keras.Model` among its bases:
+    the state handed to Keras' compiled, donating steps never holds one array
+    twice or an array that a variable outside the state also holds (Keras'
+    EMA assigns a weight's array to its average, so donating one would delete
+    the other), and the arrays a loop detaches are kept so that
+    `reattach_after_interrupted_loop` can give them back if it raises.
 
-    On JAX `a.assign(b)` stores `b`'s array itself in `a` (Keras 3.15.1's
-    `convert_to_tensor` returns a JAX array unchanged). Keras' EMA does so:
-    `Optimizer.finalize_variable_values` at the end of `fit` and
-    `SwapEMAWeights._finalize_ema_values` at the last epoch's end assign
-    each weight to its average or back. A step that donates the weight's
-    array would then delete the average's (`save_weights` fails with "Array
-    has been deleted"), and a `fit` that hands both to one step donates one
-    array twice. Such an array is copied into the state here; the variables
-    keep theirs.
-
-    Overrides `JAXTrainer._get_jax_state`, through which every `fit`,
-    `evaluate`, `predict` and `*_on_batch` call gathers the arrays of its
-    step, reading the same variables as Keras' own (its code, checked
-    against Keras 3.15.1, with the copies and the kept arrays added), and
-    `_purge_model_variables`' rule: a loop sets its variables' `_value` to
-    None while it runs (there is no public way to tell such a variable).
-    Costs one pass over the arrays Keras gathers anyway, so a `*_on_batch`
-    call pays nothing more for it than a dictionary of array ids.
-    """
+    Overrides `JAXTrainer._get_jax_state` (Keras 3.15.1's code, with the
+    copies and kept arrays added) and reads `_purge_model_variables`' rule: a
+    running loop sets its variables' `_value` to None."""
 
     def _get_jax_state(self, trainable_variables=False, non_trainable_variables=False,
                        optimizer_variables=False, metrics_variables=False,
@@ -299,12 +222,10 @@ _call_depth = weakref.WeakKeyDictionary()
 
 @contextlib.contextmanager
 def keeping_jax_arrays(model):
-    """Runs a `fit`, `evaluate`, `predict` or `*_on_batch` call of `model`
-    (a `JaxLoopState` on JAX): if it raises, the steps its loop completed
-    are written back (`end_interrupted_jax_loop`) and every variable the
-    loop left detached gets back the array it held. The kept arrays are
-    dropped when the outermost such call ends, so that they do not hold
-    device memory after it."""
+    """Runs a `fit`, `evaluate`, `predict` or `*_on_batch` call of `model` (a
+    `JaxLoopState` on JAX): if it raises, the completed steps are written
+    back and every detached variable gets its array back. The kept arrays are
+    dropped when the outermost such call ends."""
     depth = _call_depth.get(model, 0)
     _call_depth[model] = depth + 1
     try:
@@ -324,14 +245,9 @@ def keeping_jax_arrays(model):
 
 
 def functional_steps(model):
-    """The layer calls of the functional `model`, in the order
-    `Functional.call` runs them: `(operation, args, kwargs, outputs)` per
-    node, `args` and `kwargs` as the node recorded them (`keras.KerasTensor`s
-    where a computed tensor goes), `outputs` the node's `KerasTensor`s.
-
-    Uses `Function._nodes_by_depth`, `Node.arguments` and `Node.is_input`:
-    Keras has no public way to walk a functional graph's nodes in order.
-    """
+    """The layer calls of the functional `model` in `Functional.call`'s order:
+    `(operation, args, kwargs, outputs)` per node, as the node recorded them.
+    Uses `Function._nodes_by_depth`, `Node.arguments` and `Node.is_input`."""
     steps = []
     for depth in sorted(model._nodes_by_depth, reverse=True):
         for node in model._nodes_by_depth[depth]:
@@ -377,13 +293,9 @@ def needs_keras_call(layer):
 
 
 def reshape(x, shape):
-    """`keras.ops.reshape(x, shape)`, without Keras' search of `x` and
-    `shape` for symbolic tensors: a tree flattening of both, about 25 us
-    a call on torch, where the reshape itself takes 1 us (four calls per
-    attention layer: about 1.5 ms of BERT-base's eager pass at 1 x 8 on one
-    CPU thread). Uses the backend's own `numpy.reshape`; a `KerasTensor`
-    goes through `keras.ops.reshape`. `shape` is a tuple whose entries are
-    ints or the backend's scalar tensors (dimensions read by `ops.shape`)."""
+    """`keras.ops.reshape(x, shape)` by the backend's own `numpy.reshape`,
+    without Keras' search for symbolic tensors; a `KerasTensor` goes through
+    `keras.ops.reshape`. `shape` holds ints or the backend's scalar tensors."""
     if isinstance(x, keras.KerasTensor):
         return ops.reshape(x, shape)
     return keras_backend.numpy.reshape(x, shape)
@@ -404,11 +316,8 @@ def autocast_scope_active():
 def set_output_masks(layer, inputs, outputs, previous_mask):
     """Attaches to `outputs` the Keras masks `layer.compute_mask(inputs,
     previous_mask)` gives, where they have none, as `Layer.__call__` does
-    after `call` (`Layer._set_mask_metadata`). A single output of a layer
-    with Keras' own `compute_mask` (which returns `previous_mask`) takes
-    `previous_mask` without Keras' tree walk; a merge layer's
-    (`keras.src.layers.merging.base_merge.Merge.compute_mask`) has no mask
-    when one of its inputs has none, so nothing is set."""
+    (`Layer._set_mask_metadata`); a merge layer with an unmasked input sets
+    none."""
     if (
         type(layer).compute_mask is keras.layers.Layer.compute_mask
         and ops.is_tensor(outputs)
@@ -456,12 +365,9 @@ def plain_torch_dense(layer, inputs):
 
 def torch_dense(layer, inputs):
     """`keras.layers.Dense.call(inputs)` on torch (where `plain_torch_dense`
-    holds) with torch's ops alone: `inputs @ kernel`, the bias added in
-    place into the product (a new tensor nothing else holds), the
-    activation. The same ops as Keras' `matmul` and `add` on one dtype,
-    without their dispatch, and one pass over the output less (measured
-    3.5% of BERT-base's pass at 8 x 128 on the CPU). Uses `Dense._kernel`
-    (the `kernel` property adds LoRA and unpacks quantized kernels)."""
+    holds) with torch's ops alone: `inputs @ kernel`, the bias added in place,
+    the activation. Uses `Dense._kernel` (the `kernel` property adds LoRA and
+    unpacks quantized kernels)."""
     import torch
 
     outputs = torch.matmul(inputs, layer._kernel.value)
@@ -490,10 +396,8 @@ def plain_torch_layer_norm(layer, inputs):
 
 def torch_layer_norm(layer, inputs):
     """`keras.layers.LayerNormalization.call(inputs)` on torch (where
-    `plain_torch_layer_norm` holds): the `torch.nn.functional.layer_norm`
-    that Keras' `ops.layer_normalization` calls there for one axis, without
-    the dtype conversions that are no-ops on float32 (about 40 us a call:
-    25 calls in BERT-base's pass)."""
+    `plain_torch_layer_norm` holds) by `torch.nn.functional.layer_norm`,
+    without Keras' dtype conversions, which are no-ops on float32."""
     import torch
 
     gamma = None if layer.gamma is None else layer.gamma.value
@@ -510,11 +414,9 @@ def set_keras_mask(x, mask):
 
 
 def in_stateless_or_symbolic_scope():
-    """Whether a `keras.StatelessScope` is open (Keras reads variables from
-    its mapping) or a symbolic scope (Keras' `compute_output_spec` runs a
-    layer on placeholder tensors). Uses
-    `keras.src.backend.common.stateless_scope.in_stateless_scope` and
-    `keras.src.backend.common.symbolic_scope.in_symbolic_scope`."""
+    """Whether a `keras.StatelessScope` or a symbolic scope
+    (`compute_output_spec`) is open. Uses `keras.src.backend.common`'s
+    `in_stateless_scope` and `in_symbolic_scope`."""
     from keras.src.backend.common.stateless_scope import in_stateless_scope
     from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
@@ -529,10 +431,9 @@ def jit_compile_requested(model):
 
 @contextlib.contextmanager
 def jit_compile_off(model):
-    """Keras' trainer reads `_jit_compile` when it makes a step function:
-    within this scope it makes them without `torch.compile` (the torch
-    runtime compiles the blocks instead), and the setting is given back
-    after."""
+    """Within this scope Keras' trainer makes its step functions without
+    `torch.compile` (Keras reads `_jit_compile` then); the setting is given
+    back after."""
     model._jit_compile = False
     try:
         yield

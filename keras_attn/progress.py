@@ -1,9 +1,7 @@
-"""Messages for the user about long work: compiling a decoding program
-(`say`, `announced_if_slow`, on stderr) and the progress of `fit`
-(`FitProgress`, on stdout like Keras' progress bar), readable in a
-terminal and in a log file alike. Both are silenced the same way as
-Keras' own: `keras.config.disable_interactive_logging()` sends them to the
-`keras_attn` logger at INFO level instead."""
+"""Messages about long work: compiling a decoding program (`say`,
+`announced_if_slow`, on stderr) and `fit`'s progress (`FitProgress`, on
+stdout). `keras.config.disable_interactive_logging()` sends both to the
+`keras_attn` logger at INFO level."""
 
 import contextlib
 import logging
@@ -82,29 +80,17 @@ class FitProgress(keras.callbacks.Callback):
     """The progress of `fit`, readable in a terminal and in a log file: a
     callback in place of Keras' progress bar (pass `verbose=0` to `fit`).
 
-    Keras' bar rewrites one line with `\\r`, backspaces and colour codes,
-    which a log file keeps as one long line of escape codes, and its
-    first estimate of the time left counts the first step, which compiles,
-    as if every step took as long. This callback writes to `stream`
-    (`sys.stdout` by default, read at each write):
-
-    - to a terminal (`stream.isatty()`), one line per epoch, rewritten in
-      place with a carriage return (no other control characters): the
-      epoch, the step, the time since the epoch began, the time left once
-      it can be estimated, and the running metrics;
-    - to anything else (a file, a pipe), plain lines: the same line at most
-      every `every_seconds` seconds, and one line when each epoch ends
-      with its step count, its time, the time per step after the first
-      step and the epoch's metrics (validation ones included).
-
-    The time left is estimated from the steps after the first (which
-    compiles the step on JAX and TensorFlow, and with `jit_compile` on
-    torch), so none is shown before the second step ends. With
-    `keras.config.disable_interactive_logging()` the plain lines go to the
-    `keras_attn` logger at INFO level.
+    To a terminal it rewrites one line per epoch with a carriage return: the
+    epoch, the step, the elapsed time, the time left and the running metrics.
+    To anything else it writes plain lines: at most one every
+    `every_seconds`, and one per finished epoch with its steps, time, time
+    per step after the first and metrics (validation included). The time
+    left is estimated from the steps after the first (which compiles), so
+    none is shown before the second step ends. With interactive logging
+    disabled the lines go to the `keras_attn` logger at INFO level.
 
     Args:
-        stream: a text stream, or None for `sys.stdout`.
+        stream: a text stream, or None for `sys.stdout` (read at each write).
         every_seconds: the least time between two lines within an epoch
             when the stream is not a terminal.
         prefix: text that starts every line, e.g. an indent.

@@ -1,14 +1,7 @@
-"""What `import keras_attn` does before anything else: imports Keras with a
-clear error when its backend is not installed, and keeps TensorFlow's
-start-up log lines out of the user's output.
-
-This module imports no Keras at the top: `keras_attn/__init__.py` calls
-`import_keras` first. On JAX and torch, TensorFlow is not imported, but
-Keras imports it wherever it is installed when some functions run
-(`keras.utils.set_random_seed`, `model.save`), as other libraries may:
-`import_keras` leaves an import hook (`QuietTensorFlowImport`) that keeps
-TensorFlow's start-up lines out of stderr whoever imports it later.
-"""
+"""What `import keras_attn` does first: imports Keras with a clear error
+when its backend is not installed, and keeps TensorFlow's start-up log
+lines out of the user's output, also when TensorFlow is imported later by
+other code (`QuietTensorFlowImport`). Imports no Keras at the top."""
 
 import contextlib
 import importlib.abc
@@ -106,17 +99,11 @@ def _wants_every_line():
 
 @contextlib.contextmanager
 def quiet_tensorflow():
-    """Runs its body with TensorFlow's start-up lines kept out of stderr.
-
-    Once TensorFlow is imported there is nothing left to hide, and with
-    `TF_CPP_MIN_LOG_LEVEL=0` (every line, as TensorFlow means it) nothing
-    is hidden. Otherwise, where it is not set, it sets
-    `TF_CPP_MIN_LOG_LEVEL=3`, so TensorFlow's
-    later C++ log lines are left out too (XLA's "compiled cluster", its
-    "failed call to cuInit" on a machine without a GPU; TensorFlow's errors
-    still reach the user as Python exceptions), and captures the process's stderr while its body runs
-    (file descriptor 2, where C++ libraries write) to write it back without
-    the lines `TENSORFLOW_START_UP_LINE` matches."""
+    """Runs its body with TensorFlow's start-up lines kept out of stderr: unless
+    TensorFlow is imported or `TF_CPP_MIN_LOG_LEVEL=0`, sets
+    `TF_CPP_MIN_LOG_LEVEL=3` where unset and writes the body's stderr (file
+    descriptor 2) back without the lines `TENSORFLOW_START_UP_LINE` matches.
+    TensorFlow's errors still reach the user as Python exceptions."""
     if "tensorflow" in sys.modules or _wants_every_line():
         yield
         return
@@ -167,14 +154,9 @@ def _without_start_up_lines():
 
 class QuietTensorFlowImport(importlib.abc.MetaPathFinder):
     """An import hook (a `sys.meta_path` finder) under which TensorFlow's
-    import, by whichever code, runs inside `quiet_tensorflow`.
-
-    It finds `tensorflow` as the finders after it do and wraps the loader
-    they return (`_QuietLoader`); the module keeps its own loader. Nothing
-    is imported here, every other module is left to the other finders, and
-    the hook removes itself once TensorFlow is imported. With
-    `TF_CPP_MIN_LOG_LEVEL=0` it leaves TensorFlow's lines alone.
-    """
+    import, by whichever code, runs inside `quiet_tensorflow`. It wraps the
+    loader the later finders return (`_QuietLoader`), imports nothing itself,
+    and removes itself once TensorFlow is imported."""
 
     @classmethod
     def install(cls):

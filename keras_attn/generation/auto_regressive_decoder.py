@@ -20,86 +20,33 @@ class AutoRegressiveDecoder:
     """Beam search and random sampling with bert4keras's
     `AutoRegressiveDecoder` interface, for porting its subclasses.
 
-    bert4keras's decoder calls a user-written `predict` on the whole
-    sequence at every step; this one needs no `predict`: it decodes
-    `model` (a builder model with `application="lm"` or `"unilm"`, or an
-    encoder-decoder such as T5, whose `inputs` are the source) with
-    `keras_attn.generation.Generator`, which keeps a key/value cache and
-    runs the whole loop as one compiled program. For a `"unilm"` model the
-    input is the source (segment 0) and the output the target (segment 1),
-    as in bert4keras's seq2seq examples; `[token_ids, segment_ids]` may end
-    the input with the start of the target, 1s after the source's 0s, which
-    the output continues (bert4keras's question-answer generation samples
-    an answer, appends it as segment 1 and decodes the question after it):
-    the output is what the full pass over the same ids and segments
-    gives. Other models take segment ids all 0.
+    No `predict` is needed: `model` (`application="lm"` or `"unilm"`, or an
+    encoder-decoder such as T5, whose `inputs` are the source) is decoded by
+    `keras_attn.generation.Generator`, with a key/value cache and one
+    compiled loop. For a `"unilm"` model the input is the source (segment 0)
+    and the output the target (segment 1); `[token_ids, segment_ids]` may end
+    the input with the target's start (1s after the 0s), which the output
+    continues. As in bert4keras, output ids exclude the input, start with
+    `start_id` when set and end with `end_id` when generated; `maxlen` counts
+    the ids after `start_id`, `minlen` the output ids including `start_id`
+    and `end_id`. A `conditional_layer_norm` model decodes one example with
+    its 1-D condition: `[token_ids, condition]`, `[token_ids, segment_ids,
+    condition]` or `{"token_ids": ..., "condition": ...}`; empty `token_ids`
+    start from `start_id` alone.
 
-    As in bert4keras, output ids exclude the input, start with `start_id`
-    when it is set, and end with `end_id` when it was generated; `maxlen`
-    counts the tokens after `start_id`, `minlen` the output ids including
-    `start_id` and `end_id`.
+    With `combine` (bert4keras's `use_states=True`), `inputs` is a list of
+    1-D prompts sharing one output, each at its own positions; every step
+    calls `combined, states = combine(probabilities, states)` on the float32
+    softmax `(prompts, rows, vocab)` and decodes with the returned `(rows,
+    vocab)` probabilities. `states` is a nest of arrays of fixed shapes,
+    carried from step to step (not reordered with the beams). `combine` runs
+    inside the compiled loop, so it uses `keras.ops`. Not for
+    encoder-decoders or `condition` models.
 
-    | bert4keras                                  | keras_attn                                           |
-    | ------------------------------------------- | ---------------------------------------------------- |
-    | subclass, `@wraps` and `predict`            | not needed: `AutoRegressiveDecoder(model, ...)`       |
-    | `start_id`, `end_id`                        | `start_id`, `end_id` (`start_token_id`, `end_token_id`) |
-    | `maxlen`                                    | `maxlen` (`max_new_tokens = maxlen + (start_id set)`) |
-    | `minlen`                                    | `minlen` (`min_new_tokens = minlen - 1`)              |
-    | `beam_search(inputs, topk)`                 | `beam_search(inputs, topk)` (`Generator.beam_search`) |
-    | `beam_search(..., min_ends=1)`              | `min_ends=1` only                                     |
-    | `beam_search(..., temperature)`             | not supported (scores are log-probabilities)         |
-    | `random_sample(inputs, n, topk, topp)`      | `random_sample(inputs, n, topk, topp, temperature, seed)` |
-    | `np.random` global state                    | `seed` (None: drawn from `np.random`)                 |
-    | `states` (decoding bookkeeping)             | not needed: the cache is the state                    |
-    | `use_states=True`, several inputs combined  | `combine(probabilities, states)`, `states=` (below)   |
-    | `predict` feeding `inputs[0]` as a condition | `[token_ids, condition]`, `{"condition": ...}`        |
-    | output starting from `start_id` alone       | `[[], condition]` (empty `token_ids`, `"lm"` model)   |
-
-    A model built with `conditional_layer_norm=width` decodes one example
-    with its condition, a 1-D float vector of that width:
-    `[token_ids, condition]`, `[token_ids, segment_ids, condition]` or
-    `{"token_ids": ..., "condition": ...}`, as bert4keras's
-    `task_conditional_language_model` passes its label; empty `token_ids`
-    with `start_id` set start every output from `start_id` alone.
-
-    `combine` ports bert4keras's `use_states=True` (its reading-comprehension
-    script): `inputs` is then a list of prompts (1-D token ids, of any
-    lengths) that share one output, every prompt continued by the same
-    tokens at its own positions. At each step the model's softmax for every
-    prompt and every beam (or sample) is stacked to `probabilities`,
-    float32 `(prompts, rows, vocab)`, and
-
-        combined, states = combine(probabilities, states)
-
-    must return the `(rows, vocab)` probabilities to decode with (their log
-    is the step's logits: beam search renormalises them by its
-    `log_softmax`, samplers divide the log by `temperature`) and the new
-    states. `states` (the `states=` argument of `beam_search` and
-    `random_sample`, None by default) is a nest of arrays or numbers whose
-    shapes and dtypes every step keeps; it is carried from step to step
-    (not reordered with the beams) and `combine` sees it at every step,
-    including the first, whose token `start_id` forces. `combine` runs
-    inside the compiled loop (traced once per prompt bucket and settings on
-    JAX and TensorFlow): write it with `keras.ops`, not numpy. Each step
-    runs the model once per prompt, so a step costs `prompts` single-token
-    passes. Not for encoder-decoders or `condition` models.
-
-    ```python
-    def average(probabilities, states):           # (passages, rows, vocab)
-        return keras.ops.mean(probabilities, axis=0), states + 1
-
-    reader = keras_attn.AutoRegressiveDecoder(
-        model, start_id=None, end_id=tokenizer.sep_id, maxlen=16, combine=average
-    )
-    answer_ids = reader.beam_search(passage_prompts, topk=2, states=0)
-    ```
-
-    Differences: `end_id` cannot be generated before `minlen` output ids
-    (bert4keras generates it there without ending the sequence);
-    `beam_search` keeps finished beams among the `topk` beams and returns
-    the best once every beam has ended (bert4keras returns as soon as its
-    best-scoring beam ends; see `Generator.beam_search`); `random_sample`
-    returns its `n` samples in draw order, not in the order they ended.
+    Differences from bert4keras: `end_id` is not generated before `minlen`;
+    `beam_search` returns the best beam once every beam has ended;
+    `random_sample` returns its samples in draw order. The porting table is
+    in docs/generation.md.
 
     Args:
         model: a `TransformerModel` with `application="lm"` or `"unilm"`.
@@ -109,8 +56,7 @@ class AutoRegressiveDecoder:
         minlen: an integer >= 1, the fewest output ids (`start_id` and
             `end_id` included) before `end_id` may be generated.
         combine: None, or `combine(probabilities, states) ->
-            (probabilities, states)` (see above): several prompts then
-            share one output.
+            (probabilities, states)`: several prompts then share one output.
 
     Example:
 
@@ -168,28 +114,18 @@ class AutoRegressiveDecoder:
         """Beam search with `topk` beams.
 
         Args:
-            inputs: one example: `[token_ids]` or `[token_ids,
-                segment_ids]` (1-D; segment ids all 0, or for a `"unilm"`
-                model 0s then 1s, see above); for a model built
-                with `conditional_layer_norm`, its condition (1-D, the
-                model's width) too: `[token_ids, condition]`, `[token_ids,
-                segment_ids, condition]` or a dict `{"token_ids": ...,
-                "condition": ...}`. Empty `token_ids` with `start_id` set
-                (an `"lm"` model) start the output from `start_id` alone,
-                as bert4keras's conditional language model does. With
-                `combine`, a list of prompts (each 1-D token ids) that
-                share one output.
+            inputs: one example: `[token_ids]` or `[token_ids, segment_ids]`
+                (1-D), with a `condition` for a `conditional_layer_norm` model
+                (see the class); with `combine`, a list of 1-D prompts.
             topk: the number of beams, an integer >= 1.
             min_ends: must be 1 (the output ends at its first `end_id`).
             return_all: whether to return every beam.
-            states: with `combine`, its initial states (a nest of arrays or
-                numbers, or None); without, must be None.
+            states: with `combine`, its initial states; without, must be None.
 
         Returns:
-            The best output ids, a 1-D int32 numpy array; with
-            `return_all`, `(outputs, scores)`: the `topk` outputs best first
-            (a list of 1-D arrays) and their float32 scores (summed
-            log-probabilities), shape `(topk,)`.
+            The best output ids, a 1-D int32 numpy array; with `return_all`,
+            `(outputs, scores)`: the `topk` outputs best first (a list of 1-D
+            arrays) and their float32 summed log-probabilities `(topk,)`.
         """
         if min_ends != 1:
             raise ValueError(
@@ -232,17 +168,16 @@ class AutoRegressiveDecoder:
 
     def random_sample(self, inputs, n, topk=None, topp=None, temperature=1.0, seed=None,
                       states=None):
-        """`n` outputs sampled independently, from the `topk` most probable
-        ids (if set), then the nucleus of mass `topp` (if set), of the
-        logits divided by `temperature` (see `keras_attn.samplers`).
+        """`n` outputs sampled independently, from the `topk` most probable ids
+        (if set), then the nucleus of mass `topp` (if set), of the logits divided
+        by `temperature` (see `keras_attn.samplers.TopPSampler`).
 
         Args:
             inputs: one example, as for `beam_search`.
             n: the number of samples, an integer >= 1.
-            topk, topp, temperature: as bert4keras's, see `TopPSampler`.
-            seed: an int; the same seed gives the same samples. None draws
-                a fresh one on every call from numpy's global generator (as
-                bert4keras samples from it), as `Generator.generate` does.
+            topk, topp, temperature: as bert4keras's.
+            seed: an int (the same seed, the same samples); None draws one from
+                numpy's global generator on every call.
             states: as for `beam_search`.
 
         Returns:
@@ -315,10 +250,8 @@ class AutoRegressiveDecoder:
 
     def _example(self, inputs):
         """`(token_ids, segment_ids, condition, empty)` of the one example
-        `inputs`: `segment_ids` is None unless they end the prompt with a
-        target prefix (segment 1, a `"unilm"` model); `condition` is None
-        for a model without conditional LayerNorms; `empty` is 1 when
-        `token_ids` was empty and the prompt is `start_id` alone, else 0.
+        `inputs` (`segment_ids` None without a target prefix, `condition` None
+        without conditional LayerNorms, `empty` 1 when `token_ids` was empty).
         Raises a ValueError for anything else."""
         name = type(self).__name__
         conditional = self.generator.forward.conditional

@@ -114,22 +114,14 @@ class CachedForward:
     `"unilm"`, run on a chunk of new tokens against per-block key/value
     caches.
 
-    It runs the model's own template (`model.template`, the
-    `keras_attn.Transformer` that built it): `embed` at the tokens' absolute
-    positions, each `TransformerBlock` with its `KeyValueCache` (ALBERT's
-    shared block once per layer, each time with its own cache), and
-    `language_model_head`; the very code of the full pass. What is
-    particular to a step is only its bookkeeping: which slots hold which
-    positions, which are real tokens, UniLM's order of each slot, RoBERTa's
-    count of real tokens. The mask of a chunk is `masking.sequence_mask`
-    (padding, UniLM), as in the full pass's `AttentionMask`, then the
-    attention's causality and window by `masking.merge_attention_masks` at
-    the slots' positions; a position bias (ALiBi, KERPLE, Sandwich) is its
-    `bias(i - j)` at those positions. Under a window shared by every layer
-    the cache is a ring (`slot`); with the attention's
-    `attention_sink_tokens=k` (StreamingLLM's sink tokens) the first `k`
-    positions keep slots of their own before it, so the mask's `j < k`
-    keys stay readable.
+    It runs the model's own template (`model.template`): `embed` at the
+    tokens' absolute positions, each `TransformerBlock` with its
+    `KeyValueCache`, and `language_model_head`, the code of the full pass.
+    A step adds only bookkeeping: the positions each slot holds, real tokens,
+    UniLM's order, RoBERTa's count of real tokens. The mask is
+    `masking.sequence_mask` then causality and window at the slots'
+    positions (`masking.merge_attention_masks`). Under a shared window the
+    cache is a ring (`slot`), with `attention_sink_tokens=k` slots before it.
 
     Args:
         model: a `keras_attn.TransformerModel` built by
@@ -137,14 +129,11 @@ class CachedForward:
 
     Raises:
         ValueError: a model of another application, a T-TA model, a model
-            without its template (not built by `build_transformer_model`, or
-            saved by an older keras_attn), a variant overriding a hook
-            that only the full pass runs (named in the message), or sink
-            tokens with a position bias by distance (its table spans the
-            cache's capacity only).
+            without its template, a variant overriding a hook that only the
+            full pass runs (named in the message), or sink tokens with a
+            position bias by distance.
         TypeError: a variant whose `embed`, `finish_blocks` or
-            `language_model_head` takes no `cache_step` (how a decoding step
-            tells every hook that it decodes).
+            `language_model_head` takes no `cache_step`.
     """
 
     def __init__(self, model):
@@ -259,11 +248,9 @@ class CachedForward:
         return window // 2 + 1 + self.sink_slots
 
     def capacity(self, prompt_length, max_length):
-        """Slots per layer for prompts padded to `prompt_length` and
-        sequences of `max_length`: every position without a window; with
-        one, the window's keys (a ring), or the prompt if it is longer (the
-        prompt is encoded in one pass), or LongRoPE's `L + 1` positions if
-        more (encoded again in one pass, see `recompute_length`)."""
+        """Slots per layer for prompts padded to `prompt_length` and sequences of
+        `max_length`: every position without a window; with one, the window's
+        keys, or the prompt if longer, or LongRoPE's `L + 1` positions if more."""
         needed = self.keys_needed()
         if needed is None:
             return max_length
@@ -275,11 +262,9 @@ class CachedForward:
         return max(min(max_length, max(prompt_length, needed)), self.sink_slots + 1)
 
     def slot(self, position, capacity):
-        """The cache slot of `position` (int32 scalar) in a cache of
-        `capacity` slots: `position % capacity` (a ring), or with
-        `sink_slots` `k`, `position` itself below `k` and `k + (position -
-        k) % (capacity - k)` above: the sink tokens keep their slots, the
-        others share the ring.
+        """The cache slot of `position` (int32 scalar) in `capacity` slots:
+        `position % capacity`, or with `sink_slots` `k`, `position` below `k` and
+        `k + (position - k) % (capacity - k)` above.
 
         Raises:
             ValueError: `capacity <= sink_slots` (no room for a ring).
@@ -325,34 +310,26 @@ class CachedForward:
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
                  write_rows=None, logits=True, condition=None, source=None,
                  row_positions=None):
-        """Runs `token_ids` `(batch, n)`, at positions `position ..
-        position + n - 1`, against `cache`.
+        """Runs `token_ids` `(batch, n)`, at positions `position .. position + n -
+        1`, against `cache`.
 
         Args:
             token_ids: int `(batch, n)`.
-            position: int scalar, the position of the first token; its slot
-                is `position % capacity` (a chunk never wraps around).
+            position: int scalar, the first token's position (a chunk never
+                wraps around the ring).
             cache: a `DecodingCache`.
-            segment_ids: int `(batch, n)`: the token types, and for a
-                `"unilm"` model the seq2seq rule (a source encoded in one
-                pass is segment 0, generated tokens are segment 1); zeros
-                when None.
-            padding_mask: optional boolean `(batch, n)`, False for padding
-                (prompts padded to one length). A pad id is padding too, as
-                in the full pass, unless the model was built with
-                `padding_mask_input`.
-            write_rows: optional boolean `(batch,)`: rows whose caches this
-                step writes (see `CacheStep`); the other rows re-read
-                positions their cache already holds.
+            segment_ids: int `(batch, n)`, the token types (for `"unilm"`, 0 for
+                the source, 1 for generated tokens); zeros when None.
+            padding_mask: optional boolean `(batch, n)`, False for padding; a pad
+                id is padding too unless the model has `padding_mask_input`.
+            write_rows: optional boolean `(batch,)`: rows whose caches this step
+                writes (see `CacheStep`).
             logits: whether to compute the masked-LM logits.
-            condition: float `(batch, width)`, the `condition` input of a
-                model built with `conditional_layer_norm` (required there).
+            condition: float `(batch, width)`, required for a
+                `conditional_layer_norm` model.
             source: an encoder-decoder's `EncodedSource` (required there).
-            row_positions: optional int `(batch, n)`: each row's own
-                positions of the tokens, for rows standing at different
-                positions (see `CacheStep.row_positions`); `position` is then
-                a clock shared by the rows, read by the masks and the
-                relative distances.
+            row_positions: optional int `(batch, n)`: each row's own positions
+                (`CacheStep.row_positions`); `position` is then a shared clock.
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (None when

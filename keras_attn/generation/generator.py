@@ -21,31 +21,17 @@ class Generator:
     """Generates tokens from a `TransformerModel` with `application="lm"` or
     `"unilm"`, one token per step, with a key/value cache per layer.
 
-    Each step runs the model on the newest token only (`CachedForward`):
-    its keys and values are appended to each layer's cache, and its query
-    attends to the cache, so a step costs one token's work instead of the
-    whole prefix's, with the same logits as the full pass (float
-    reordering only). With `attention_window=w` the cache is a ring of the
-    keys the window can see, so memory per step is constant however long the
-    generation. A model built with `attention_sink_tokens=k` beside its
-    window (StreamingLLM's sink tokens, see `keras_attn.MultiHeadAttention`)
-    keeps the first `k` positions in `k` slots of their own before the
-    ring: `k + w` slots (or the prompt's length, if longer), whatever the
-    length generated, and still the logits of the model's full pass.
-
-    The prompts are encoded in one pass (a UniLM source bidirectionally, as
-    segment 0), then the loop generates. On TensorFlow and JAX the whole loop
-    is one XLA program (a while loop), compiled once per prompt bucket (the
-    longest prompt rounded up to `prompts.PROMPT_BUCKETS`; under `dynamic`
-    or `longrope` rope scaling, which read the length encoded, the longest prompt's own
-    length, so such a model compiles once per prompt length), batch size,
-    `max_new_tokens` and sampler settings; on torch it is a Python loop
-    under `torch.no_grad()` whose step is compiled by `torch.compile`
-    (`CompiledStep`, once per shape).
-
-    Rows of a batch are independent: each row's prompt keeps its own
-    length (no padding inside a sequence, so positions are those of the row
-    alone), stops at `end_token_id` and after `max_new_tokens`.
+    Each step runs the model on the newest token only (`CachedForward`),
+    appending its keys and values to each layer's cache, with the logits of
+    the full pass. With `attention_window=w` the cache is a ring of `w` slots
+    (plus `k` slots for `attention_sink_tokens=k`), so memory per step is
+    constant. The prompts are encoded in one pass (a UniLM source as segment
+    0), then the sampler's loop runs: one XLA program on TensorFlow and JAX,
+    compiled once per prompt bucket (`prompts.PROMPT_BUCKETS`), batch size,
+    `max_new_tokens` and sampler; on torch a Python loop whose step is
+    compiled (`CompiledStep`). Rows are independent: each keeps its own
+    positions and stops at `end_token_id` or after `max_new_tokens`. See
+    docs/generation.md.
 
     Args:
         model: the `TransformerModel` to generate with.
@@ -70,61 +56,41 @@ class Generator:
         """Continues each prompt by up to `max_new_tokens` tokens.
 
         Args:
-            prompts: token ids: a list of int sequences (of any lengths, at
-                least 1), one sequence, a 2D int array (every row a full
-                prompt), or a dict with `"token_ids"` and a `"padding_mask"`
-                (1 for real tokens, right-padded), as a tokenizer gives, and
-                for a model built with `conditional_layer_norm` its
-                `"condition"`, float `(batch, width)` (required there).
-                For `"unilm"` models a prompt is the source (segment 0) and
-                the generated tokens are the target (segment 1); a dict's
-                `"segment_ids"` (like its `"token_ids"`) may end a prompt
-                with the start of the target, 1s after the source's 0s
-                (e.g. `[0, 0, 0, 1, 1]`, bert4keras's question generation
-                after a sampled answer), which the generated tokens
-                continue: the same as the full pass over the same ids and
-                segments. Other models take segment 0 only.
+            prompts: token ids: a list of int sequences (any lengths, at least
+                1), one sequence, a 2D int array, or a dict with `"token_ids"`
+                and a right-padded `"padding_mask"` (1 for real tokens), and for
+                a `conditional_layer_norm` model its float `"condition"` `(batch,
+                width)`. For `"unilm"` models a prompt is the source (segment 0)
+                and the generated tokens the target (segment 1); a dict's
+                `"segment_ids"` may end a prompt with the target's start (e.g.
+                `[0, 0, 0, 1, 1]`), which the generated tokens continue.
             max_new_tokens: the most tokens generated per row.
-            sampler: a `keras_attn.samplers.Sampler` or its name
-                (`"greedy"`, `"random"`, `"top_k"`, `"top_p"`), or a
-                `keras_attn.samplers.BeamSearch` (or `"beam"`), which
-                returns each row's best beam (see `beam_search`).
+            sampler: a `keras_attn.samplers.Sampler` or its name (`"greedy"`,
+                `"random"`, `"top_k"`, `"top_p"`), or a
+                `keras_attn.samplers.BeamSearch` (or `"beam"`), which returns each
+                row's best beam.
             end_token_id: a row stops after generating this id.
-            min_new_tokens: `end_token_id` is not generated before this many
-                tokens.
-            seed: an int, for a random sampler: the same seed gives the same
-                tokens. None (the default) draws a fresh seed on every call
-                (from numpy's global generator, so
-                `keras.utils.set_random_seed` makes a whole run repeatable),
-                as Keras' samplers do with `seed=None`. The seed is an input
-                of the compiled loop, so a new seed compiles nothing.
-            start_token_id: when given, every row's first generated token is
-                this id (for `"unilm"` the first target token, segment 1,
-                as bert4keras's `start_id`); it counts as a generated token
-                (in `max_new_tokens`, `min_new_tokens` and the output) and
-                never ends a row.
+            min_new_tokens: `end_token_id` is not generated before this many tokens.
+            seed: an int for a random sampler (the same seed, the same tokens);
+                None draws one from numpy's global generator on every call.
+            start_token_id: when given, every row's first generated token (counted
+                in `max_new_tokens`, `min_new_tokens` and the output; it never
+                ends a row).
 
         Returns:
-            int32 numpy array `(batch, max_new_tokens)` of new tokens; a row
-            that ended holds `end_token_id` and then the model's pad id.
+            int32 numpy array `(batch, max_new_tokens)`; a row that ended holds
+            `end_token_id` and then the model's pad id.
 
         Raises:
             TypeError: text instead of token ids.
-            ValueError: an empty prompt, a prompt plus `max_new_tokens`
-                longer than the position table, an id outside the
-                vocabulary, `end_token_id` or `start_token_id` outside it,
-                `max_new_tokens` not an integer >= 1 (a bool is refused),
-                `min_new_tokens` outside `[0, max_new_tokens]`, sequences
-                (the longest prompt plus `max_new_tokens`) longer than the
-                int32 positions of decoding hold, or whose token buffer
-                and key/value cache would take more than the machine's
-                memory (the message gives the sizes), a `seed` that is not
-                an int32, a prompt that is not a flat sequence of ids (the
-                message names the row), ragged rows in an array, a
-                `padding_mask` or `segment_ids` of another shape than
-                `token_ids`, `segment_ids` other than the layout above (the
-                message names the row), a `BeamSearch` with more beams than
-                the vocabulary has tokens.
+            ValueError: an empty or non-flat prompt, ragged array rows, a prompt
+                plus `max_new_tokens` longer than the position table, ids,
+                `end_token_id` or `start_token_id` outside the vocabulary,
+                `max_new_tokens` not an integer >= 1, `min_new_tokens` outside
+                `[0, max_new_tokens]`, sequences beyond int32 positions or the
+                machine's memory, a seed not an int32, a `padding_mask` or
+                `segment_ids` of another shape or layout, a `BeamSearch` with more
+                beams than the vocabulary.
         """
         from keras_attn import samplers
 
@@ -155,65 +121,28 @@ class Generator:
     ):
         """The `num_beams` best continuations of each prompt by beam search.
 
-        The search (`keras_attn.samplers.BeamSearch.run_loop`) runs on
-        device for the whole batch at once, cached and compiled like
-        `generate`'s sampling loop: the batch is flattened to `batch *
-        num_beams` rows (the prompt is encoded once per prompt and its cache
-        copied to the beams), and each step reorders the rows' caches with
-        `DecodingCache.select_rows`.
-
-        Both algorithms score a beam by the sum of the float32
-        `log_softmax` of the logits at the tokens it generated (the end
-        token included; a forced `start_token_id` adds 0); at the first
-        generated step only beam 0 of a row is live, so beams never
-        duplicate; `end_token_id` is at -inf before `min_new_tokens`
-        generated tokens; ties go to the lowest flat index `beam *
-        vocab_size + token`; a row whose prompt is longer than the shortest
-        one reads its prompt while other rows decode (its beams take the
-        prompt token, scores unchanged).
-
-        `early_stopping` False (the default), True or `"never"`:
-        transformers' beam search, step for step (its `_beam_search`, with
-        its -1e9 for absent beams): each step takes the `2 * num_beams`
-        best continuations of the live beams; those of the first
-        `num_beams` that end (the end token, or the `max_new_tokens`-th
-        token) join the row's `num_beams` finished hypotheses, ranked by
-        `score / length ** length_penalty` (length: the generated tokens);
-        the best `num_beams` that do not end stay live. A row stops taking
-        hypotheses when it has `num_beams` of them (`True`), or when its
-        best live beam scored at its current length (`False`) or, with
-        `length_penalty > 0`, at `max_new_tokens` (`"never"`) cannot beat
-        its worst finished hypothesis. The hypotheses are returned best
-        first with these normalised scores.
-
-        `early_stopping="all_finished"` (this library's earlier search,
-        `AutoRegressiveDecoder`'s): finished beams stay among the
-        `num_beams` beams, each proposing exactly one candidate, itself
-        extended by the pad id, score unchanged; the `num_beams` best of
-        the row's `num_beams * vocab_size` candidates become the new beams;
-        the loop stops when every beam of every row has finished; the beams
-        are returned in the order of `score / length ** length_penalty`,
-        descending, ties to the lower beam index. bert4keras's
-        `AutoRegressiveDecoder.beam_search` returns as soon as its
-        best-scoring beam ends, while this search continues until every
-        beam has ended (the best sequence can differ when `length_penalty
-        != 0` or a later beam overtakes).
+        The search (`keras_attn.samplers.BeamSearch.run_loop`) runs for the
+        whole batch at once, cached and compiled as `generate`'s loop, on
+        `batch * num_beams` rows. A beam's score is the sum of the float32
+        `log_softmax` at its generated tokens; ties go to the lowest flat index
+        `beam * vocab_size + token`. `early_stopping` False, True and `"never"`
+        are transformers' beam search step for step; `"all_finished"` keeps
+        finished beams among the beams until all have ended. The modes are
+        described in docs/generation.md (Beam search).
 
         Args:
             prompts, max_new_tokens, end_token_id, min_new_tokens: as for
                 `generate`.
             start_token_id: as for `generate`.
             num_beams: an integer >= 1; 1 is greedy decoding.
-            length_penalty: a finite number, the exponent of the length in
-                the ranking.
-            early_stopping: False, True, `"never"` (transformers' modes)
-                or `"all_finished"`; see above and `BeamSearch`.
+            length_penalty: a finite number, the exponent of the length in the
+                ranking `score / length ** length_penalty`.
+            early_stopping: False, True, `"never"` or `"all_finished"`.
 
         Returns:
             `(sequences, scores)`: int32 numpy `(batch, num_beams,
-            max_new_tokens)`, best first (a finished beam is padded with the
-            pad id), and float32 numpy `(batch, num_beams)`, the normalised
-            scores in the same order.
+            max_new_tokens)`, best first (a finished beam padded with the pad
+            id), and float32 numpy `(batch, num_beams)`, the normalised scores.
 
         Raises:
             ValueError: as `generate`, and `num_beams` not an integer >= 1 or
@@ -332,12 +261,8 @@ class Generator:
         return loop
 
     def _compiled_loop(self, key, make_loop):
-        """The loop for `key`, compiled on first use (see `compile_loop`).
-
-        A compiled program captures which variables the model has (LoRA
-        adapters, quantized kernels), so when `model_state` changes (after
-        `enable_lora`, `merge_lora`, `quantize`) every program is dropped
-        and the next call compiles one for the model as it is now."""
+        """The loop for `key`, compiled on first use (`compile_loop`); every
+        program is dropped when `model_state` changes."""
         state = model_state(self.model)
         if not same_state(state, self._compiled_state):
             self._compiled, self._compiled_state = {}, state
@@ -350,22 +275,15 @@ class Generator:
 
 
 class DecodingStep:
-    """The step a sampler's loop calls: `step(tokens, index, cache)` gives
-    the float32 logits `(rows, vocab)` of the token after position `index`
-    and the cache with the token at `index` written for rows past their
-    prompt (the prompt encoding wrote the prompts; a row still reading its
-    prompt re-reads it without writing). For a UniLM model a row's tokens
-    are segment 1 from its `target_starts` on (a target prefix ending its
-    prompt, then every generated token; from its prompt length when None).
-    Given `pick=(function, args)` the step returns
-    `function(logits, index, tokens, *args)` in place of the logits (a
-    sampler's `next_tokens`: the new tokens and finished rows), computed in
-    the same program.
+    """The step a sampler's loop calls: `step(tokens, index, cache)` gives the
+    float32 logits `(rows, vocab)` of the token after position `index` and
+    the cache with that token written for rows past their prompt. For a
+    UniLM model a row's tokens are segment 1 from its `target_starts` on.
+    Given `pick=(function, args)` it returns `function(logits, index, tokens,
+    *args)` instead (a sampler's `next_tokens`), in the same program.
 
-    `run` is `decoding_step` or its compiled form (`CompiledStep`, torch),
-    taking the same arguments. `prompt_width`: the prompt buffer's width,
-    which a LongRoPE model's step at the original length encodes again
-    whole (`recomputing_step`)."""
+    `run` is `decoding_step` or its compiled form (`CompiledStep`, torch);
+    `prompt_width` is the prompt buffer's width (see `recomputing_step`)."""
 
     def __init__(self, forward, lengths, condition=None, source=None, run=None,
                  target_starts=None, prompt_width=0):
@@ -426,17 +344,10 @@ def decoding_step(forward, tokens, index, cache, lengths, condition=None, source
 def recomputing_step(forward, tokens, index, cache, lengths, condition=None, source=None,
                      pick=None, target_starts=None, width=0):
     """The decoding step at position `L = forward.recompute_length` of a
-    LongRoPE model (see `DecodingStep`): the sequence's first
-    `max(L + 1, width)` tokens (`width`: the prompt buffer's) encoded again
-    in one pass, whose length past `L` selects the long factors for every
-    position, their keys and values written over the cache's, and the
-    logits at `L`; as transformers' Phi-3, which drops its cache when the
-    sequence grows past `L`. Every row holds its prompt and generated tokens
-    up to `L`; a row whose prompt is longer has it encoded whole (the prompt
-    pass encoded only the first `L` positions when a shorter row generates
-    before `L`); what this writes past a row's tokens is written again by
-    the later steps that generate there. Later steps are ordinary ones,
-    their length past `L`."""
+    LongRoPE model: the first `max(L + 1, width)` tokens encoded again in one
+    pass (so the long factors apply to every position), their keys and
+    values written over the cache's, and the logits at `L`, as transformers'
+    Phi-3 drops its cache past `L`. Later steps are ordinary ones."""
     length = max(forward.recompute_length + 1, width)
     logits, cache = forward(tokens[:, :length], 0, cache, condition=condition, source=source)
     logits = ops.cast(logits[:, forward.recompute_length], "float32")
@@ -444,10 +355,8 @@ def recomputing_step(forward, tokens, index, cache, lengths, condition=None, sou
 
 
 def decoding_seed(seed, sampler):
-    """The int32 `(2,)` seed of a sampler's loop, `[seed, 0]` (step `t`
-    draws with `[seed, t]`): for `seed=None` a seed drawn now from numpy's
-    global generator, for a sampler that draws (`needs_seed`); a
-    deterministic one draws nothing, leaving numpy's state alone."""
+    """The int32 `(2,)` seed `[seed, 0]` of a sampler's loop; for `seed=None`
+    drawn from numpy's global generator when the sampler `needs_seed`."""
     if seed is None:
         seed = int(np.random.randint(2**31 - 1)) if sampler.needs_seed else 0
     if (
@@ -500,10 +409,8 @@ def compile_loop(loop, model):
 
 
 def announce_first_call(program):
-    """`program` whose first call, the one that compiles it (XLA, or
-    `torch.compile` of its step), says so when it is slow (see
-    `keras_attn.progress.announced_if_slow`): a new user's first `generate`
-    on torch compiles for tens of seconds."""
+    """`program` whose first (compiling) call says so when slow
+    (`keras_attn.progress.announced_if_slow`)."""
     if keras.config.backend() == "torch" and torch_compile_mode() != "always":
         return program  # eager, or compiled later and announced then
     compiler = "torch.compile" if keras.config.backend() == "torch" else "XLA"
@@ -526,13 +433,8 @@ def announce_first_call(program):
 
 def model_state(model):
     """What a compiled decoding loop depends on besides its inputs: the
-    identity of every variable (`enable_lora` adds variables, `merge_lora`
-    removes them, `quantize` replaces kernels by integer ones and scales).
-    Values are read at run time, so training needs no new program.
-
-    The variables themselves, not their `id`s: holding them keeps a dropped
-    variable's id from being handed to a new one, which would make two
-    different states compare equal."""
+    variables themselves (`enable_lora`, `merge_lora` and `quantize` change
+    them), held so that a dropped variable's id is never reused."""
     return tuple(model.variables)
 
 

@@ -46,13 +46,9 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
     `forward` (a `CachedForward`) and laid out as `PreparedPrompts`.
 
     Raises:
-        ValueError: an empty prompt, a prompt plus `max_new_tokens` longer
-            than the position table, an id outside the vocabulary or not an
-            integer (7.6; 7.0 is 7), `end_token_id` or `start_token_id`
-            outside the vocabulary, `max_new_tokens < 1`, `min_new_tokens`
-            outside `[0, max_new_tokens]`, a left-padded `padding_mask`, a
-            missing, unexpected or malformed `condition`, `segment_ids`
-            other than `prompt_target_starts` takes.
+        ValueError: for the cases `Generator.generate` lists (a float id such
+            as 7.6 is refused, 7.0 is 7), a left-padded `padding_mask`, a
+            missing, unexpected or malformed `condition`.
     """
     model = forward.model
     token_ids, lengths = parse_prompts(prompts)
@@ -75,9 +71,7 @@ def prepare_prompts(forward, prompts, max_new_tokens, end_token_id=None, min_new
 
 def _real_tokens(rows, lengths):
     """The prompts' real tokens in one `(batch, longest)` array of their own
-    dtype (floats stay floats, so that the input contract refuses 7.6
-    instead of reading 7), 0 after each prompt: the contract's messages
-    then give a token's position as (prompt, index)."""
+    dtype (so the contract refuses 7.6), 0 after each prompt."""
     arrays = [np.asarray(row[:length]) for row, length in zip(rows, lengths)]
     dtype = functools.reduce(np.promote_types, (array.dtype for array in arrays))
     ids = np.zeros((len(arrays), int(lengths.max())), dtype)
@@ -87,10 +81,8 @@ def _real_tokens(rows, lengths):
 
 
 def _with_start_tokens(forward, sources, lengths, max_new_tokens):
-    """An encoder-decoder's prompts: the sources, padded to a bucket, their
-    real tokens (within each row's length and, unless the model takes a
-    `padding_mask`, not the pad id, as the full pass reads them), and for
-    the decoder its start token, one per row."""
+    """An encoder-decoder's prompts: the sources padded to a bucket, their real
+    tokens, and one decoder start token per row."""
     batch = len(lengths)
     bucket = prompt_bucket(int(lengths.max()), None, max_new_tokens, forward.length_dependent)
     source = np.full((batch, bucket), forward.pad_token_id, "int32")
@@ -293,15 +285,9 @@ def prompt_condition(forward, prompts, batch):
 
 
 def prompt_target_starts(forward, prompts, lengths):
-    """Where each prompt's segment 1 begins, int32 `(batch,)`: the
-    position of its first segment-1 token, or its length when its
-    `segment_ids` are all 0 or not given (`prompts` a dict with
-    `"segment_ids"`, `(batch, length)` like its `"token_ids"`; the ids
-    after a row's length are not read).
-
-    A `"unilm"` model takes UniLM's layout, `target_start` below: the
-    source (segment 0), then the start of the target (segment 1), which
-    the generated tokens continue. Other models take only segment 0.
+    """Where each prompt's segment 1 begins, int32 `(batch,)`: its first
+    segment-1 token, or its length when its `segment_ids` (a dict prompt's,
+    `(batch, length)`) are all 0 or not given. See `target_start`.
 
     Raises:
         ValueError: `segment_ids` of another shape than `token_ids`, or a
@@ -326,15 +312,10 @@ def prompt_target_starts(forward, prompts, lengths):
 
 
 def target_start(forward, segment_ids, where="", owner=None):
-    """The position of the first segment-1 id of one prompt's
-    `segment_ids` (1-D, one per token), or its length when there is none.
-
-    For a `"unilm"` model the ids must be UniLM's layout: 0 for the source,
-    then 1 for a prefix of the target (bert4keras's question generation
-    appends a sampled answer as segment 1 and decodes the question after
-    it), e.g. `[0, 0, 0, 1, 1]`; the generated tokens are segment 1 too,
-    so the sequence reads as the full pass reads the same ids and segments.
-    Every other model takes segment 0 only.
+    """The position of the first segment-1 id of one prompt's 1-D
+    `segment_ids`, or its length when there is none. A `"unilm"` model takes
+    0s for the source then 1s for a target prefix (e.g. `[0, 0, 0, 1, 1]`),
+    which the generated tokens continue; other models take segment 0 only.
 
     Raises:
         ValueError: naming `owner`, `where` (e.g. "prompt 1's ") and
@@ -363,14 +344,11 @@ def target_start(forward, segment_ids, where="", owner=None):
 
 def check_settings(forward, lengths, max_new_tokens, end_token_id, min_new_tokens,
                    start_token_id):
-    """Raises a ValueError for settings the loop cannot honour, before
-    anything is allocated: `max_new_tokens` not an integer >= 1 (a bool
-    is refused), `min_new_tokens` outside `[0, max_new_tokens]`, an empty
-    prompt, a token id outside the vocabulary, and sequences (the longest
-    prompt plus `max_new_tokens`) longer than the model's position table,
-    longer than the int32 positions of decoding hold (`MAX_POSITIONS`), or
-    whose token buffer and key/value cache would take more than the
-    machine's memory (see `check_decoding_size`)."""
+    """Raises a ValueError, before anything is allocated, for settings the loop
+    cannot honour: `max_new_tokens` not an integer >= 1 (a bool is refused),
+    `min_new_tokens` outside `[0, max_new_tokens]`, an empty prompt, an id
+    outside the vocabulary, sequences longer than the position table, or
+    than `check_decoding_size` allows."""
     if len(lengths) == 0:
         raise ValueError("`prompts` is empty; give at least one prompt.")
     if not _is_integer(max_new_tokens) or max_new_tokens < 1:
@@ -406,15 +384,10 @@ MAX_POSITIONS = 2**31 - 1
 
 
 def check_decoding_size(forward, batch, longest, max_new_tokens):
-    """Raises a ValueError naming the sizes when decoding `batch` rows of a
-    prompt of up to `longest` tokens (an encoder-decoder's decoder starts
-    from one token) and `max_new_tokens` more could not run: its sequences
-    are longer than `MAX_POSITIONS`, or its token buffer and key/value
-    cache (`forward.capacity` slots per row, each as large as the model's
-    cache makes it) would take more than the machine's physical memory.
-    A model without a position table (rotary or relative positions) has no
-    length limit of its own, so these are its limits; the messages name its
-    config's `max_position` (Hugging Face's `max_position_embeddings`)."""
+    """Raises a ValueError naming the sizes when `batch` rows of up to
+    `longest` prompt tokens plus `max_new_tokens` exceed `MAX_POSITIONS`, or
+    when their token buffer and cache (`forward.capacity` slots per row)
+    would exceed the machine's physical memory."""
     length = (1 if forward.seq2seq else longest) + max_new_tokens
     what = (
         f"max_new_tokens={max_new_tokens} after "
@@ -485,10 +458,8 @@ def _is_integer(value):
 
 
 def check_token_id(name, token, vocab_size, owner=None):
-    """Raises a ValueError naming `owner` and the argument unless `token` is
-    None or an integer id of a vocabulary of `vocab_size` (a float such as
-    2.5 or 2.0, a string or a bool is refused: a row compares its ids with
-    it exactly)."""
+    """Raises a ValueError naming `owner` unless `token` is None or an integer
+    id below `vocab_size` (floats, strings and bools are refused)."""
     where = f"{owner}: " if owner else ""
     if token is None:
         return
@@ -504,17 +475,10 @@ def check_token_id(name, token, vocab_size, owner=None):
 
 
 def prompt_bucket(longest, max_length, max_new_tokens, length_dependent=False):
-    """The padded prompt length: the smallest bucket holding `longest`,
-    within the position table (`max_length`, None for no table).
-
-    Under a rope scaling that reads the length being encoded
-    (`length_dependent`: `dynamic`, `longrope`, see
-    `rope_scaling.LENGTH_DEPENDENT`) it
-    is `longest` itself: the prompt pass then encodes the longest prompt's
-    own length, as transformers' left-padded batch does for every row, so a
-    single prompt is encoded as transformers encodes it (a bucket past the
-    original length grew the base of its keys). Such a model compiles its
-    decoding loop once per longest prompt length."""
+    """The padded prompt length: the smallest bucket holding `longest`, within
+    `max_length` (None: no table). Under a length-dependent rope scaling
+    (`dynamic`, `longrope`) it is `longest` itself, so the prompt is encoded
+    at its own length as transformers encodes it."""
     if length_dependent:
         return longest
     bucket = next((b for b in PROMPT_BUCKETS if b >= longest), longest)

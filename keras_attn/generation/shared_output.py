@@ -1,7 +1,5 @@
 """Decoding one output from several prompts at once (bert4keras's
-`use_states=True`): every prompt continues with the same tokens, and each
-step's next-token probabilities of all prompts are combined into one
-distribution by a user's `combine`."""
+`use_states=True`), each step's probabilities combined by `combine`."""
 
 from typing import NamedTuple
 
@@ -34,13 +32,10 @@ class SharedOutputCache(NamedTuple):
 
 
 class SharedOutputStep:
-    """The step a sampler's loop calls over the shared output: the loop's
-    buffer holds one placeholder token (index 0) and then the output; at
-    loop index `t` prompt `p` reads its last token (t = 0) or output token
-    `t` at its position `lengths[p] - 1 + t`, every prompt's softmax is
-    stacked to `(prompts, rows, vocab)`, `combine` returns `(rows, vocab)`
-    probabilities and the new states, and the step returns their logarithm
-    as the logits."""
+    """The step over the shared output: at loop index `t` prompt `p` reads its
+    token at position `lengths[p] - 1 + t`; the prompts' softmaxes
+    `(prompts, rows, vocab)` go through `combine`, and the log of its
+    `(rows, vocab)` result is the logits."""
 
     def __init__(self, forward, lengths, last_tokens, combine, has_states):
         self.forward = forward

@@ -28,43 +28,27 @@ class InputContract:
     """The inputs of a builder model: names, integer dtypes and value ranges.
 
     Every input is a `(batch, length)` tensor of integers in `[0, limit)`
-    (`limit` 2 for a padding mask, which may also be boolean). Floats are
-    accepted only when every value is integral. All inputs share one shape,
-    with no empty axis, and `length` is at most `max_length` when the model
-    has a learned position table.
-
-    `droppable` names inputs a model accepts and ignores when every value is
-    0: `segment_ids` for a model without token types (a RoBERTa with
-    `type_vocab_size=1`, T-TA), so that a tokenizer's `(token_ids,
-    segment_ids)` pair works for every model, while a non-zero segment id,
-    which that model cannot represent, is an error.
-
-    `vectors` are the exception to `(batch, length)` ids: float inputs
-    `(batch, width)` of a fixed width, such as the `condition` of a model
-    with conditional LayerNorms; their batch must be the ids' batch and
-    their values finite.
-
-    Names, dtypes and shapes are known when a graph is traced and are checked
-    on every call; values are checked wherever they are concrete: eager calls,
-    and the data given to `fit`, `evaluate` and `predict` before any compiled
-    step runs (see `keras_attn.models.TransformerModel`), a `tf.data`
-    pipeline's in the pipeline. Each value rule, and the length's, is stated
-    once (`keras_attn.models.input_rules`) and checked with numpy or with
-    TensorFlow ops from that one statement, with the same message.
+    (`limit` 2 for a padding mask, which may also be boolean); floats only
+    when integral. All inputs share one shape, with no empty axis, and
+    `length` is at most `max_length` when the model has a learned position
+    table. Names, dtypes and shapes are checked on every call, values wherever
+    they are concrete, each rule stated once in `keras_attn.models.input_rules`.
 
     Args:
         limits: dict of input name -> number of allowed values, in the order
             of the model's inputs.
         max_length: the longest sequence the model can represent, or None.
-        droppable: names of all-zero inputs the model accepts and ignores.
+        droppable: names of inputs accepted and ignored when all zero
+            (`segment_ids` for a model without token types); a non-zero value
+            is an error.
         descriptions: dict of input name -> what its limit is, for messages
             (e.g. `"vocab_size"`).
         vectors: dict of input name -> width, for float `(batch, width)`
-            inputs, after the ids in the model's inputs.
+            inputs such as `condition`, after the ids in the model's inputs;
+            their batch is the ids' and their values must be finite.
         groups: dict of input name -> the group of inputs sharing its shape
-            (an encoder-decoder's `"encoder"` and `"decoder"` inputs have
-            lengths of their own); one group when None. Every input shares
-            the batch size.
+            (an encoder-decoder's `"encoder"` and `"decoder"` inputs); one
+            group when None. Every input shares the batch size.
     """
 
     def __init__(self, limits, max_length=None, droppable=(), descriptions=None, vectors=None,
@@ -103,15 +87,11 @@ class InputContract:
         return tuple(names)
 
     def as_dict(self, inputs):
-        """`inputs` as a dict of arrays or tensors.
-
-        Nested lists of numbers become arrays. A list or tuple of tensors
-        (or of nested lists, one per input) is read in the order of
-        `positional_names`, as bert4keras's `[token_ids, segment_ids]`;
-        where `segment_ids` is droppable and last, `[token_ids]` is accepted
-        too. A single tensor is `token_ids` when the model takes nothing
-        else. A list of another length is an `InputError` naming the order.
-        """
+        """`inputs` as a dict of arrays or tensors: nested lists become arrays; a
+        list or tuple is read in `positional_names` order (`[token_ids]` alone
+        where `segment_ids` is droppable and last); a single tensor is
+        `token_ids` when the model takes nothing else. A list of another length
+        is an `InputError` naming the order."""
         if isinstance(inputs, (list, tuple)):
             if inputs and all(is_array_like(value) for value in inputs):
                 return self._from_positions(inputs)
@@ -234,11 +214,9 @@ class InputContract:
         return inputs
 
     def value_checks(self, inputs, ops):
-        """For each of `inputs`, in the order of `names` (then droppable
-        ones), each rule of `VALUE_RULES` that applies to it: `(broken,
-        message)` (see `Rule.check`), computed with `ops`: numpy here,
-        TensorFlow ops in a `tf.data` pipeline. The first broken one is the
-        error."""
+        """`(broken, message)` for each rule of `VALUE_RULES` that applies to each
+        of `inputs` (see `Rule.check`), computed with `ops` (numpy, or TensorFlow
+        in a `tf.data` pipeline); the first broken one is the error."""
         for name in dict.fromkeys((*self.names, *self.droppable)):
             if name not in inputs:
                 continue

@@ -1,12 +1,6 @@
-"""The rules on input values, each stated once.
-
-Values are checked in two places: with numpy where they are concrete
-(`InputContract.check_values`, `InputContract.select` for the length), and
-with TensorFlow ops inside a `tf.data` pipeline, where they exist only as
-tensors (`TransformerModel` given a dataset). A rule is written once, with
-the few operations of an `ops` namespace, `NUMPY_OPS` or `TENSORFLOW_OPS`,
-so the two places test the same thing and report it in the same words.
-"""
+"""The rules on input values, each stated once with the operations of an
+`ops` namespace (`NUMPY_OPS` for concrete inputs, `TENSORFLOW_OPS` inside
+a `tf.data` pipeline), so both check the same thing with the same message."""
 
 import string
 
@@ -120,11 +114,8 @@ class _NumpyOps:
 
     @staticmethod
     def values(x):
-        """`x` as the rules read it: booleans and integers as int64, floats
-        numpy cannot compute with (ml_dtypes' bfloat16) as float32; a Python
-        int (the length) as it is, so that the length rule is plain Python,
-        which `torch.compile` traces (it cannot trace a numpy array's
-        `dtype`)."""
+        """`x` as the rules read it: booleans and integers as int64, bfloat16 as
+        float32; a Python int (the length) as it is, which `torch.compile` traces."""
         if isinstance(x, int):
             return x
         x = np.asarray(x)

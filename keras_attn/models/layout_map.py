@@ -36,35 +36,20 @@ def get_layout_map(device_mesh, model_axis="model"):
     kernels of `build_transformer_model`'s models over one mesh axis.
 
     The layout is Megatron-LM's tensor parallelism (Shoeybi et al., 2019,
-    "Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
-    Parallelism", https://arxiv.org/abs/1909.08053). With `p` devices on
-    `model_axis`, a kernel split by columns into `W = [W_1 ... W_p]` and one
-    split by rows into `V = [V_1; ...; V_p]`:
+    https://arxiv.org/abs/1909.08053). With `p` devices, a kernel split by
+    columns `W = [W_1 ... W_p]` and one split by rows `V = [V_1; ...; V_p]`:
 
         act(X W + b) V = sum_r act(X W_r + b_r) V_r
 
-    because `act` is elementwise. Device `r` computes its term from the full
-    input `X` and its own slices, and one all-reduce adds the terms. The
-    feed-forward block is exactly this (`W` = `intermediate_dense`, `V` =
-    `output_dense`). In self-attention, the query, key and value kernels are
-    split by columns, which are laid out head by head: when `p` divides the
-    number of heads, device `r` holds whole heads and computes their
-    attention alone; the `output_dense` kernel is split by rows, so again one
-    all-reduce per block. Under grouped-query attention (`key_value_heads`
-    `g` < `num_heads`) the key and value kernels have `g * key_size` and
-    `g * head_size` columns: with `p > g` a device holds part of a
-    key/value head and XLA adds the communication its queries need (same
-    results, tested with 2 key/value heads on 4 devices). The gated
-    feed-forward's `gate_dense` is split by columns like
-    `intermediate_dense`. The closing biases stay replicated (added once,
-    after the sum); so do the embeddings, the LayerNorms, the heads, and
-    `TalkingHeadsAttention`'s mixing kernels, which mix all heads.
-
-    The layout says only where each variable lives: under
-    `keras.distribution.ModelParallel`, XLA's SPMD partitioner (the JAX
-    backend) places the collectives, and the model code is unchanged. Sharded
-    dimensions must be divisible by the size of `model_axis`
-    (`num_heads * key_size`, `num_heads * head_size`, `intermediate_size`).
+    so device `r` computes its term and one all-reduce adds them. The
+    feed-forward's `intermediate_dense` and `gate_dense` are split by
+    columns, `output_dense` by rows; attention's query, key and value kernels
+    by columns (whole heads per device when `p` divides the heads; with
+    fewer key/value heads than `p`, XLA adds the communication) and its
+    `output_dense` by rows. Closing biases, embeddings, LayerNorms, heads and
+    talking heads' mixing kernels stay replicated. XLA's SPMD partitioner
+    places the collectives under `keras.distribution.ModelParallel`; the
+    sharded dimensions must be divisible by the size of `model_axis`.
 
     Args:
         device_mesh: a `keras.distribution.DeviceMesh`, for example of shape
@@ -73,8 +58,7 @@ def get_layout_map(device_mesh, model_axis="model"):
 
     Returns:
         A `keras.distribution.LayoutMap` from variable path regexes to
-        layouts; variables it does not match are replicated. Pass it to
-        `keras.distribution.ModelParallel(layout_map=..., batch_dim_name=...)`.
+        layouts; unmatched variables are replicated.
 
     Raises:
         ValueError: if `device_mesh` has no axis named `model_axis`.

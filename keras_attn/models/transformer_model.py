@@ -24,60 +24,21 @@ from keras_attn.models.variants import variant_name
 class TransformerModel(keras_internals.JaxLoopState, keras.Model):
     """A functional `keras.Model` that checks its inputs before computing.
 
-    Inputs are a dict taken by name (a key the model does not take is an
-    error naming it and the expected keys; Keras itself only warns and feeds
-    the tensors in sorted order), or bert4keras's list `[token_ids,
-    segment_ids]` (`[token_ids, segment_ids, padding_mask]` with
-    `padding_mask_input`; `[token_ids]` for a model without token types),
-    read in that fixed order and then checked as the dict is: a list of
-    another length is an error naming the order. Dtypes, ranks and shapes
-    are checked on every call, traced or eager; values (ids within the
-    vocabulary, segment ids within the token types, lengths within the
-    position table, integral floats) are checked wherever they are concrete:
-
-    - in eager calls, `model(inputs)`;
-    - in `fit`, `evaluate`, `predict` and the `*_on_batch` methods, on the
-      whole of array data before the first step, on each element of a
-      `tf.data.Dataset` (in the input pipeline) and on each batch of a
-      generator or `keras.utils.PyDataset`, so no out-of-range id reaches a
-      compiled step, where XLA's gather would clamp it silently and JAX
-      would return NaN.
-
-    Batches of a generator or `keras.utils.PyDataset` may hold Python lists
-    (bert4keras's `[token_ids, segment_ids], labels`) on every backend: the
-    inputs become a dict by name and lists in the targets tuples, which
-    Keras' TensorFlow trainer (through `tf.data`) requires.
-
-    `predict` on batches of different lengths (a `tf.data` `padded_batch`
-    without `padded_shapes`) returns a `tf.RaggedTensor` on TensorFlow; on
-    JAX and torch Keras cannot concatenate such outputs, and the error says
-    to pad every batch to one length or to call `predict_on_batch` per batch.
-
-    On torch, `compile(..., jit_compile=True)` compiles the Transformer
-    blocks (`keras_attn.torch_runtime.compiled_blocks.CompiledBlocks`): each block
-    structure is traced and compiled by `torch.compile` once, and shared by
-    every block of that structure (BERT-base's 12 blocks compile as one, in
-    seconds); the embeddings and heads run eagerly around them, as do
-    `fit`'s, `evaluate`'s and `predict`'s steps, and `model(inputs)` too
-    once compiled so. `KERAS_ATTN_COMPILE_BLOCKS=0` in the environment
-    gives Keras' own `torch.compile` of each whole step back (one graph
-    per input shape; its train step breaks at Keras' `loss.backward()`),
-    which takes minutes for BERT-base. It is off by default, as Keras has
-    it (see the Speed page, issues 22 and 30).
-
-    Targets given as arrays to a model compiled with
-    `keras_attn.TokenCrossEntropy` are checked against its label contract
-    before the first step too (in a compiled step a bad label could only make
-    the loss NaN).
-
-    If anything raises inside `fit`, `evaluate` or `predict`, the model keeps
-    its weights (on JAX, Keras detaches them while a compiled loop runs; they
-    are re-attached, with the progress of the completed steps). On JAX,
-    variables sharing one array (Keras' EMA leaves each weight and its
-    average so, after `fit` and `SwapEMAWeights(swap_on_epoch=True)`'s last
-    epoch) get their own copies before each loop, which would otherwise
-    delete the shared array (`predict` then `save_weights` failed with
-    "Array has been deleted").
+    Inputs are a dict taken by name (an unknown key is an `InputError` naming
+    the expected keys), or bert4keras's list `[token_ids, segment_ids]`
+    (`[token_ids, segment_ids, padding_mask]` with `padding_mask_input`;
+    `[token_ids]` for a model without token types), read in that order; a
+    list of another length is an error naming the order. Dtypes, ranks and
+    shapes are checked on every call; values (ids within the vocabulary,
+    segment ids within the token types, lengths within the position table,
+    integral floats) wherever they are concrete: in eager calls, and in
+    `fit`, `evaluate`, `predict` and the `*_on_batch` methods on array data,
+    on each `tf.data` element and on each generator or `PyDataset` batch,
+    before any compiled step. Targets for a `keras_attn.TokenCrossEntropy`
+    loss are checked against its label contract too. A model that raises
+    inside `fit`, `evaluate` or `predict` keeps its weights. The guarantees
+    are listed in docs/reliability.md; the torch paths (`jit_compile=True`
+    compiles each block structure once) in docs/torch.md.
 
     Args:
         inputs, outputs, name: those of a functional `keras.Model`.
@@ -112,10 +73,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
 
     @property
     def named_inputs(self):
-        """The model's symbolic inputs by name, `{"token_ids": ...,
-        "segment_ids": ...}`: `model.inputs` is a list in bert4keras's order,
-        this is the same tensors as a dict (what the template's
-        `apply_embeddings` and `block_arguments` take).
+        """The model's symbolic inputs as a dict by name (the tensors of
+        `model.inputs`, which is a list in bert4keras's order).
 
         Example:
 
@@ -127,9 +86,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
 
     @property
     def template(self):
-        """The `keras_attn.Transformer` whose layers this model runs, or None
-        for a model not built by `build_transformer_model` (or saved before
-        keras_attn recorded it in `.keras` files)."""
+        """The `keras_attn.Transformer` whose layers this model runs, or None for a
+        model not built by `build_transformer_model`."""
         if self._template is None and self._template_record is not None:
             record = json.loads(self._template_record)
             self._template = template_from_record(record).bind(self)
@@ -138,10 +96,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
     def generate(self, prompts, max_new_tokens, sampler="greedy", **kwargs):
         """Continues `prompts` token by token with a key/value cache.
 
-        For `application="lm"` and `"unilm"` models; see
-        `keras_attn.generation.Generator` for the arguments, the samplers
-        and beam search. The first call compiles the decoding loop (on
-        TensorFlow and JAX), later calls with the same shapes reuse it.
+        For `application="lm"` and `"unilm"` models; the arguments, samplers
+        and beam search are `keras_attn.generation.Generator`'s.
 
         Example:
 
@@ -164,12 +120,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         return self._generator
 
     def with_outputs(self, outputs, name=None):
-        """A model from this model's inputs to `outputs`, checking its
-        inputs as this one does.
-
-        Use it for a head on top of a builder model; a plain
-        `keras.Model(encoder.input, outputs)` takes inputs by Keras' rules,
-        without these checks.
+        """A model from this model's inputs to `outputs` that checks its inputs as
+        this one does (a plain `keras.Model(encoder.input, outputs)` does not).
 
         Example:
 
@@ -190,22 +142,13 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
     def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
         """Exports the forward pass with Keras' `Model.export`.
 
-        The artefact takes the model's inputs by name (`token_ids`,
-        `segment_ids`, ...), each `(batch, length)` with both dimensions
-        free. On JAX (`tf_saved_model`, through `jax2tf`), every input is
-        given the one symbolic shape `(batch, length)`, which the inputs
-        share (a `condition` input is `(batch, width)`); Keras' default gives each input its own length, which the
-        model cannot add together. Pass `jax2tf_kwargs={"polymorphic_shapes":
-        ...}` to choose otherwise. The input checks run while tracing
-        (names, dtypes, ranks); values are not checked in the artefact.
-
-        Where Keras supports what (tested in tests/export): `tf_saved_model`
-        on TensorFlow and JAX (torch needs `torch_xla`); `onnx` on torch with
-        an `input_signature` of fixed shapes (Keras' torch exporter fails on
-        `LayerNormalization` with free dimensions; needs the `[export]`
-        extra). Keras converts TensorFlow models to ONNX with `tf2onnx`,
-        whose 1.17 release cannot convert these models (GELU's `Erfc`,
-        dynamic reshapes), and JAX models with `jax2onnx` (not tested).
+        The artefact takes the model's inputs by name, each `(batch, length)`
+        with both dimensions free. On JAX every input gets the one symbolic shape
+        `(batch, length)` (a `condition` input `(batch, width)`); pass
+        `jax2tf_kwargs={"polymorphic_shapes": ...}` to choose otherwise. Names,
+        dtypes and ranks are checked while tracing; values are not checked in the
+        artefact. Supported: `tf_saved_model` on TensorFlow and JAX; `onnx` on
+        torch with an `input_signature` of fixed shapes (the `[export]` extra).
 
         Example:
 
@@ -259,11 +202,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         return super().__call__(self._checked(inputs), *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None, **kwargs):
-        """`Functional.call`; on torch, the path `TorchRunner` picks (the
-        same numbers): eagerly each layer computed by its `call`
-        (`DirectGraph`), its blocks compiled under `jit_compile=True`, and
-        on a GPU an inference pass replayed as a CUDA graph. Ask
-        `keras_attn.explain(model)` which path ran and why."""
+        """`Functional.call`; on torch, by the path `TorchRunner` picks (the same
+        numbers; see docs/torch.md). `keras_attn.explain(model)` says which."""
         if keras.config.backend() != "torch" or torch_compiling():
             # Traced by Keras' `torch.compile` of a whole step: its own pass.
             return super().call(inputs, training=training, mask=mask, **kwargs)
@@ -293,9 +233,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         return self._torch_runner
 
     def execution_plan(self):
-        """Which path `model(x)`, `predict`, `fit` and `generate` take on
-        this backend and device, and why (a
-        `keras_attn.torch_runtime.plan.ExecutionPlan`; `print` it).
+        """Which path `model(x)`, `predict`, `fit` and `generate` take on this
+        backend and device, and why (a `keras_attn.torch_runtime.plan.ExecutionPlan`).
 
         Example:
 
@@ -382,15 +321,11 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
             return super().predict_on_batch(self._batch(self._checked(x)), *args, **kwargs)
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
-        """Keras' `load_weights`, all or nothing for a `.weights.h5` file:
-        a file whose layers or variables are not this model's (arrays the
-        model lacks or has no place for, shapes that differ) is a
-        `CheckpointError` (a ValueError) listing them with their layer
-        names, raised before anything is assigned (see
-        `keras_attn.checkpoints.keras_weights.load_weights_file`). Keras
-        itself loads a 2-layer file into a 1-layer model, dropping layer 1
-        and giving later layers of the same class the wrong arrays.
-        `skip_mismatch=True` and other formats are Keras' loading as is."""
+        """Keras' `load_weights`, all or nothing for a `.weights.h5` file: layers
+        or variables that are not this model's (missing, extra, other shapes)
+        are a `CheckpointError` (a ValueError) listing them, raised before
+        anything is assigned. `skip_mismatch=True` and other formats load as
+        Keras does."""
         if skip_mismatch or kwargs or not os.fspath(filepath).endswith(".weights.h5"):
             return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
         from keras_attn.checkpoints.keras_weights import load_weights_file
@@ -404,16 +339,9 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         return self.input_contract.check(inputs)
 
     def _batch(self, data):
-        """`data` (checked inputs, targets) for a `*_on_batch` step: on torch
-        with `jit_compile=True`, numpy arrays become torch tensors first.
-
-        Keras' torch `fit` and `predict` hand their compiled step tensors,
-        but its `*_on_batch` methods hand it the arrays as given, and dynamo
-        cannot trace numpy's `dtype` (in Keras' `convert_to_tensor` and in
-        the input checks): each array broke the graph, and the pieces
-        between the breaks, compiled once per layer, ran into dynamo's
-        recompile limit. Elsewhere `data` is returned as it is.
-        """
+        """`data` for a `*_on_batch` step, its inputs checked; on torch with
+        `jit_compile=True` numpy arrays become torch tensors first (dynamo would
+        break its graph at each array)."""
         if keras.config.backend() != "torch" or not getattr(self, "jit_compile", False):
             return data
         return keras.tree.map_structure(
@@ -446,10 +374,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         return x
 
     def _keeping_weights(self):
-        """On JAX, a loop that raises gives back the arrays it detached from
-        the variables, after writing back the steps it completed (see
-        `keras_internals.JaxLoopState`, whose state never lets a donating
-        step delete an array that another variable holds)."""
+        """On JAX, a loop that raises gives back the arrays it detached from the
+        variables, with the steps it completed (`keras_internals.JaxLoopState`)."""
         if keras.config.backend() != "jax":
             return contextlib.nullcontext()
         return keras_internals.keeping_jax_arrays(self)
@@ -499,10 +425,8 @@ def _features(batch):
 
 def _with_checked_features(batch, check):
     """`batch` with its model inputs replaced by `check(inputs)` (a dict by
-    name) and every list in its targets and sample weights a tuple: Keras'
-    TensorFlow trainer reads a `PyDataset` or generator through `tf.data`,
-    which refuses Python lists, while JAX and torch take them; a tuple
-    reads as the list did on all three."""
+    name) and every list in its targets and sample weights a tuple, which
+    Keras' TensorFlow trainer (through `tf.data`) requires."""
     if isinstance(batch, tuple):
         return (check(batch[0]),) + tuple(_lists_as_tuples(part) for part in batch[1:])
     return check(batch)
@@ -518,11 +442,9 @@ def _lists_as_tuples(value):
 
 def _checked_dataset(dataset, contract):
     """`dataset` whose elements' model inputs are checked in the pipeline:
-    names, dtypes and shapes once, on its element spec; the length and the
-    values on every element, by assertions made from the rules
-    `InputContract.check` applies (`keras_attn.models.input_rules`),
-    computed with TensorFlow ops, since the values exist only inside the
-    pipeline. An assertion's message is the one `check` raises."""
+    names, dtypes and shapes once on its element spec, lengths and values on
+    every element by TensorFlow assertions built from
+    `keras_attn.models.input_rules`, with `InputContract.check`'s messages."""
     import tensorflow as tf
 
     from keras_attn.models.input_rules import TENSORFLOW_OPS
@@ -599,17 +521,9 @@ class _CheckedPyDataset(keras.utils.PyDataset):
 
 def _positional_inputs(args, kwargs, contract):
     """`(args, kwargs)` of a functional model's constructor with a dict of
-    inputs replaced by the list in the contract's positional order.
-
-    Keras orders a dict of inputs by sorted name, so `model.inputs` would be
-    `[segment_ids, token_ids]`, and `keras.Model(model.inputs, outputs)`, the
-    everyday bert4keras wrapper, would read bert4keras's `[token_ids,
-    segment_ids]` backwards. Built over a list in the order of
-    `InputContract.positional_names`, `model.inputs` (and `model.input`) is
-    that order, and calls by name still work: Keras maps a dict onto a list
-    of inputs by their names. Models saved with a dict of inputs load the
-    same way.
-    """
+    inputs replaced by the list in `InputContract.positional_names` order, so
+    `model.inputs` reads in bert4keras's order (Keras would sort a dict by
+    name); calls by name still work."""
     inputs = kwargs["inputs"] if "inputs" in kwargs else (args[0] if args else None)
     if not isinstance(inputs, dict):
         return args, kwargs

@@ -14,24 +14,20 @@ from keras_attn.samplers.sampler import check_number
 class BeamSearch:
     """Beam search with `num_beams` beams per prompt and a length penalty.
 
-    Not a `Sampler`: beam search keeps several sequences per prompt and
-    reorders them (and their caches) every step; it runs its own decoding
-    loop, `run_loop` (see `keras_attn.generation.Generator.beam_search` for
-    the exact algorithm). Passed as `generate(..., sampler=BeamSearch(...))`,
-    it returns the best sequence of each prompt.
+    Not a `Sampler`: it keeps and reorders several sequences (and caches)
+    per prompt in its own loop, `run_loop`; the algorithm is described in
+    docs/generation.md. Passed as `generate(..., sampler=BeamSearch(...))`,
+    it returns each prompt's best sequence.
 
     Args:
         num_beams: an integer >= 1; `num_beams=1` is greedy decoding.
-        length_penalty: a finite number; the beams are ranked by
-            `score / length ** length_penalty` (0: by the summed
-            log-probability; > 0 favours longer sequences). transformers'
+        length_penalty: a finite number; beams are ranked by `score / length
+            ** length_penalty` (0: by summed log-probability). transformers'
             default is 1.0.
-        early_stopping: when a prompt's search ends, as transformers'
-            `generate(early_stopping=...)`: False (the default, as
-            transformers'), True or `"never"`, each giving transformers'
-            tokens; or `"all_finished"`, this library's earlier search,
-            where finished beams stay among the beams until all have
-            finished (see `Generator.beam_search` and docs/generation.md).
+        early_stopping: False (the default), True or `"never"`, giving
+            transformers' tokens for its `generate(early_stopping=...)`; or
+            `"all_finished"`, where finished beams stay among the beams until
+            all have finished.
 
     Example:
 
@@ -73,14 +69,8 @@ class BeamSearch:
         return self._run_with_finished_hypotheses(step, tokens, lengths, cache, settings)
 
     def _run_with_finished_hypotheses(self, step, tokens, lengths, cache, settings):
-        """transformers' beam search (`GenerationMixin._beam_search`): each
-        step the `2 * num_beams` best continuations of the live beams are
-        taken; those of the first `num_beams` that end (the end token, or
-        the last allowed token) join the row's `num_beams` finished
-        hypotheses, ranked by `score / length ** length_penalty`, and the
-        best `num_beams` that do not end stay live. `early_stopping`
-        decides when a row stops taking hypotheses (see
-        `Generator.beam_search`)."""
+        """transformers' beam search (`GenerationMixin._beam_search`) with its
+        `early_stopping` modes (docs/generation.md)."""
         num_beams, penalty = self.num_beams, self.length_penalty
         batch = tokens.shape[0]
         rows = batch * num_beams
@@ -224,23 +214,11 @@ class BeamSearch:
         return finished_tokens, finished_scores, finished_lengths
 
     def _run_beams_to_the_end(self, step, tokens, lengths, cache, settings):
-        """Beam search over every prompt at once: the batch is flattened to
-        `batch * num_beams` rows (row `b * num_beams + k` is beam `k` of
-        prompt `b`), the prompts' cache copied to their beams, and each step
-        reorders the rows and their caches (`cache.select_rows`).
-
-        Args:
-            step: as for `Sampler.run_loop`, with a `select_rows(rows)`
-                method giving the step of those rows (a condition per row).
-            tokens, lengths, cache, settings: as for `Sampler.run_loop`, one
-                row per prompt.
-            seed: unused (beam search draws nothing).
-
-        Returns:
-            `(tokens, scores, beam_lengths)`: int32 `(batch * num_beams,
-            total)`, the summed float32 log-probabilities `(batch,
-            num_beams)` and the generated lengths `(batch, num_beams)`.
-        """
+        """The `"all_finished"` search over every prompt at once, on `batch *
+        num_beams` rows (row `b * num_beams + k` is beam `k` of prompt `b`),
+        reordering rows and caches each step (`cache.select_rows`). Arguments as
+        `Sampler.run_loop`'s (`step` with `select_rows`; `seed` unused); returns
+        `(tokens, scores, beam_lengths)` as `run_loop`."""
         num_beams, pad = self.num_beams, settings.pad_token_id
         batch = tokens.shape[0]
         rows = batch * num_beams

@@ -30,24 +30,16 @@ class DecodingSettings(NamedTuple):
 
 
 def run_steps(body, lengths, limits, state, done_check="each"):
-    """Runs `body(index, tokens, cache, done, ...)` from the last token of
-    the shortest prompt until every row is done or full; returns the final
-    state without the index. `state` starts with `(tokens, cache, done)`.
+    """Runs `body(index, tokens, cache, done, ...)` from the last token of the
+    shortest prompt until every row is done or full; returns the final state
+    without the index. `state` starts with `(tokens, cache, done)`.
 
-    On torch each step is a call from Python (a compiled graph, or one
-    CUDA graph): the number of steps is read once, and `done_check` says
-    when `done` is read back from the device, which makes the host wait
-    for the step that computed it:
-    - `"each"`: before each step, the done of the step before;
-    - `"late"`: the done of the step before that one, so that the host
-      queues a step while the previous one runs. The loop may then run one
-      step after every row is done: for callers whose steps change nothing
-      then (the samplers write the pad id over the pad id);
-    - None: never, for callers where no row is done before the last step
-      (the samplers without an end token).
-
-    On JAX and TensorFlow the loop is the backend's `while_loop`, its
-    condition (every row done) inside the compiled program."""
+    On JAX and TensorFlow this is the backend's `while_loop`. On torch it is
+    a Python loop, and `done_check` says when `done` is read back: `"each"`
+    before each step; `"late"` one step later, so the host queues a step
+    while the previous runs (the loop may run one step past the end, for
+    callers whose steps then change nothing); None never (no row ends
+    early)."""
     if done_check not in ("each", "late", None):
         raise ValueError(f'`done_check` must be "each", "late" or None; received {done_check!r}.')
     index = ops.min(lengths) - 1
@@ -104,9 +96,8 @@ def forced_tokens(tokens, following, lengths, settings):
 
 def write_column(tokens, following, chosen):
     """`tokens` `(rows, total)` with column `following` (an int32 scalar
-    tensor) set to `chosen` `(rows,)`, as every decoding loop writes its
-    tokens: a select, which torch's compiler traces (`ops.slice_update` at
-    a tensor position does not)."""
+    tensor) set to `chosen` `(rows,)`, by a select that torch's compiler
+    traces."""
     column = ops.equal(ops.arange(tokens.shape[1], dtype="int32"), following)
     return ops.where(column[None, :], chosen[:, None], tokens)
 

@@ -14,45 +14,30 @@ from keras_attn.samplers.stateless_random import gumbel_noise
 class Sampler:
     """Picks the next token of each row from its logits.
 
-    `sampler(logits, seed)` casts `logits` (any float dtype, shape
-    `(batch, vocab)`) to float32, divides by `temperature`, lets
-    `filter_logits` set every token the sampler excludes to `-inf`, and
-    returns int32 ids of shape `(batch,)`, each row on its own.
-
-    Guarantees, for every subclass, on every backend, eagerly and inside
-    `jax.jit` / `tf.function(jit_compile=True)`:
-
-    - a token whose logit is `-inf` (the decoding loop forbids tokens that
-      way) is never returned while its row has a finite logit; a row with no
-      finite logit returns id 0;
-    - the result is a pure function of `logits` and `seed`: the same seed
-      gives the same ids, and the same ids on TensorFlow, JAX and torch.
+    `sampler(logits, seed)` casts `logits` `(batch, vocab)` to float32,
+    divides by `temperature`, lets `filter_logits` set every excluded token to
+    `-inf`, and returns int32 ids `(batch,)`. On every backend, eager or
+    compiled: a `-inf` token is never returned while its row has a finite
+    logit (a row with none returns id 0), and the result is a pure function of
+    `logits` and `seed`, the same on TensorFlow, JAX and torch.
 
     Random samplers (`needs_seed = True`) draw by the Gumbel-max trick,
-    `argmax(logits + g)` with independent standard Gumbel noise `g`, which
-    picks token `i` with probability `softmax(logits)_i`. The noise is
-    bounded (uniforms have 23 bits), so a token whose logit is more than
-    about 19.4 below its row's maximum (relative probability below 4e-9) is
-    never drawn. Ties between equal scores go to the lowest id.
-
-    Subclasses override `filter_logits` (and `get_config` for their
-    arguments); `needs_seed = False` makes a deterministic sampler that
-    returns the argmax of the filtered logits.
-
-    A sampler also owns the decoding loop (`run_loop`), as keras-hub's
-    samplers do: the generator hands it a step function and the prompts, and
-    the sampler decides what each step keeps. `BeamSearch` runs its own.
+    `argmax(logits + g)` with standard Gumbel noise `g`, which picks token `i`
+    with probability `softmax(logits)_i`; the noise is bounded (23-bit
+    uniforms), so a token more than about 19.4 below its row's maximum is
+    never drawn. Ties go to the lowest id. Subclasses override
+    `filter_logits` (and `get_config`); `needs_seed = False` returns the
+    argmax of the filtered logits. A sampler owns the decoding loop
+    (`run_loop`).
 
     Args:
-        temperature: the logits are divided by it before filtering and
-            sampling; a finite number > 0. Below 1 sharpens the
-            distribution, above 1 flattens it.
+        temperature: a finite number > 0 that divides the logits before
+            filtering and sampling.
 
     Call arguments:
         logits: float tensor `(batch, vocab)`.
-        seed: a stateless seed, an int32 tensor (or anything convertible to
-            one) of shape `(2,)`; change it every step. Ignored, and may be
-            None, when `needs_seed` is False.
+        seed: a stateless seed, int32 `(2,)`; change it every step. Ignored,
+            and may be None, when `needs_seed` is False.
     """
 
     needs_seed = True
@@ -120,13 +105,11 @@ class Sampler:
         return decoding_loop.run_steps(body, lengths, limits, (tokens, cache, done), done_check)[0]
 
     def next_tokens(self, logits, index, tokens, lengths, limits, seed, done, settings):
-        """One step of `run_loop` after the model: the tokens `(rows, total)`
-        with each row's token at position `index + 1` written (picked from
-        float32 `logits` `(rows, vocab)`, or forced: the prompt's, the start
-        token; the pad id once a row is done), and the rows done after it
-        (`done`, or this token finished them). A step after every row is
-        done thus writes the pad id over the pad id, which `run_loop`
-        relies on when it reads `done` a step late."""
+        """One step of `run_loop` after the model: `tokens` `(rows, total)` with
+        each row's token at `index + 1` written (picked from float32 `logits`,
+        or forced: the prompt's, the start token; the pad id once done), and the
+        rows done after it. A step after every row is done writes the pad id
+        over the pad id."""
         following = index + 1
         logits = decoding_loop.forbid_early_end(logits, following - lengths, settings)
         step_seed = seed + ops.stack([0, following])

@@ -22,6 +22,7 @@ from keras_attn.serving.block_pool import BlockPool
 from keras_attn.serving.sampling import SamplingParams
 from keras_attn.serving.sampling import choose_token
 from keras_attn.serving.streaming import TextStream
+from keras_attn.torch_runtime import compiled_step
 
 # The shared clock is rebased below this (float32 holds its integers
 # exactly, for XPOS's decay).
@@ -148,36 +149,25 @@ class Delta(collections.namedtuple("Delta", ["tokens", "text", "finish_reason"])
 
 
 class Engine:
-    """Generates for many requests at once: a request joins the running
-    batch at a step boundary and leaves it when it ends, its row and blocks
-    reused at once (continuous batching).
+    """Generates for many requests at once: a request joins the running batch
+    at a step boundary and leaves it when it ends, its row and blocks reused
+    at once (continuous batching).
 
-    Each step the engine admits waiting requests whose blocks fit, encodes
-    one chunk of at most `prefill_chunk` prompt tokens of one admitted
-    request (chunked prefill, so that long prompts do not stall the rows
-    that decode), and runs one decoding step for every row that decodes.
-    The programs have fixed shapes (`(max_batch, 1)` for decoding, `(1,
-    prefill_chunk)` for prompts), so nothing compiles per request: XLA on
-    JAX and TensorFlow, the eager step on torch.
+    Each step admits waiting requests whose blocks fit, encodes one chunk of
+    at most `prefill_chunk` tokens of one admitted prompt (chunked prefill),
+    and runs one decoding step for every decoding row. The programs have
+    fixed shapes (`(max_batch, 1)` and `(1, prefill_chunk)`), so nothing
+    compiles per request. Keys and values live in a paged cache
+    (`BlockPool`): a request's blocks are reserved for its prompt plus
+    `max_new_tokens` when admitted (one that cannot fit waits; one longer
+    than `max_length` is refused). Each row reads its own positions, so a
+    request computes what it computes alone (to float rounding).
 
-    Keys and values live in a paged cache (`BlockPool`): `num_blocks`
-    blocks of `block_size` positions per layer, a block table per request,
-    each request's blocks reserved for its prompt plus `max_new_tokens`
-    when it is admitted (a request that cannot fit waits; one longer than
-    `max_length` is refused). A step gathers each row's blocks into the
-    window of positions it attends to and writes the new keys back to its
-    blocks. Rows stand at different positions: rotations and position
-    tables read each row's own positions, while masks and relative
-    position biases read a clock shared by the rows whose differences are
-    each row's own, so a request computes what it computes alone (to float
-    rounding; greedy tokens equal `model.generate`'s in the tests).
-
-    Supported: `application="lm"` models of every variant whose positions
-    are absolute tables, rotations (RoPE, XPOS, rope scalings that do not
-    read the length) or relative biases, with grouped-query attention and
-    attention windows. Refused, naming the reason: UniLM and
-    encoder-decoder models, conditional layer norms, ReRoPE, length-reading
-    rope scalings (`dynamic`, `longrope`) and attention sink tokens.
+    Serves `application="lm"` models with absolute, rotary or relative-bias
+    positions, grouped-query attention and attention windows; refuses,
+    naming the reason, the models docs/serving.md lists (UniLM,
+    encoder-decoders, conditional layer norms, ReRoPE, `dynamic`/`longrope`
+    scaling, sink tokens).
 
     Args:
         model: a `TransformerModel` built with `application="lm"`.
@@ -668,10 +658,11 @@ def unsupported(forward):
 
 
 def compile_program(program, model):
-    """`program(pools, *arrays)` as one XLA program over the model's
-    variables on JAX (the pools donated, so that they are updated in place)
-    and TensorFlow; on torch eagerly under `torch.no_grad()`, the pools
-    written in place."""
+    """`program(pools, *arrays)` as one XLA program on JAX (pools donated) and
+    TensorFlow; on torch under `torch.no_grad()`, pools written in place,
+    compiled by `torch.compile` as the decoding step of `generate` is
+    (`CompiledStep`, `KERAS_ATTN_TORCH_COMPILE`: at once, once a shape's
+    eager steps have taken what compiling costs, or never)."""
     backend = keras.config.backend()
     if backend == "jax":
         import jax
@@ -691,6 +682,13 @@ def compile_program(program, model):
         return lambda pools, *args: compiled(pools, *[tf.convert_to_tensor(a) for a in args])
     if backend == "torch":
         import torch
+
+        mode = compiled_step.torch_compile_mode()
+        if mode != "never":
+            # No CUDA graphs: the step writes the pools, its inputs, in place.
+            program = compiled_step.CompiledStep(
+                program, mode, graphs=False, name="the serving engine's step"
+            )
 
         def run(pools, *args):
             with torch.no_grad():

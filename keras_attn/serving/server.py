@@ -125,31 +125,17 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
     """The ASGI application (starlette) of an OpenAI-compatible server over
     `engine`.
 
-    Endpoints: `POST /v1/completions` (`prompt`: a string or a list of token
-    ids), `POST /v1/chat/completions` (`messages` rendered by the chat
-    template), `GET /v1/models`, `GET /health` (200 with `engine.stats()`).
-    Both generating endpoints read `max_tokens`, `temperature`, `top_p`,
-    `top_k`, `min_p`, `repetition_penalty`, `no_repeat_ngram_size`,
-    `min_tokens`, `stop`, `seed` (see `SamplingParams`), `n` (1 only),
-    `stream`, `model` and `user`; they answer in OpenAI's shapes, or with
-    `stream: true` as server-sent events (`data: {...}` chunks, then
-    `data: [DONE]`). `max_tokens` defaults to 16 for completions and to the
-    rest of `engine.max_length` for chats. A request that ends by
-    cancellation (its client went away, or the server stopped) has
-    `finish_reason: "cancelled"`.
-
-    Bad requests get a 4xx whose JSON body (`{"error": {"message", "type",
-    "param"}}`) names the field: 400 for an unknown field, a wrong type, a
-    value `SamplingParams` refuses, `n` other than 1, a request longer than
-    `engine.max_length`, malformed JSON, a chat without a template; 404 for
-    another `model`; 413 for a body over `max_body_bytes`; 429 while
-    `max_waiting` requests wait for the engine.
-
-    A client that disconnects cancels its request (its blocks are freed at
-    the next step). The engine runs in its own thread, started with the
-    application; on shutdown, requests in flight finish, those still
-    running after `shutdown_timeout` seconds are cancelled, and the thread
-    stops.
+    Endpoints: `POST /v1/completions` (`prompt`: a string or token ids),
+    `POST /v1/chat/completions` (`messages` rendered by the chat template),
+    `GET /v1/models`, `GET /health`. The generating endpoints read
+    `SamplingParams`' fields under OpenAI's names, `n` (1 only), `stream`
+    (server-sent events), `model` and `user`; `max_tokens` defaults to 16 for
+    completions and to the rest of `engine.max_length` for chats. Bad
+    requests get a 4xx OpenAI error body naming the field (400 invalid, 404
+    another `model`, 413 a body over `max_body_bytes`, 429 while
+    `max_waiting` requests wait). A client that disconnects cancels its
+    request; at shutdown requests still running after `shutdown_timeout`
+    are cancelled. docs/serving.md has the details.
 
     Args:
         engine: a `keras_attn.serving.Engine`; with a tokenizer for text.

@@ -113,42 +113,24 @@ def load_merges(path, vocabulary):
 
 
 class BpeTokenizer(BaseTokenizer):
-    """GPT-2's byte-level BPE tokenizer (Radford et al., 2019): text is cut
-    into words by GPT-2's pattern, each word's UTF-8 bytes are written as
-    printable characters (a space is `Ġ`) and merged by the BPE merges.
-    Tokenization is the `tokenizers` package's, so ids and offsets equal
-    `transformers.GPT2TokenizerFast`'s (the same files, `add_prefix_space`
-    alike).
+    """GPT-2's byte-level BPE tokenizer (Radford et al., 2019): words cut by
+    GPT-2's pattern, their UTF-8 bytes written as printable characters (a
+    space is `Ġ`) and merged by the BPE merges, by the `tokenizers` package,
+    so ids and offsets equal `transformers.GPT2TokenizerFast`'s.
 
-    Every text is representable: there is no unknown token, and
-    `decode(encode(text)[0], skip_special_tokens=False) == text` for any str
-    (with `add_prefix_space=False`). Only the end token
-    `<|endoftext|>` is special (in a `tokenizer.json`, also any added token
-    marked special); as in `GPT2TokenizerFast`, a typed `<|endoftext|>`
-    inside a text becomes that single id.
-
-    `encode(first, second=None, maxlen=None)` returns `(token_ids,
-    segment_ids)` with no special tokens added (GPT-2 has no start or
-    separator token): the ids of `first` then of `second`, segment ids 0 for
-    `first` and 1 for `second` (all 0 for one text), at most `maxlen` in
-    all. Append `end_id` yourself where a document ends.
-
-    Two ways to load, both giving the same ids for GPT-2's files:
-
-    - `BpeTokenizer(vocab_path, merges_path, add_prefix_space=False)`: a
-      `vocab.json` (token -> id, ids `0..n-1`, all 256 byte tokens present)
-      and a `merges.txt`; `<|endoftext|>` is the end token where the
-      vocabulary has it.
-    - `BpeTokenizer.from_file(path)`: a `tokenizer.json` of a byte-level BPE,
-      used as it stands (its pre-tokenizer, added tokens and post-processor's
-      offset trimming; `add_prefix_space` is the file's), or a directory
-      holding `tokenizer.json` (preferred) or `vocab.json` and `merges.txt`.
-
-    Missing, empty or malformed files raise errors that name the file (and,
-    for `merges.txt`, the line).
+    Every text is representable (no unknown token):
+    `decode(encode(text)[0], skip_special_tokens=False) == text` with
+    `add_prefix_space=False`. Only `<|endoftext|>` is special (in a
+    `tokenizer.json`, also added tokens marked special); typed inside a text
+    it becomes that single id. `encode(first, second=None, maxlen=None)` adds
+    no special tokens: the ids of `first` then `second`, segment ids 0 then
+    1, at most `maxlen` in all. `from_file` loads a `tokenizer.json` as it
+    stands, or a directory. Missing, empty or malformed files raise errors
+    naming the file (and, for `merges.txt`, the line).
 
     Args:
-        vocab_path: path to the `vocab.json`.
+        vocab_path: path to the `vocab.json` (token -> id, ids `0..n-1`, all
+            256 byte tokens present).
         merges_path: path to the `merges.txt`.
         add_prefix_space: encode a text as if it began with a space, so its
             first word gets the same ids as inside a sentence.
@@ -257,17 +239,14 @@ class BpeTokenizer(BaseTokenizer):
         return list(encoding.tokens), list(encoding.offsets)
 
     def decode(self, ids, skip_special_tokens=True):
-        """The text of `ids`: their bytes, decoded as UTF-8 (a byte sequence
-        cut inside a character, as a truncated `ids` may be, gives U+FFFD).
+        """The text of `ids`: their bytes decoded as UTF-8 (a character cut off
+        gives U+FFFD).
 
         Args:
             ids: token ids (ints, a NumPy array or a backend tensor); a
                 ValueError names one outside `[0, vocab_size)`.
-            skip_special_tokens: leave out `<|endoftext|>` and the other
-                special tokens, as every keras_attn tokenizer's `decode`
-                does by default; False writes them as text, so that
-                `decode(encode(text)[0], skip_special_tokens=False) == text`
-                also for a text that contains `<|endoftext|>`.
+            skip_special_tokens: leave out `<|endoftext|>` and the other special
+                tokens (the default); False writes them as text.
         """
         special = self.special_tokens if skip_special_tokens else set()
         data = bytearray()

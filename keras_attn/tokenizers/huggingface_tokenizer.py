@@ -90,48 +90,24 @@ def _clean_up_tokenization(text):
 
 class HuggingFaceTokenizer(BaseTokenizer):
     """The tokenizer of a Hugging Face checkpoint folder: its `tokenizer.json`
-    run by the `tokenizers` package (the engine of transformers' tokenizers,
-    so ids and decoded text equal `transformers.AutoTokenizer`'s for the same
-    folder), with the special tokens and settings of the folder's
-    `tokenizer_config.json` and `special_tokens_map.json`.
+    run by the `tokenizers` package (ids and decoded text equal
+    `transformers.AutoTokenizer`'s for the same folder), with the special
+    tokens and settings of its `tokenizer_config.json` and
+    `special_tokens_map.json`.
 
-    This is the tokenizer of LLaMA-2 and LLaMA-3, Mistral, Qwen2 and Qwen3
-    folders (byte-level BPE, or SentencePiece BPE with byte fallback written
-    as a `tokenizer.json`), and of any other model whose folder has a
-    `tokenizer.json`. A folder with LLaMA-2's SentencePiece `tokenizer.model`
-    and no `tokenizer.json` (its `tokenizer_config.json` naming
-    `LlamaTokenizer` or `LlamaTokenizerFast`) is converted as transformers 5
-    converts it: the pieces as a byte-fallback BPE, `legacy` and
-    `add_bos_token`/`add_eos_token` read from the config (transformers'
-    defaults: `legacy` false, neither token added). That conversion can
-    differ from SentencePiece itself on runs of spaces;
-    `keras_attn.SpTokenizer(path, sep_token=None)` runs SentencePiece.
-    A DeBERTa-v2/v3 folder's `spm.model` (its `tokenizer_config.json` naming
-    `DebertaV2Tokenizer` or `DebertaV2TokenizerFast`) is converted as
-    transformers 5 converts it (`sentencepiece_conversion.deberta_pipeline`:
-    a Unigram model, `[CLS] ... [SEP]` around texts, the config's
-    `do_lower_case`, `split_by_punct` and `add_prefix_space`), its special
-    tokens DebertaV2Tokenizer's defaults (`[CLS]`, `[SEP]`, `[PAD]`,
-    `[UNK]`, `[MASK]`) unless the config names others.
+    A folder with LLaMA-2's SentencePiece `tokenizer.model` and no
+    `tokenizer.json` (a `LlamaTokenizer` config) is converted as transformers
+    5 converts it (a byte-fallback BPE, the config's `legacy`,
+    `add_bos_token` and `add_eos_token`); `keras_attn.SpTokenizer` runs
+    SentencePiece itself. A DeBERTa-v2/v3 folder's `spm.model` (a
+    `DebertaV2Tokenizer` config) is converted as transformers 5 converts it
+    (`sentencepiece_conversion.deberta_pipeline`).
 
-    Special tokens: `bos_token`, `eos_token`, `pad_token` and `unk_token` are
-    read from `tokenizer_config.json` (else `special_tokens_map.json`), as a
-    string or as transformers' `{"content": ...}` object; each must be a token
-    of the tokenizer. The tokens added around a text are those of the
-    `tokenizer.json`'s post-processor (LLaMA-2's adds `<s>`, LLaMA-3's
-    `<|begin_of_text|>`, Qwen's nothing), as in transformers 5, which also
-    ignores the config's `add_bos_token`/`add_eos_token` where a
-    `tokenizer.json` is present. Added tokens typed in a text (`<|im_start|>`,
-    `</s>`) are encoded as their single id, as transformers does.
-
-    `encode(first, second=None, maxlen=None)` returns `(token_ids,
-    segment_ids)`: the ids transformers' `tokenizer(first, second)` gives and
-    their type ids; with `maxlen`, texts lose tokens from their end until the
-    ids, special tokens included, fit, as transformers' `truncation=True`
-    (longest first) cuts them. `decode(ids,
-    skip_special_tokens=True)` is transformers' `decode` (its
-    `clean_up_tokenization_spaces` setting applied as transformers applies
-    it: never to a BPE model).
+    `bos_token`, `eos_token`, `pad_token` and `unk_token` are read from
+    `tokenizer_config.json` (else `special_tokens_map.json`) and must be
+    tokens of the tokenizer. The tokens added around a text are the
+    `tokenizer.json` post-processor's, as in transformers 5; added tokens
+    typed in a text are encoded as their single id.
 
     Args:
         path: a checkpoint folder holding `tokenizer.json` (preferred),
@@ -141,12 +117,11 @@ class HuggingFaceTokenizer(BaseTokenizer):
     Raises:
         FileNotFoundError: the folder has none of the files (the message
             names the folder), or the file does not exist.
-        ValueError: a `tokenizer.json` that is empty, not JSON or not a
-            tokenizer the `tokenizers` package can load; a `tokenizer.model`
-            or `spm.model` that is unreadable, or without a LLaMA or
-            DeBERTa-v2 `tokenizer_class` in its config (a LLaMA one: not
-            BPE); or a settings file naming a special token the tokenizer
-            lacks (the message names the file, the key and the token).
+        ValueError: a `tokenizer.json` that is empty, not JSON or not
+            loadable; a `tokenizer.model` or `spm.model` that is unreadable or
+            without a LLaMA (BPE) or DeBERTa-v2 `tokenizer_class`; a settings
+            file naming a special token the tokenizer lacks (the message names
+            the file, the key and the token).
         ImportError: reading a `tokenizer.model` or `spm.model` needs
             `protobuf`.
 

@@ -16,42 +16,23 @@ class SpTokenizer(BaseTokenizer):
     https://arxiv.org/abs/1808.06226) with the `Tokenizer` interface.
 
     Special tokens are looked up by name: `[CLS]`/`[SEP]`/`[MASK]` where the
-    model defines them (ALBERT-style), else the model's `<s>`/`</s>`/`<mask>`.
-    Pass `cls_token=None` (or `sep_token=None`, `mask_token=None`; `""`
-    too) to encode without one; bert4keras's `token_start=None` and
-    `token_end=None` mean the same. Note that
-    SentencePiece matches user-defined symbols inside text, so a model that
-    defines `[MASK]` as a symbol turns a typed `[MASK]` into the mask id.
-
-    Two hooks, bert4keras's `SpTokenizer(pre_tokenize=, token_translate=)`
-    (used by its CPM-LM example):
-
-    - `pre_tokenize(text)` returns a list of words; SentencePiece encodes
-      `" ".join(words)` instead of `text` (a Chinese word segmenter, or a
-      rewrite of characters the model has no piece for: CPM turns `"\n"`
-      into `"\u2583"`). `tokenize` and `encode` use it; `rematch` raises
-      (the tokens come from the rewritten text, not from `text`), and
-      `decode` returns the rewritten text.
-    - `token_translate` maps tokens SentencePiece produces to other pieces
-      of the model, after SentencePiece and before ids: `{"\u2583": "<cls>"}`
-      encodes every `"\u2583"` piece as the id of `<cls>`. `decode` maps
-      the other way first, so the translated tokens come back as the
-      pieces they replaced, also where the target is a special token
-      (specials are otherwise left out). The targets must be pieces of
-      the model and distinct; the sources need not be pieces (SentencePiece
-      yields a character it has no piece for as its own unknown piece).
+    model defines them, else `<s>`/`</s>`/`<mask>`. SentencePiece matches
+    user-defined symbols inside text, so a typed `[MASK]` may become the mask
+    id. bert4keras's two hooks: `pre_tokenize(text)` returns a list of words,
+    and SentencePiece encodes `" ".join(words)` instead (`rematch` then
+    raises, `decode` returns the rewritten text); `token_translate` maps
+    produced tokens to other pieces of the model before ids, and `decode`
+    maps them back first (its targets must be distinct pieces of the model).
 
     Args:
         model_path: path to a SentencePiece `.model` file; a missing, empty
             or unparsable file raises an error naming it.
-        cls_token, sep_token, mask_token: the special tokens: left out,
-            the model's own (see above); a piece of the model; or None (or
-            `""`) for none.
+        cls_token, sep_token, mask_token: left out, the model's own (see
+            above); a piece of the model; or None (or `""`) for none.
         token_start, token_end: bert4keras's names of `cls_token` and
-            `sep_token`, the same values (give each role once).
-        pre_tokenize: None, or a callable from a str to a list of strs
-            (see above).
-        token_translate: None, or a dict from token to piece (see above).
+            `sep_token` (give each role once).
+        pre_tokenize: None, or a callable from a str to a list of strs.
+        token_translate: None, or a dict from token to piece.
 
     Example:
 

@@ -18,34 +18,24 @@ WHITESPACE = (
 
 class T5Tokenizer(SpTokenizer):
     """T5's tokenizer (Raffel et al., 2020): a SentencePiece model with `</s>`
-    appended to every text and `extra_ids` sentinel tokens `<extra_id_0>`,
-    `<extra_id_1>`, ... after the SentencePiece vocabulary, in reverse:
-    `<extra_id_0>` has the largest id, `vocab_size - 1`, and
-    `<extra_id_{extra_ids - 1}>` the first id after the model's pieces. Ids
-    equal `transformers.T5TokenizerFast`'s for the same model and
-    `extra_ids`. mT5 uses the same tokenizer with its own model.
+    appended to every text and `extra_ids` sentinels after the model's
+    pieces, in reverse (`<extra_id_0>` has the largest id, `vocab_size -
+    1`). Ids equal `transformers.T5TokenizerFast`'s; mT5 uses it with its own
+    model.
 
-    The sentinels and the model's `<pad>`, `</s>` and `<unk>` are recognised
-    inside text as single tokens, as `T5TokenizerFast` does: `"a<extra_id_0>b"`
-    encodes `a`, the sentinel, `b` and `</s>`, the texts on either side as
-    separate texts. An `<extra_id_N>` with `N >= extra_ids` is plain text.
-    Where SentencePiece's normaliser keeps a character that the `tokenizers`
-    package splits words on (U+0085 in T5's model), it separates words, as
-    in `T5TokenizerFast`.
-
-    `encode(first, second=None, maxlen=None)` returns `(token_ids,
-    segment_ids)`: `first </s>` (then `second </s>`), segment ids 0 for the
-    first text and its `</s>`, 1 for the second (T5 has no segment
-    embedding; `T5TokenizerFast` gives 0 throughout). With `maxlen`, the
-    texts lose tokens from their end and keep their `</s>`. `decode` leaves
-    out `<pad>`, `</s>` and `<unk>` unless `skip_special_tokens=False`, and
-    always writes the sentinels.
+    The sentinels and `<pad>`, `</s>`, `<unk>` are recognised inside text as
+    single tokens (an `<extra_id_N>` with `N >= extra_ids` is plain text).
+    `encode(first, second=None, maxlen=None)` returns `first </s>` (then
+    `second </s>`) with segment ids 0, then 1 for the second; with `maxlen`
+    the texts lose tokens from their end and keep their `</s>`. `decode`
+    leaves out `<pad>`, `</s>` and `<unk>` unless `skip_special_tokens=False`
+    and always writes the sentinels.
 
     Args:
         model_path: path to a SentencePiece model such as T5's
-            `spiece.model` (pad id 0, eos id 1 `</s>`, unk id 2); a missing,
-            empty or unparsable file, one without an eos piece or one that
-            already has a sentinel piece raises an error naming it.
+            `spiece.model`; a missing, empty or unparsable file, one without
+            an eos piece or one that already has a sentinel raises an error
+            naming it.
         extra_ids: how many sentinel tokens to add (T5 and mT5: 100).
 
     Example:
@@ -120,17 +110,14 @@ class T5Tokenizer(SpTokenizer):
         return tokens, spans
 
     def decode(self, ids, skip_special_tokens=True):
-        """The text of `ids`: SentencePiece's decoding, with the sentinels
-        written as `<extra_id_N>` where they stand, as
-        `T5TokenizerFast.decode` writes them: a space after one where the
-        next piece starts a word, none before (encoding drops it).
+        """The text of `ids` as `T5TokenizerFast.decode` writes it, sentinels as
+        `<extra_id_N>`.
 
         Args:
             ids: token ids (ints, a NumPy array or a backend tensor); a
                 ValueError names one outside `[0, vocab_size)`.
-            skip_special_tokens: leave out `<pad>`, `</s>` and `<unk>`, as
-                `SpTokenizer.decode` does; False writes them as text.
-                Sentinels are always kept.
+            skip_special_tokens: leave out `<pad>`, `</s>` and `<unk>`; False
+                writes them. Sentinels are always kept.
         """
         skipped = self.special_tokens if skip_special_tokens else set()
         text, run = "", []

@@ -31,19 +31,13 @@ def _listed(items, limit=10):
 
 
 def load_vocabulary(path):
-    """Reads a BERT `vocab.txt` (UTF-8, one token a line) into the list of
-    its tokens by id: the token on line `i + 1` has id `i`, always, as in
-    BERT, `BertTokenizerFast` and the embedding rows.
-
-    Trailing whitespace (a carriage return included) is dropped, as
-    `BertTokenizerFast` does; a leading UTF-8 byte-order mark is ignored.
-    A blank line keeps its id as the empty token `""`, which no text
-    produces. A token on several lines keeps every line's id for
-    `id_to_token`; text maps to its last line's id, as in BERT and
-    `BertTokenizerFast` (see `vocabulary_ids`). Both cases warn, naming the
-    file and the lines. Bytes that are not UTF-8 raise a ValueError naming
-    the file, the line and the byte offset.
-    """
+    """Reads a BERT `vocab.txt` (UTF-8, one token a line) into the list of its
+    tokens by id: line `i + 1` has id `i`, always. Trailing whitespace and a
+    leading byte-order mark are dropped. A blank line keeps its id as the
+    empty token `""`; a repeated token keeps every line's id for
+    `id_to_token`, and text maps to its last (`vocabulary_ids`); both warn,
+    naming the file and lines. Bytes that are not UTF-8 raise a ValueError
+    naming the file, the line and the byte offset."""
     path = check_file(path, "Vocabulary file")
     with open(path, "rb") as file:
         data = file.read()
@@ -102,22 +96,18 @@ def load_vocab(path=None, simplified=False, startswith=None, *, dict_path=None):
     """bert4keras's `load_vocab`: the vocabulary of a BERT `vocab.txt`.
 
     Args:
-        path: the `vocab.txt` (read by `load_vocabulary`, so ids are line
-            numbers); bert4keras's keyword `dict_path` is the same.
-        simplified: drop the tokens WordPiece can never produce from text,
-            by bert4keras's rule: a token of more than one character (`##`
-            included) whose characters after any `##` include a CJK
-            character or a punctuation mark (`[unused1]`, `##中`, `a.b`;
-            also `[CLS]` and the other specials, hence `startswith`).
+        path: the `vocab.txt` (read by `load_vocabulary`); bert4keras's
+            keyword `dict_path` is the same.
+        simplified: drop the tokens WordPiece can never produce from text
+            (bert4keras's rule, `_never_produced`).
         startswith: tokens to put first, in this order (e.g. `["[PAD]",
             "[UNK]", "[CLS]", "[SEP]", "[MASK]"]`), kept whatever the rule.
 
     Returns:
         With `simplified=False`, the dict token -> id. With
         `simplified=True`, `(token_dict, keep_tokens)`: the kept tokens with
-        their new ids `0..n-1`, and the original id of each, in the new
-        order, for `build_transformer_model(keep_tokens=...)`; then
-        `Tokenizer(token_dict)` encodes to the new ids.
+        new ids `0..n-1`, and each one's original id, for
+        `build_transformer_model(keep_tokens=...)`.
 
     Raises:
         ValueError: a `startswith` token the vocabulary lacks (named), or
@@ -220,29 +210,24 @@ def _configured_lowercase(directory):
 class Tokenizer(BaseTokenizer):
     """BERT WordPiece tokenizer with bert4keras's conveniences.
 
-    Normalisation, pre-tokenisation and WordPiece matching are the `tokenizers`
-    package's (the implementation behind `transformers.BertTokenizerFast`),
-    so ids equal the reference's. Special tokens are never recognised inside
-    text: a user typing `[SEP]` gets the tokens `[`, `sep`, `]`, as with
-    bert4keras, not the separator id.
-
-    The id of a token is its line number in `vocab.txt` counting from 0,
-    even past blank or repeated lines (see `load_vocabulary`), so
-    `vocab_size` is the number of lines: the number of embedding rows.
+    Normalisation, pre-tokenisation and WordPiece matching are the
+    `tokenizers` package's (behind `transformers.BertTokenizerFast`), so ids
+    equal the reference's. Special tokens are never recognised inside text
+    (`[SEP]` typed by a user is `[`, `sep`, `]`). A token's id is its line
+    number in `vocab.txt` from 0 (see `load_vocabulary`), so `vocab_size` is
+    the number of lines.
 
     Args:
         vocabulary: path to a BERT `vocab.txt` (UTF-8), or a dict token ->
-            id with the ids `0..n-1` (as `load_vocab(simplified=True)`
-            returns, bert4keras's `token_dict`).
+            id with the ids `0..n-1` (bert4keras's `token_dict`).
         do_lower_case: lowercase and strip accents, as uncased models expect.
         max_input_chars_per_word: longer words become `[UNK]`.
         vocab_path: the same as a path `vocabulary` (the earlier keyword).
         cls_token, sep_token: the tokens `encode` puts before the text and
             after each text: `"[CLS]"` and `"[SEP]"` unless given; None for
-            none (GPT2-ML's vocabulary is BERT's, its texts go without).
+            none.
         token_start, token_end: bert4keras's names of `cls_token` and
-            `sep_token`, the same values (`Tokenizer(path,
-            token_start=None, token_end=None)`; give each role once).
+            `sep_token` (give each role once).
 
     Example:
 
@@ -308,23 +293,16 @@ class Tokenizer(BaseTokenizer):
 
     @classmethod
     def from_file(cls, path, do_lower_case=None):
-        """A `Tokenizer` from a BERT checkpoint's tokenizer files.
-
-        `path` is a `vocab.txt`, a WordPiece `tokenizer.json` (as the
-        `tokenizers` package and `transformers`' fast tokenizers save it),
-        or a directory holding either (its `vocab.txt` when it has both).
-
-        Lowercasing: `do_lower_case` when given (for a `vocab.txt`); else a
-        `tokenizer.json`'s `BertNormalizer` settings, which are used as they
-        are (so ids equal `transformers`' fast tokenizer of that file); else
-        the `do_lower_case` of the `tokenizer_config.json` beside the
-        `vocab.txt`, True when there is none.
+        """A `Tokenizer` from a `vocab.txt`, a WordPiece `tokenizer.json`, or a
+        directory holding either (its `vocab.txt` when both). Lowercasing:
+        `do_lower_case` when given; else a `tokenizer.json`'s `BertNormalizer`
+        settings; else the `do_lower_case` of the `tokenizer_config.json` beside
+        the `vocab.txt`, True when there is none.
 
         Raises:
             FileNotFoundError: `path` does not exist, or the directory holds
                 neither file.
-            ValueError: a `tokenizer.json` that is not BERT's WordPiece
-                (another model, normalizer or pre-tokenizer), or lacks
+            ValueError: a `tokenizer.json` that is not BERT's WordPiece, or lacks
                 `[UNK]`, `[CLS]` or `[SEP]` (the message names the file).
         """
         path = tokenizer_file(path, [

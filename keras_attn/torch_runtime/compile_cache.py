@@ -38,55 +38,33 @@ class CompileCache(NamedTuple):
 
 
 def default_folder():
-    """keras_attn's folder for torch's compile caches:
-    `keras_attn/torch_compile` under `$XDG_CACHE_HOME`, or under
-    `~/.cache` where that is unset (the XDG base-directory convention; a
-    folder that, unlike torch's own default under the system's temporary
-    folder, outlives a reboot)."""
+    """keras_attn's folder for torch's compile caches: `keras_attn/torch_compile`
+    under `$XDG_CACHE_HOME`, or under `~/.cache` where that is unset."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "keras_attn", "torch_compile")
 
 
 def ensure():
-    """Points torch's persistent compile caches at one folder before
-    keras_attn compiles anything with `torch.compile` (called where it
-    does: `CompiledStep`, `CompiledBlocks`), and says where they are.
-
-    torch keeps, on disk, inductor's compiled graphs (its FX graph cache)
-    and AOTAutograd's traced graphs (its autograd cache), both keyed by
-    the graph, the torch version and the device; a later process that
-    compiles the same step or block reads them back instead of compiling.
-    What torch does not keep is dynamo's trace of the Python code, which
-    every process redoes. Both caches are on by default in torch 2.13;
-    only their folder, torch's default a per-user folder under the
-    system's temporary folder, is keras_attn's choice.
+    """Points torch's persistent compile caches (inductor's FX graph cache,
+    AOTAutograd's cache) at one folder before keras_attn compiles anything
+    (`CompiledStep`, `CompiledBlocks`), so that a later process reuses them,
+    and says where they are.
 
     `KERAS_ATTN_TORCH_COMPILE_CACHE` (`settings.current().compile_cache`):
-    - on (the default): the user's `TORCHINDUCTOR_CACHE_DIR` where it is
-      set; else `default_folder()`, set as `TORCHINDUCTOR_CACHE_DIR` for
-      this process (and the processes it starts: inductor's compile
-      workers read it there). torch itself sets the variable to its
-      default folder when dynamo is imported (as Keras' torch backend
-      does); that value is not counted as the user's. A process keeps the
-      first folder a call set;
-    - a folder (absolute, or starting with `~`): that folder, as above,
-      unless the user's `TORCHINDUCTOR_CACHE_DIR` is set, which wins;
-    - off: nothing is set; torch's settings stand.
-    A folder that cannot be made (a read-only home, say) is logged as a
-    warning and torch's settings stand.
-    Either way keras_attn does not turn torch's caches on or off:
-    `TORCHINDUCTOR_FX_GRAPH_CACHE=0`, `TORCHINDUCTOR_AUTOGRAD_CACHE=0` or
-    the same settings in `torch._inductor.config` and
-    `torch._functorch.config` keep a cache off, as the returned
-    `CompileCache` shows.
+    on (the default), the user's `TORCHINDUCTOR_CACHE_DIR` where set (torch's
+    own default does not count), else `default_folder()`, set as
+    `TORCHINDUCTOR_CACHE_DIR` for this process and its children; a folder
+    (absolute, or starting with `~`), that folder unless the user's
+    `TORCHINDUCTOR_CACHE_DIR` is set; off, nothing is set. A process keeps
+    the first folder set; a folder that cannot be made is a logged warning.
+    keras_attn never turns torch's caches on or off.
 
     Returns:
         A `CompileCache`.
 
     Raises:
-        ValueError: `KERAS_ATTN_TORCH_COMPILE_CACHE`, or another switch
-            (`settings.current` reads them all), holds a value it does not
-            take (a relative path, say); the message names it.
+        ValueError: `KERAS_ATTN_TORCH_COMPILE_CACHE`, or another switch,
+            holds a value it does not take (a relative path, say).
 
     Example:
 

@@ -23,46 +23,26 @@ _SOURCES = itertools.count()
 
 
 class CompiledBlocks:
-    """The nodes of each Transformer block of a `TransformerModel`'s graph,
-    run as one `torch.compile`d function per block structure: BERT-base's 12
-    blocks trace and compile once, not 12 times, and compiling does not grow
-    with depth (regional compilation).
+    """The nodes of each Transformer block of a `TransformerModel`'s graph, run
+    as one `torch.compile`d function per block structure (regional
+    compilation): BERT-base's 12 blocks compile once, and compiling does not
+    grow with depth.
 
-    Compiling a whole pass makes one graph of every layer; inductor's time
-    grows faster than the graph (minutes for BERT-base's full pass; see
-    docs/speed.md). Here the template's blocks
-    (`keras_attn.Transformer.blocks`) mark out regions of the graph: a
-    region holds the nodes of one block (its layers, and the `keras.ops`
-    nodes only it consumes, such as the all-true query mask). Each region
-    becomes a program: its steps, with every tensor addressed by its place
-    in the region (the region's inputs first, then each step's outputs).
-    Blocks with the same program (same layer classes, same wiring, same
-    constant arguments) share one compiled function, whose code is the
-    program written out (`_source`): dynamo checks its guards at every
-    call, and they read the block's layers and inputs, not the wiring. The
-    layers are the function's arguments, so dynamo guards on their types
-    and configuration, not on which block they are, and their weights are
-    graph inputs.
-
-    Inside a region each layer runs by its `call`, its Keras masks filled
-    in and set on its outputs as `keras_attn.torch_runtime.direct_call.call_directly`
-    does eagerly; the nodes outside the blocks (embeddings, heads, the
-    attention-mask layer) run as `DirectGraph` runs them. A block runs
-    eagerly instead where a layer's `__call__` would do more than `call`: a
-    mixed dtype policy (it casts), rematerialisation, an activity
-    regularizer or torch hooks; also with quantized layers (Keras' int8
-    `Dense` calls a custom autograd function, which breaks dynamo's graph).
-    These are said once, by a warning naming the layer. So does a block
-    under an open autocast scope or a distribution, or given a floating
-    input of another dtype than it computes in. Outputs, masks and
-    gradients are those of the eager pass (to float rounding: inductor
-    fuses and reorders float operations). Weights are read at each call;
-    a layer's configuration changed after compiling (LoRA enabled, say)
-    fails dynamo's guards and compiles again.
-
-    `TransformerModel` uses it on torch under `compile(jit_compile=True)`,
-    unless `KERAS_ATTN_COMPILE_BLOCKS=0` in the environment (`settings`),
-    which gives Keras' own `torch.compile` of the whole step back.
+    The template's blocks (`keras_attn.Transformer.blocks`) mark out regions
+    of the graph: a block's layers and the `keras.ops` nodes only it
+    consumes. Blocks with the same program (layer classes, wiring, constant
+    arguments) share one compiled function whose code is the program written
+    out (`_source`); the layers are its arguments and their weights graph
+    inputs. Inside a region each layer runs by its `call`, with Keras masks as
+    `direct_call.call_directly` handles them; the rest of the graph runs as
+    `DirectGraph` runs it. A block runs eagerly, with one warning naming the
+    layer, where a layer's `__call__` would do more than `call` (mixed
+    policy, rematerialisation, activity regularizer, torch hooks) or is
+    quantized, under an autocast scope or a distribution, or given a floating
+    input of another dtype. Outputs, masks and gradients are the eager
+    pass's, to float rounding; a configuration changed after compiling (LoRA)
+    compiles again. Used under `compile(jit_compile=True)` unless
+    `KERAS_ATTN_COMPILE_BLOCKS=0` (see docs/torch.md).
 
     Args:
         model: a `keras_attn.TransformerModel`.
@@ -305,20 +285,13 @@ def _spec(structure, place):
 
 
 def _source(region):
-    """`(body, constants)`: the Python source of the body of a function
-    `(operations, inputs, training, constants)` that runs `region`'s
-    program on its `inputs` and returns its outputs, then their Keras masks
-    (None where none); what `_compiled_program` compiles.
-
-    The program is written out as code: which value goes to which argument,
-    the constant arguments, each layer's `direct_call.layer_parameters` and
-    whether it takes `training`. Dynamo guards what a function reads from
-    its arguments and globals, at every call, but not its code: passed as
-    arguments, the program and the parameters were some 500 of a BERT
-    block's 1,250 guard entries. Constants other than None, `bool`, `int`,
-    finite `float` and `str` are read from `constants` (and guarded).
-    Blocks with the same source and constants share one compiled
-    function."""
+    """`(body, constants)`: the source of a function `(operations, inputs,
+    training, constants)` that runs `region`'s program and returns its
+    outputs, then their Keras masks; what `_compiled_program` compiles. The
+    program and layer parameters are written into the code, which dynamo
+    does not guard; constants other than None, `bool`, `int`, finite `float`
+    and `str` are read from `constants`. Blocks with the same source and
+    constants share one compiled function."""
     constants = []
 
     def literal(value):
@@ -394,11 +367,9 @@ def _with_masks(outputs):
 
 def _compiled_program(number, body):
     """`torch.compile` of the function of `body` (`_source`), named
-    `_run_block_program_<number>`, its source kept in `linecache` (under a
-    file name no other program has) for tracebacks and dynamo's messages. Each program is a code object of its
-    own: dynamo keeps compiled graphs (and counts recompiles) per code
-    object. torch's caches of what it compiles go to
-    `compile_cache.ensure()`'s folder, for later processes."""
+    `_run_block_program_<number>`, a code object of its own (dynamo counts
+    recompiles per code object), its source kept in `linecache` for
+    tracebacks; caches go to `compile_cache.ensure()`'s folder."""
     import torch
 
     name = f"_run_block_program_{number}"

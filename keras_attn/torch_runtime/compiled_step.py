@@ -14,67 +14,46 @@ from keras_attn.torch_runtime import settings
 
 
 class CompiledStep:
-    """`decoding_step` compiled by `torch.compile` (inductor), for one
-    model's generator; a drop-in for `decoding_step`.
+    """`decoding_step` compiled by `torch.compile` (inductor), for one model's
+    generator; a drop-in for `decoding_step`.
 
-    On TensorFlow and JAX the whole decoding loop is one XLA program; on
-    torch the loop stays Python and its step, the model's whole forward pass
-    for one token (every block, the cache writes, the head) and, for a
-    sampler's loop, the choice of the token (`Sampler.next_tokens`, passed
-    as `pick`), is one compiled graph: no Python or Keras dispatch per op,
-    fused elementwise work.
-    Shapes are static (`dynamic=False`): a cache has a fixed capacity and
-    prompts are padded to buckets, so the step compiles once per shape
-    (batch or beams, cache capacity, buffer length) and never per step (the
-    step index and positions are tensors; nothing reads them as Python
-    numbers).
+    The step (the model's forward pass for one token, the cache writes, the
+    head and, for a sampler, its `next_tokens` as `pick`) is one graph with
+    static shapes, compiled once per shape (batch or beams, cache capacity,
+    buffer length), never per step. Each `CompiledStep` compiles its own
+    code object, so models do not share dynamo's recompile limit. When a
+    shape compiles is `mode` (`torch_compile_mode`). On a GPU a compiled
+    shape is replayed as a CUDA graph from its second step in each
+    `generate` call (`step_graph.StepGraph`). Caches go to
+    `compile_cache.ensure`'s folder. If compiling fails, the reason is logged
+    once and the step runs eagerly from then on (the same numbers). See
+    docs/generation.md and docs/torch.md."""
 
-    Each `CompiledStep` compiles its own copy of the function (a code object
-    of its own): dynamo keeps compiled graphs, and counts recompilations
-    against its limit (`torch._dynamo.config.recompile_limit`), per code
-    object, so models in one process do not use up each other's graphs.
-
-    When a shape compiles is `mode` (`torch_compile_mode`): `"always"` at
-    its first step (`KERAS_ATTN_TORCH_COMPILE=1`), `"auto"` (the default)
-    once its eager steps have taken `COMPILE_AFTER_EAGER_SECONDS`, what
-    compiling a shape costs, in all, so short generations and small models,
-    where compiling cannot pay back, run eagerly throughout; the switch is
-    announced (docs/generation.md has when compiling pays back).
-
-    On a GPU, a compiled shape runs as a CUDA graph from its second step
-    in each `generate` call on (`step_graph.StepGraph`;
-    `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` turns it off): one graph launch a
-    step instead of some 330 kernel launches and dynamo's guards.
-
-    torch keeps what it compiles in a folder of its caches
-    (`compile_cache.ensure`), so a later process reuses it.
-
-    If compiling fails (no C++ compiler for inductor's CPU kernels, an
-    unsupported device), the step logs the reason once and runs eagerly from
-    then on: the same numbers, only slower. `KERAS_ATTN_TORCH_COMPILE=0` in
-    the environment turns compilation off (eager steps, no warning).
-    """
-
-    def __init__(self, step, mode="always"):
+    def __init__(self, step, mode="always", graphs=True, name="the decoding step"):
         import torch
 
         self.step = step
+        code = getattr(step, "__func__", step)
         function = types.FunctionType(
-            step.__code__.replace(), step.__globals__, step.__name__, step.__defaults__,
+            code.__code__.replace(), code.__globals__, code.__name__, code.__defaults__,
+            code.__closure__,
         )
+        if hasattr(step, "__self__"):  # a bound method: its copy bound alike
+            function = types.MethodType(function, step.__self__)
         compile_cache.ensure()
         self.compiled = torch.compile(function, dynamic=False)
         self.failure = None
         self.mode = mode
+        self.name = name
         # Per shape: the seconds its eager steps took so far, and the shapes
         # compiled (`mode="auto"`).
         self.eager_seconds = {}
         self.compiled_shapes = set()
         # On a GPU, per shape in this `generate` call: its `StepGraph`, or
         # None after its first, ungraphed step; and why graphs are off for
-        # this model, if a capture failed.
+        # this model (`graphs=False`: a step writing its inputs in place).
         self.graphs = {}
-        self.no_graphs = None
+        self.no_graphs = None if graphs else "graphs=False"
 
     def new_run(self):
         """Forgets the CUDA graphs of the previous `generate` call: a graph
@@ -96,9 +75,9 @@ class CompiledStep:
                 first_line = (str(error).splitlines() or ["(no message)"])[0]
                 self.failure = f"{type(error).__name__}: {first_line}"
                 logging.getLogger("keras_attn").warning(
-                    "keras_attn: torch.compile failed for the decoding step (%s); "
-                    "decoding eagerly instead (same results, slower).",
-                    self.failure,
+                    "keras_attn: torch.compile failed for %s (%s); "
+                    "running it eagerly instead (same results, slower).",
+                    self.name, self.failure,
                 )
         if self.mode != "auto":
             return self.step(*args)
@@ -110,11 +89,9 @@ class CompiledStep:
         return outputs
 
     def _graphed(self, shape, args):
-        """The compiled step on `args`, replayed as a CUDA graph
-        (`StepGraph`) from the second step of its shape in a `generate`
-        call on: the first runs (and, once, compiles) outside any capture.
-        A step a graph cannot replay is run without one, from then on for
-        this model, with a warning."""
+        """The compiled step on `args`, replayed as a CUDA graph (`StepGraph`) from
+        the second step of its shape in a `generate` call; a step a graph cannot
+        replay runs without one from then on, with a warning."""
         if shape not in self.graphs:
             self.graphs[shape] = None
             return self.compiled(*args)
@@ -132,11 +109,9 @@ class CompiledStep:
             return self.compiled(*args)
 
     def _compiles(self, shape, on_gpu):
-        """Whether a step of `shape` (`_step_shape`) runs compiled: always
-        (`mode="always"`), or (`"auto"`) once the eager steps of its shape
-        have taken `COMPILE_AFTER_EAGER_SECONDS` in all (for a step on a GPU
-        or not), what compiling one shape costs there (see
-        `torch_compile_mode`)."""
+        """Whether a step of `shape` runs compiled: always (`"always"`), or
+        (`"auto"`) once its shape's eager steps have taken
+        `COMPILE_AFTER_EAGER_SECONDS` in all."""
         if self.mode != "auto":
             return True
         if shape in self.compiled_shapes:
@@ -146,7 +121,7 @@ class CompiledStep:
             return False
         self.compiled_shapes.add(shape)
         progress.say(
-            f"compiling the decoding step for this shape (torch.compile, "
+            f"compiling {self.name} for this shape (torch.compile, "
             f"once per shape): its eager steps have taken {spent:.1f} s, about what "
             "compiling costs; KERAS_ATTN_TORCH_COMPILE=1 compiles at once, 0 never."
         )
@@ -182,13 +157,11 @@ def _is_compile_failure(error):
 
 
 def torch_compile_mode():
-    """How torch decoding steps are compiled, from `KERAS_ATTN_TORCH_COMPILE`
-    (`settings.current().torch_compile`): `"always"` (on, `1`: each
-    shape at its first step), `"never"` (off, `0`), or, unset or `auto`,
-    `"auto"`: each shape once its eager steps have taken as long as
-    compiling it would (`COMPILE_AFTER_EAGER_SECONDS`), so that short
-    generations and small models, where compiling cannot pay back, never
-    wait for it. None off torch."""
+    """How torch decoding steps are compiled, from `KERAS_ATTN_TORCH_COMPILE`:
+    `"always"` (on: each shape at its first step), `"never"` (off), or
+    `"auto"` (unset or `auto`: each shape once its eager steps have taken
+    `COMPILE_AFTER_EAGER_SECONDS`, about what compiling costs). None off
+    torch."""
     if keras.config.backend() != "torch":
         return None
     return settings.current().torch_compile

@@ -10,10 +10,9 @@ _RECORDING = [0]
 
 @contextlib.contextmanager
 def recording():
-    """Marks the runs a graph will replay (the warm-up and the capture):
-    code with a host-side fast path that a graph cannot replay takes its
-    graph-safe path inside (`keras_attn.optimizers.AdamW`: Keras' tensor
-    update instead of the fused one, which reads the step on the host)."""
+    """Marks the runs a graph will replay (warm-up and capture), inside which
+    code with a host-side fast path takes its graph-safe path
+    (`keras_attn.optimizers.AdamW`)."""
     _RECORDING[0] += 1
     try:
         yield
@@ -28,15 +27,9 @@ def is_recording():
 
 class CapturedGraph:
     """A `torch.cuda.CUDAGraph` recorded from one run of a function and
-    replayed: the kernels that run launched, with the addresses of their
-    tensors, for the price of one launch.
-
-    Subclasses decide what to capture and which buffers a replay reads and
-    writes; these four methods are CUDA itself, and a test stands them in
-    on the CPU (tests/torch_runtime/emulated_cuda.py): the capture runs the
-    function and keeps it, a replay runs it again and copies its outputs
-    into the captured ones, as a graph writes its fixed buffers.
-    """
+    replayed. Subclasses decide what to capture and which buffers a replay
+    reads and writes; its four methods are CUDA itself, which
+    tests/torch_runtime/emulated_cuda.py stands in for on the CPU."""
 
     graph = None
 

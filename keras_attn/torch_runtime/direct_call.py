@@ -10,20 +10,13 @@ from keras_attn.concrete import torch_compiling
 
 
 def calls_directly(layer, args, kwargs):
-    """Whether `layer(*args, **kwargs)` may be computed by `call_directly`:
-    on torch, for a built layer, called with its first argument positional,
-    whose `__call__` would do nothing beyond `call` but the Keras-mask
-    bookkeeping that `call_directly` repeats.
-
-    That holds when no mixed-precision policy or autocast scope casts
-    anything, every floating tensor argument already has the layer's input
-    dtype (`__call__` would cast it), no argument is an array (it would be
-    converted) or a symbolic tensor (the call records a graph node), and
-    nothing else hooks into `__call__` (rematerialisation, an activity
-    regularizer, torch hooks, a distribution's layouts;
-    `keras_internals.needs_keras_call`). Not while `torch.compile` traces
-    (see `direct_call`).
-    """
+    """Whether `layer(*args, **kwargs)` may be computed by `call_directly`: on
+    torch, a built layer with its first argument positional, whose
+    `__call__` would do nothing beyond `call` but mask bookkeeping: no
+    casting policy or autocast scope, floating arguments already of the
+    layer's input dtype, no arrays or symbolic tensors, nothing that hooks
+    into `__call__` (`keras_internals.needs_keras_call`, a distribution's
+    layouts), and not while `torch.compile` traces."""
     if keras.config.backend() != "torch" or not layer.built or not args or torch_compiling():
         return False
     if (
@@ -72,29 +65,19 @@ def keras_call_reason(layer):
 
 def call_directly(layer, *args, **kwargs):
     """What `layer(*args, **kwargs)` returns, computed by `layer.call` (by
-    `quantized_call` for a quantized layer, `model.quantize`, as `__call__`
-    would; a plain `keras.layers.Dense` by `keras_internals.torch_dense`
-    and a plain `keras.layers.LayerNormalization` by
-    `keras_internals.torch_layer_norm`, the same torch ops); only where
-    `calls_directly` says so.
-
-    Keras masks are handled as `Layer.__call__` handles them: the Keras
-    masks of the tensor arguments fill the call's `mask` argument (one
-    tensor argument) or its `<name>_mask` arguments (several), where the
-    call takes them and none is given; a layer that `supports_masking`
-    then has the masks of `compute_mask` set on its outputs, another one
-    given a masked input warns that it drops the mask.
-    """
+    `quantized_call` when quantized; plain `Dense` and `LayerNormalization`
+    by `keras_internals.torch_dense` and `torch_layer_norm`), only where
+    `calls_directly` says so. Keras masks are filled into the call's `mask`
+    or `<name>_mask` arguments and set on the outputs as `Layer.__call__`
+    does."""
     return call_with_masks(layer, args, kwargs)
 
 
 def call_with_masks(layer, args, kwargs, parameters=None):
-    """`call_directly(layer, *args, **kwargs)`, with `parameters`, the
-    layer's `layer_parameters`, given by a caller that `torch.compile`
-    traces (`keras_attn.torch_runtime.compiled_blocks`): there a lookup in this
-    module's cache keyed by layers would make dynamo reach every layer of
-    one class by the same path, and a graph compiled for one block would
-    run with that block's layers for all."""
+    """`call_directly(layer, *args, **kwargs)` with the layer's
+    `layer_parameters` given by a caller that `torch.compile` traces
+    (`compiled_blocks`), where a cache lookup keyed by layer would bind one
+    block's layers into every block's graph."""
     kwargs, previous_mask = _with_keras_masks(layer, args, kwargs, parameters)
     if len(args) == 1 and keras_internals.plain_torch_dense(layer, args[0]):
         outputs = keras_internals.torch_dense(layer, args[0])
@@ -115,18 +98,9 @@ def call_with_masks(layer, args, kwargs, parameters=None):
 
 def direct_call(layer, *args, **kwargs):
     """`layer(*args, **kwargs)`, computed by `layer.call` where that is exact
-    (`calls_directly`: on torch, built, nothing for `__call__` to cast or
-    hook), through Keras' `__call__` otherwise.
-
-    Keras' `Layer.__call__` spends about 0.2 ms of Python per call on torch
-    (flattening arguments, dtype checks, name scopes); an eager decoding step
-    makes some 150 such calls, and BERT-base's full pass over 100, so it
-    would cost tens of milliseconds whatever the model's size. On TensorFlow
-    and JAX the passes are traced once: there `__call__` is used. While
-    `torch.compile` traces (the compiled decoding step, `jit_compile=True`),
-    a built layer without a mixed policy is traced through `call` as it
-    always was: the checks would only add guards to the graph.
-    """
+    (`calls_directly`), through Keras' `__call__` otherwise, which costs
+    Python per call on torch. While `torch.compile` traces, a built layer
+    without a mixed policy is traced through `call`."""
     if calls_directly(layer, args, kwargs):
         return call_directly(layer, *args, **kwargs)
     if torch_compiling() and layer.built:

@@ -9,23 +9,15 @@ from keras_attn.torch_runtime.compiled_blocks import CompiledBlocks
 
 
 class DirectGraph:
-    """The graph of a functional `keras.Model`, run eagerly on torch with
-    each layer computed by its own `call` wherever that is exact.
+    """The graph of a functional `keras.Model`, run eagerly on torch with each
+    layer computed by its own `call` wherever that is exact.
 
-    Keras' `Functional.call` runs every node through `Layer.__call__`, a
-    fixed cost of Python per layer on torch (argument flattening, dtype
-    checks, name scopes, mask bookkeeping) whatever the batch, which small
-    batches feel most (docs/speed.md measures it). This runs the same nodes, in the same order
-    (`keras_internals.functional_steps`), with the same arguments and the
-    same `training` value as `Functional.call`, and computes each layer by
-    `call_directly` where `calls_directly` finds that `__call__` would add
-    nothing but the Keras-mask handling, which `call_directly` repeats
-    (the masks of the arguments passed in, the outputs' masks set); other
-    nodes go through `__call__` as before. Outputs, their Keras masks,
-    dropout draws and gradients are those of `Functional.call`.
-    `TransformerModel.call` uses it on torch outside `torch.compile`,
-    unless `KERAS_ATTN_DIRECT_PASS=0` in the environment (`settings`), which
-    gives Keras' own pass back.
+    It runs the nodes of `Functional.call` in the same order
+    (`keras_internals.functional_steps`), with the same arguments and
+    `training`, computing a layer by `call_directly` where `calls_directly`
+    allows and through `__call__` otherwise. Outputs, Keras masks, dropout
+    draws and gradients are `Functional.call`'s. `TransformerModel.call` uses
+    it on torch outside `torch.compile` unless `KERAS_ATTN_DIRECT_PASS=0`.
 
     Args:
         model: a functional `keras.Model` (a `keras_attn.TransformerModel`).

@@ -21,53 +21,30 @@ SEEN_LIMIT = 64
 
 
 def on_gpu(inputs):
-    """Whether a pass's standardized `inputs` (a list of tensors, in
-    `model.inputs` order) are all on a CUDA device: a pass a graph can
-    hold. A pass with some inputs elsewhere (on the CPU) runs eagerly,
-    without refusing graphs for its model."""
+    """Whether a pass's standardized `inputs` are all on a CUDA device (a pass
+    a graph can hold); others run eagerly."""
     return bool(inputs) and all(getattr(value, "is_cuda", False) for value in inputs)
 
 
 def capturable_now():
-    """Whether the pass about to run may be replayed from a graph: only
-    with autograd off (`torch.no_grad()`, `torch.inference_mode()`, Keras'
-    `predict`). A graph's outputs carry no autograd history, so a pass
-    under autograd (a plain `model(x)` whose outputs may be
-    differentiated) runs eagerly."""
+    """Whether the pass about to run may be replayed from a graph: only with
+    autograd off (`torch.no_grad()`, `torch.inference_mode()`, `predict`),
+    as a graph's outputs carry no autograd history."""
     import torch
 
     return not torch.is_grad_enabled()
 
 
 class PassGraph(CapturedGraph):
-    """One input signature of a model's inference pass, captured as a
-    CUDA graph and replayed: a pass is one graph launch.
+    """One input signature of a model's inference pass, captured as a CUDA
+    graph (`torch.cuda.CUDAGraph`) and replayed: a pass is one graph launch.
 
-    An eager torch pass launches each kernel from Python (some 100 Keras
-    layers for BERT-base), and below a few thousand tokens the host, not
-    the GPU, sets its time. A CUDA graph (`torch.cuda.CUDAGraph`) records
-    the launches once, with the addresses of their tensors, and replays
-    them for the price of one. Addresses are what a graph holds, so:
-
-    - the inputs are copied, at construction, into buffers of the graph's
-      own (`inputs`), which the capture reads; each call copies its inputs
-      into them (nothing to copy for an input that is its buffer);
-    - the outputs, and their Keras masks (each a tensor the pass computed,
-      or an input buffer), are the graph's buffers, overwritten by the next
-      replay: a call returns copies, so an output kept across calls keeps
-      its values;
-    - the model's variables are read at the addresses they had at the
-      capture: a weight updated in place (`assign`, an optimizer step) is
-      read by the next replay, a weight replaced by another tensor is not
-      (`PassGraphs` checks for that before each replay).
-
-    Capturing runs the pass twice: once on a side stream, as CUDA requires
-    before a capture, then recorded. What is recorded is whatever `run`
-    computes (a mixed-precision policy's casts, compiled blocks' kernels).
-    Each graph keeps its own memory pool, as `torch.cuda.graph` does by
-    default: the pass's activations at this signature stay allocated while
-    the graph lives (about what one eager pass at that shape allocates at
-    its peak), which is why `PassGraphs` keeps a bounded number.
+    A graph holds addresses, so each call copies its inputs into the graph's
+    input buffers (unless they are those buffers), returns copies of the
+    output buffers and their Keras masks, and reads the variables where they
+    were at the capture (in-place updates are seen; replaced tensors are not,
+    which `PassGraphs` checks). Capturing runs `run` once on a side stream,
+    then records it; each graph keeps its own memory pool.
 
     Args:
         run: the eager pass, `run(inputs) -> outputs` (a tensor, or a list
@@ -76,9 +53,8 @@ class PassGraph(CapturedGraph):
 
     Raises:
         NotCapturable: an input or output that is not a CUDA tensor, or an
-            operation a graph cannot record (a host synchronisation, a copy
-            to the CPU); the message says which. What the warm-up run
-            raises (the eager pass's own errors) is raised as it is.
+            operation a graph cannot record (the message says which). The
+            eager pass's own errors are raised as they are.
 
     Example:
 
@@ -153,37 +129,16 @@ class PassGraph(CapturedGraph):
 class PassGraphs:
     """The captured inference passes of one model, by input signature.
 
-    `model(x)` under `torch.no_grad()` (or `torch.inference_mode()`) and
-    `predict` on a GPU go through `__call__` (`capturable_now`), which
-    returns what the eager pass `run` returns, to 1e-5:
-
-    - a signature (each input's shape, dtype and device; whether inference
-      mode and CUDA autocast are on) seen for the first time runs `run`
-      eagerly: it warms the kernels up, lets compiled blocks compile
-      outside a capture, and a shape met once (a last, partial batch of
-      `predict`) is never captured;
-    - the second call of a signature captures it (`PassGraph`) and
-      replays the graph; later calls replay it;
-    - at most `limit` signatures keep a graph (8 by default), each with
-      its own memory pool: capturing another drops the least recently
-      replayed one;
-    - before each replay the model's state is compared with the one its
-      graphs were captured from: the identity of each variable and of the
-      tensor it holds, that tensor's address and dtype, and each layer's
-      compute dtype, quantization mode, `trainable` and whether LoRA is on
-      (the number of variables changes with LoRA and `quantize`). Any
-      difference (a variable replaced, `enable_lora`, `quantize`, a new
-      dtype policy, `trainable` set) drops every graph of the model: its
-      next call runs eagerly, the one after captures again. A weight
-      changed in place (`variable.assign`, `set_weights`, an optimizer
-      step) changes nothing of that: a graph reads the weights at their
-      addresses, so the next replay computes with the new values. The
-      check costs a Python loop over the variables and layers, a small
-      part of the eager pass's per-layer Python it replaces;
-    - a pass a graph cannot replay (an output that is not a tensor, an
-      operation a graph cannot record: `NotCapturable`) makes the model
-      run eagerly from then on, with one warning on the `keras_attn`
-      logger naming the reason, which `describe` repeats.
+    `__call__` returns what the eager pass `run` returns, to 1e-5. A
+    signature (each input's shape, dtype and device; inference mode and CUDA
+    autocast) runs eagerly at its first call, is captured (`PassGraph`) at
+    its second and replayed after; at most `limit` signatures keep a graph,
+    the least recently replayed dropped first. Before each replay the model's
+    state (each variable and its tensor's identity, address and dtype; each
+    layer's compute dtype, quantization mode, `trainable`, LoRA) is compared
+    with the capture's; any difference drops every graph. A pass a graph
+    cannot replay (`NotCapturable`) makes the model run eagerly from then on,
+    with one warning on the `keras_attn` logger. See docs/torch.md.
 
     Args:
         limit: how many signatures keep a captured graph.
@@ -278,12 +233,9 @@ class PassGraphs:
 
 
 class _ModelState:
-    """What a captured pass assumed about its model (see `PassGraphs`).
-
-    Identities are compared while weak references keep track of the objects
-    they belong to: a variable or tensor that died may have left its id to
-    a new one, which must not read as unchanged. Weak, so that a model that
-    drops its weights (`quantize`) frees them."""
+    """What a captured pass assumed about its model (see `PassGraphs`), its
+    objects held by weak references so that a dead object's reused id never
+    reads as unchanged."""
 
     def __init__(self, model):
         variables = model.variables
@@ -319,8 +271,7 @@ class _ModelState:
 
 def _signature(inputs):
     """What a graph is captured for: each input's shape, dtype and device,
-    and the modes that change what the same kernels compute or may write
-    (inference mode's tensors, CUDA autocast)."""
+    inference mode and CUDA autocast."""
     import torch
 
     return (

@@ -21,17 +21,15 @@ class Entry(NamedTuple):
 
 
 class ExecutionPlan:
-    """The path `model(x)`, `predict`, `fit` and `generate` take for one
-    model on this backend and device, with the reason for each, and what
-    the model's last eager calls actually ran (torch).
+    """The path `model(x)`, `predict`, `fit` and `generate` take for one model
+    on this backend and device, with the reason for each, and what the last
+    eager calls ran (torch).
 
-    `str(plan)` is a table to print; `plan.entries` maps each of `"call"`,
-    `"predict"`, `"fit"`, `"generate"` to an `Entry`; `plan.last` maps
-    `"inference"` and `"training"` to the `runner.Path` the last such call
-    took (torch; empty before the first call or on another backend);
-    `plan.keras_layers` lists `(layer name, reason)` for the layers whose
-    `Layer.__call__` does more than their `call`, which every torch pass
-    runs through Keras.
+    `str(plan)` is a table; `plan.entries` maps `"call"`, `"predict"`,
+    `"fit"`, `"generate"` to an `Entry`; `plan.last` maps `"inference"` and
+    `"training"` to the `runner.Path` last taken (empty before a call or off
+    torch); `plan.keras_layers` lists `(layer name, reason)` for layers that
+    every torch pass runs through Keras' `__call__`.
 
     Example:
 

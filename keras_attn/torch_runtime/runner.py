@@ -32,20 +32,13 @@ PATHS = {
 class TorchRunner:
     """Runs one `TransformerModel`'s passes and training steps on torch.
 
-    `call` picks the path of each eager pass (`PATHS`): Keras' own pass for
-    a symbolic call, a Keras mask or extra arguments, or with
-    `KERAS_ATTN_DIRECT_PASS` off; otherwise `DirectGraph`, its blocks
-    compiled under `compile(jit_compile=True)` (`CompiledBlocks`), and, for
-    inference on a GPU with autograd off (`predict`, `model(x)` under
-    `torch.no_grad()`) and `KERAS_ATTN_TORCH_CUDA_GRAPHS` on, replayed as
-    one CUDA graph per input signature (`pass_graph.PassGraphs`).
-    `train_step` runs Keras' step, or on a GPU its captured CUDA graph
+    `call` picks the path of each eager pass (`PATHS`; the table is in
+    docs/torch.md): Keras' own pass, `DirectGraph`, its blocks compiled
+    (`CompiledBlocks`), or a replayed CUDA graph (`pass_graph.PassGraphs`);
+    `train_step` runs Keras' step or its captured graph
     (`train_graph.TrainGraphs`). `last` holds the path each kind of call
-    (`"inference"`, `"training"`) took last; `keras_attn.explain` reads it.
-
-    The switches are read at every call (`settings.current`), so changing
-    one between calls takes effect at the next.
-    """
+    (`"inference"`, `"training"`) took last, for `keras_attn.explain`. The
+    switches are read at every call (`settings.current`)."""
 
     def __init__(self):
         self.direct_graph = None
@@ -113,10 +106,8 @@ class TorchRunner:
 
 def compiles_blocks(model, now=None):
     """Whether `model` compiles its blocks on torch: `jit_compile=True`,
-    `KERAS_ATTN_COMPILE_BLOCKS` on, its blocks known, and not in a
-    stateless or symbolic scope (Keras' `compute_output_spec` runs the pass
-    there on placeholder tensors, and variables read from a scope's mapping
-    would make dynamo compile each block apart)."""
+    `KERAS_ATTN_COMPILE_BLOCKS` on, its blocks known, and not in a stateless
+    or symbolic scope."""
     now = now or settings.current()
     return (
         keras.config.backend() == "torch"

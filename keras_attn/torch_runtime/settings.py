@@ -1,19 +1,11 @@
 """The environment switches that choose how keras_attn runs on torch, read
-by one rule.
+and validated by one rule, all at once, at every call (see docs/torch.md,
+The switches).
 
-Every switch takes the same spellings, case-insensitively: `1`, `true`,
-`on` or `yes` turn it on; `0`, `false`, `off` or `no` turn it off; unset
-(or set to the empty string) leaves its default. A switch may take values
-of its own besides (`KERAS_ATTN_TORCH_COMPILE=auto`), or a folder
-(`KERAS_ATTN_TORCH_COMPILE_CACHE=/data/torch_compile`). Anything else is a
-ValueError naming the variable, its value and the accepted values, so that
-a typo never silently keeps the default.
-
-This module is the only reader: the runtime asks `current()` for every
-switch at once (each validated, so a typo in any of them is reported
-whichever path runs), at each model call, decoding loop or compile, so
-setting a switch between calls takes effect at the next one.
-"""
+`1`, `true`, `on`, `yes` turn a switch on; `0`, `false`, `off`, `no` off
+(any case); unset or empty keeps the default. A switch may take values of
+its own (`auto`) or a folder. Anything else is a ValueError naming the
+variable, its value and the accepted values."""
 
 import dataclasses
 import os
@@ -27,16 +19,11 @@ class Switch(NamedTuple):
     """One environment switch.
 
     Attributes:
-        default: what it reads as when unset: True, False or one of
-            `values`.
-        meaning: what turning it on does (for error messages and docs).
-        values: values it takes besides on and off (lowercase), read back
-            as themselves.
-        folder: whether any other value names a folder: an absolute path,
-            or one starting with `~`, read back with `~` expanded (a
-            relative path would mean another folder in each working
-            directory).
-    """
+        default: its value when unset: True, False or one of `values`.
+        meaning: what turning it on does (for messages and docs).
+        values: lowercase values it takes besides on and off.
+        folder: whether any other value names a folder (absolute, or
+            starting with `~`, read back expanded)."""
 
     default: object
     meaning: str
@@ -73,15 +60,14 @@ SWITCHES = {
 
 
 def read_switch(name):
-    """The value of the environment switch `name` (a key of `SWITCHES`):
-    True (on), False (off), one of the switch's own `values`, a folder path
-    for a `folder` switch, or its `default` when the variable is unset or
+    """The value of the environment switch `name` (a key of `SWITCHES`): True,
+    False, one of its `values`, a folder path, or its `default` when unset or
     empty.
 
     Raises:
         KeyError: `name` is not a switch of `SWITCHES`.
-        ValueError: the variable holds anything else; the message names it,
-            its value and the accepted values.
+        ValueError: any other value; the message names the variable, its
+            value and the accepted values.
     """
     switch = SWITCHES[name]
     value = os.environ.get(name, "")

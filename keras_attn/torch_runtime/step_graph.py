@@ -10,49 +10,21 @@ class StepGraph(CapturedGraph):
     """One shape of a compiled decoding step (`compiled_step.CompiledStep`),
     captured as a CUDA graph and replayed: a step is one graph launch.
 
-    The compiled step still launches each of its kernels from Python (some
-    330 for GPT-2 small) after dynamo has checked its guards, host time of
-    the order of the GPU's own work at small batches. A CUDA graph (`torch.cuda.CUDAGraph`) records those launches once, with
-    the addresses of their tensors, and replays them for the price of one.
+    Before each replay the step's small tensor arguments (tokens, index,
+    lengths) are copied into the graph's buffers; the cache's keys and values,
+    which the step writes in place (`key_value_cache.update_slots`), are the
+    graph's own and passed back (a cache with other tensors, as beam search
+    reorders, is copied in). Other arguments are constants of the graph (a
+    replay with another is `NotCapturable`). Outputs and new bookkeeping
+    tensors are returned as copies. The weights are read where they were at
+    the capture and dynamo's guards are not checked between replays, so a
+    graph lives for one `generate` call (`CompiledStep.new_run`).
 
-    Addresses are what a graph holds, so:
-
-    - the step's tensor arguments are copied into buffers of the graph's own
-      before each replay (the tokens, the step index, the lengths: a few
-      bytes), except the cache's keys and values, which the step writes in
-      place (`key_value_cache.update_slots`): the cache tensors passed at
-      capture are the graph's, and later steps pass them back, so they are
-      never copied. A cache with other tensors (beam search reorders the
-      rows each step) is copied into them, as the compiled step would read
-      it. The cache's small bookkeeping tensors (slot positions, validity),
-      which the step writes as new tensors, get buffers of their own too;
-    - the step's other arguments are constants of the graph (None, the
-      decoding settings' numbers, the sampler's `next_tokens`): a replay
-      with another constant is refused (`NotCapturable`);
-    - the outputs (the logits, or with a sampler's `pick` the new tokens
-      and finished rows) and the new bookkeeping tensors are the graph's
-      buffers, overwritten by the next replay: copies are returned;
-    - the model's weights are read at their addresses as they were at the
-      capture, and the guards that `torch.compile` checks on every call
-      (the model's structure, its variables) are not checked between
-      replays. So a graph lives for one `generate` call only
-      (`CompiledStep.new_run`), within which nothing changes the model:
-      a model trained, re-quantized or given adapters between two calls
-      is captured again.
-
-    Capturing runs the step twice (once on a side stream, as CUDA requires
-    before a capture, then recorded); both write the cache entries the step
-    would write, with the same values. Which cache tensors the step writes
-    in place is read off that first run: a tensor whose version moved and
-    that holds what the step returns. A step that cannot be captured (an
-    argument that is not a CUDA tensor, a cache tensor written in place but
-    not returned, an operation a graph cannot record) raises
-    `NotCapturable`, and `CompiledStep` runs the compiled step without a
-    graph from then on: the same numbers.
-
-    On by default; `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` in the environment
-    turns it off (`settings.TorchSettings.cuda_graphs`). What it saves is
-    measured in docs/speed.md.
+    Capturing runs the step on a side stream, then records it; the cache
+    tensors written in place are read off that run. A step that cannot be
+    captured raises `NotCapturable`, and `CompiledStep` runs without a graph
+    from then on (the same numbers). `KERAS_ATTN_TORCH_CUDA_GRAPHS=0` turns
+    graphs off.
 
     Args:
         function: the compiled step, `function(forward, tokens, index,
@@ -114,11 +86,8 @@ class StepGraph(CapturedGraph):
         self.cache_written, self.cache_structure = flatten(self.cache)
 
     def __call__(self, *args):
-        """The step on `args` (`(forward, tokens, index, cache, lengths,
-        condition, source, pick)` of the captured shapes and constants):
-        `(outputs, cache)`, the cache's tensors written in place the graph's,
-        the others, and the outputs (the logits, or what `pick` returns),
-        copies."""
+        """The step on `args` of the captured shapes and constants: `(outputs,
+        cache)`, the cache's in-place tensors the graph's, the rest copies."""
         leaves = flatten(args[1:])[0]
         if args[0] is not self.args[0] or [_kind(leaf) for leaf in leaves] != self.kinds:
             raise NotCapturable("the step's arguments differ from the captured ones")
@@ -142,12 +111,9 @@ CACHE = 2
 
 
 def flatten(tree):
-    """`(leaves, structure)` of a step's arguments or results (tuples,
-    named tuples, None, tensors, numbers, the sampler's method), with
-    `structure.unflatten(leaves)` the inverse. optree's (C++) rather than
-    `keras.tree`, which on torch rebuilds the structure level by level, an
-    order of magnitude slower for a many-layer cache (docs/speed.md). None
-    is a leaf, as in `keras.tree`."""
+    """`(leaves, structure)` of a step's arguments or results, with
+    `structure.unflatten(leaves)` the inverse; optree's, faster than
+    `keras.tree` on torch for a many-layer cache. None is a leaf."""
     return optree.tree_flatten(tree, none_is_leaf=True)
 
 

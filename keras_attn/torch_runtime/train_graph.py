@@ -26,44 +26,23 @@ def on_gpu(data):
 
 class TrainGraph(CapturedGraph):
     """One batch signature of Keras' torch `train_step` (forward, loss,
-    backward, `optimizer.apply`, metric updates) captured as one CUDA graph
-    and replayed: a training step is a copy of the batch and one launch.
+    backward, `optimizer.apply`, metrics) captured as one CUDA graph and
+    replayed: a training step is a copy of the batch and one launch.
 
-    A graph holds addresses, and replays kernels without their Python, so:
+    The batch's tensors are copied into the graph's buffers (its other
+    leaves are constants of the graph); the logs are returned as copies; the
+    model's, optimizer's and metrics' variables are read and written in
+    place (a step that gives a variable a new tensor is refused). Python
+    numbers the step makes into tensors become fill kernels (`StepWatch`);
+    their values are constants of the graph. Refused, with the place in the
+    step: reading a tensor on the host (`.item()`, `ops.cond`), drawing from
+    an explicit `torch.Generator` (a seeded `Dropout`), building a tensor from
+    host data, host/device copies. Unseeded dropout draws new masks at every
+    replay.
 
-    - the batch (every tensor of `(x, y, sample_weight)`) is copied into
-      buffers of the graph's own before each replay, unless the caller
-      passes those buffers themselves; the batch's other leaves (None,
-      numbers) are constants of the graph (`signature`);
-    - the logs (`compute_metrics`' tensors) are the graph's buffers: copies
-      are returned;
-    - the model's, the optimizer's and the metrics' variables are read and
-      written at their addresses: a step that gives a variable a new tensor
-      instead of writing into its own is refused. Keras' `Variable.assign`
-      writes in place (`copy_`), its torch optimizers update with
-      `torch._foreach_*_`, and `zero_grad` sets the gradients to None, so
-      that the captured backward makes them in the graph's memory;
-    - Python numbers the step turns into tensors (Keras' `ops.cast(beta_1)`,
-      the loss tracker's batch size) become fill kernels while the step is
-      watched (`StepWatch`): CUDA cannot record a copy from host memory.
-      Their values, like every Python number the step reads (the
-      optimizer's hyperparameters, dropout rates), are constants of the
-      graph; `TrainGraphs` captures again when the optimizer's change;
-    - what a graph cannot replay is refused, with the place in the step
-      that does it: reading a tensor's value on the host (`.item()`,
-      `bool(tensor)`, Keras' `ops.cond` on torch: gradient accumulation,
-      EMA overwrites, loss scaling),
-      drawing random numbers from an explicit `torch.Generator` (a seeded
-      `keras.random.SeedGenerator`, such as `Dropout(seed=...)`: it would
-      replay one mask), building a tensor from host data, copying between
-      host and device. Unseeded dropout (`keras.layers.Dropout()`, as every
-      keras_attn model uses) draws from torch's default generator, which a
-      replay advances: each replay draws new masks.
-
-    `capture_step` runs the step once for real on a side stream (the
-    warm-up CUDA asks for), watched, then records it; the warm-up's logs
-    are that step's. A step refused after its warm-up has still run once,
-    eagerly, and correctly.
+    `capture_step` runs the step once on a side stream (its logs are that
+    step's), then records it; a step refused after that has run once,
+    correctly.
 
     Args:
         data: the batch of the step to capture, `(x, y, sample_weight)`;
@@ -88,12 +67,9 @@ class TrainGraph(CapturedGraph):
         self.state = []
 
     def capture_step(self, step, model):
-        """Runs `step(data)` once (the warm-up) and records it as the graph.
-
-        Returns the warm-up's logs, the step's. Afterwards `refusal` is None
-        if the step was captured, else why not (the graph must not be
-        replayed); `state` holds the variables the step reads and writes.
-        """
+        """Runs `step(data)` once (the warm-up) and records it; returns the
+        warm-up's logs. Afterwards `refusal` is None if captured, else why not;
+        `state` holds the variables the step reads and writes."""
         self.state = step_state(model)
         optimizer = model.optimizer
         values = [id(variable.value) for variable in self.state]
@@ -145,28 +121,15 @@ class TrainGraph(CapturedGraph):
 class TrainGraphs:
     """The captured training steps of one model, by batch signature.
 
-    Called by the torch runner as Keras' `train_step` on a GPU: `step` is
-    Keras' own eager step. A signature (the batch's structure, its tensors'
-    shapes, dtypes and devices, its other leaves) runs eagerly at its first
-    step (which builds the optimizer's slots and warms the kernels), is
-    captured at its second (`TrainGraph`, whose warm-up is that step) and
-    replayed from its third. At most `limit` signatures are captured; the
-    others run eagerly.
-
-    A graph is never replayed on a changed model: before each step the
-    model's, the optimizer's and the metrics' variables (each variable, its
-    torch tensor, whether it is trainable), each layer's dtype policy, the
-    optimizer object and its Python numbers are compared with the capture's,
-    and any difference (LoRA enabled, a layer frozen, a quantized layer, a
-    recompile, a changed hyperparameter) drops every graph: the next step is
-    a first step again. Weights written in place (`set_weights`,
-    `load_weights`, a new learning rate) need no new capture: a replay
-    reads them.
-
-    A step that cannot be captured (`TrainGraph`'s reasons) runs eagerly,
-    with one warning on the `keras_attn` logger (the first refusal's
-    reason); `describe` says which path the steps took and why. Inside `torch.compile` the step is
-    Keras' own.
+    Called by the torch runner as Keras' `train_step` on a GPU (`step` is
+    Keras' own eager step). A signature (the batch's structure, shapes,
+    dtypes, devices and other leaves) runs eagerly at its first step, is
+    captured at its second (`TrainGraph`) and replayed from its third; at most
+    `limit` signatures are captured. Before each step `state_key` is compared
+    with the capture's, and any difference (LoRA, a frozen layer, a
+    recompile, a changed hyperparameter) drops every graph; weights written in
+    place need no new capture. A step that cannot be captured runs eagerly,
+    with one warning on the `keras_attn` logger; `describe` says why.
 
     Args:
         limit: how many batch signatures are captured at most.
@@ -263,16 +226,14 @@ class TrainGraphs:
 
 
 class StepWatch:
-    """A torch function mode over a training step: records what a CUDA
-    graph cannot replay (`problems`, each with the place in the step), and
-    makes the tensors the step builds from Python numbers
-    (`torch.tensor(0.9, device=...)`, a host-to-device copy CUDA cannot
-    record) with `torch.full`, a kernel that holds the number.
+    """A torch function mode over a training step: records what a CUDA graph
+    cannot replay (`problems`, each with its place in the step), and makes
+    tensors built from Python numbers with `torch.full`.
 
     Args:
         on_device: whether a tensor is on the graph's device.
-        strict: raise `NotCapturable` at the first problem (during a
-            capture, where nothing has run) instead of recording it.
+        strict: raise `NotCapturable` at the first problem instead of
+            recording it.
     """
 
     def __init__(self, on_device, strict=False):
@@ -371,11 +332,10 @@ def step_state(model):
 
 
 def state_key(model):
-    """What a captured step of `model` depends on besides the values of its
-    variables: the optimizer object and its Python numbers, the loss, the
-    layers' dtype policies, the model's torch parameters (each variable's
-    tensor, trainable or not) and the optimizer's and metrics' variables.
-    Equal keys: a graph captured under one replays under the other."""
+    """What a captured step of `model` depends on besides its variables'
+    values: the optimizer and its Python numbers, the loss, the dtype
+    policies, each variable's tensor and trainability. Equal keys: a graph
+    captured under one replays under the other."""
     optimizer = model.optimizer
     policies = tuple(
         layer.dtype_policy.name for layer in [model, *keras_internals.all_layers(model)]
@@ -477,10 +437,9 @@ _SKIPPED = (
 
 
 def _where():
-    """Where the step does what is being recorded: `file:line (function)`
-    of the innermost frame outside torch, this module and Keras' backend,
-    ops and random layers (the optimizer, layer or loss that asked), with
-    the innermost frame outside torch after "via" when they differ."""
+    """`file:line (function)` of the innermost frame outside torch, this module
+    and Keras' backend (the optimizer, layer or loss that asked), with the
+    innermost frame outside torch after "via" when they differ."""
     frame = sys._getframe(2)
     innermost = caller = None
     while frame is not None and caller is None:
