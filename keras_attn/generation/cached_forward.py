@@ -89,20 +89,21 @@ LEGACY_DECODING_ARGUMENTS = {
 }
 
 
-def check_step_hooks(template):
-    """Refuses a variant whose `embed`, `finish_blocks` or
+def check_step_hooks(plan):
+    """Refuses a plan whose `embed`, `finish_blocks` or
     `language_model_head` would not know it runs a decoding step: one that
     takes neither `cache_step=` nor `**kwargs` (an override written for the
     older `positions=`/`decoding=` arguments)."""
     for name, legacy in LEGACY_DECODING_ARGUMENTS.items():
-        parameters = inspect.signature(getattr(template, name)).parameters
+        hook = getattr(plan, name)
+        parameters = inspect.signature(hook).parameters
         if "cache_step" in parameters or any(
             p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
         ):
             continue
         older = f" (it takes `{legacy}=`, which no step gives now)" if legacy in parameters else ""
         raise TypeError(
-            f"{type(template).__name__}.{name} takes no `cache_step`{older}: a decoding "
+            f"{type(hook.__self__).__name__}.{name} takes no `cache_step`{older}: a decoding "
             f"step calls `{name}(..., cache_step=step)` with a `CacheStep` (None in the "
             "full pass), and the hook runs its layers by `call` when one is given "
             "(see `keras_attn.torch_runtime.direct_call`). Add the argument."
@@ -153,55 +154,42 @@ class CachedForward:
                 "recorded it): build it again with build_transformer_model(..., "
                 f"application={application!r}) and load its weights with load_weights."
             )
-        if template.mask_diagonal:
-            raise ValueError(
-                f"{model.name} masks each token from itself (T-TA); it predicts every "
-                "token in one pass and cannot generate left to right."
-            )
-        overridden = template.full_pass_only_overrides()
-        if overridden:
-            raise ValueError(
-                f"{type(template).__name__} overrides {', '.join(overridden)}, which only "
-                "the full pass runs: cached decoding runs the template's `embed`, its "
-                "`TransformerBlock`s and `language_model_head`, and would not compute what "
-                "the model computes. Express the change through those (`make_block`, "
-                "`make_attention`, `make_feed_forward`, `make_position_embedding`, "
-                "`make_position_bias`, `embed`, `language_model_head`), or do not generate "
-                "with this variant."
-            )
-        check_step_hooks(template)
+        plan = template.decoding_plan()
+        if plan.refusal is not None:
+            raise ValueError(f"{model.name} {plan.refusal}")
+        check_step_hooks(plan)
         self.model = model
-        self.template = template
+        self.plan = plan
         self.application = application
-        self.causal = template.causal
-        self.unilm = template.mask_mode == "unilm"
-        self.seq2seq = application == "seq2seq"
+        self.causal = plan.causal
+        self.unilm = plan.unilm
+        self.seq2seq = plan.seq2seq
         # What fills the buffer after a prompt and a finished row: the pad
         # id, or 0 for a vocabulary without one (GPT-2), whose padding the
         # prompts' lengths say.
-        pad_token_id = template.config.pad_token_id
+        pad_token_id = plan.pad_token_id
         self.pad_token_id = 0 if pad_token_id is None else pad_token_id
         # An encoder-decoder's first decoder input: the config's, else the
         # pad id (T5's).
-        start = template.config.decoder_start_token_id
+        start = plan.start_token_id
         self.start_token_id = self.pad_token_id if start is None else start
         # `conditional_layer_norm` models: every norm takes the `condition`
         # input, `(batch, width)`, fed to each step.
-        self.conditional = template.conditional_layer_norm is not None
+        self.conditional = plan.conditional
         # A decoder's pad id (T5's, its start token) is never padding.
         self.masks_pad_tokens = not (
-            template.padding_mask_input or pad_token_id is None or self.seq2seq
+            plan.padding_mask_input or pad_token_id is None or self.seq2seq
         )
-        self.blocks = template.blocks
-        self.position_bias = template.position_bias
-        position = template.embedding_layers["position"]
+        self.blocks = plan.blocks
+        self.position_bias = plan.position_bias
+        position = plan.position_table
         self.count_from_padding = getattr(position, "count_from_padding", False)
         self.max_length = getattr(position, "max_length", None)
-        self.vocab_size = template.config.vocab_size
+        self.vocab_size = plan.vocab_size
         # A rope scaling that reads the length being encoded (`dynamic`):
         # padding the prompts would change what their keys encode, so the
         # prompts are not padded to a bucket (`prompts.prompt_bucket`).
-        scaling = template.config.rope_scaling
+        scaling = plan.rope_scaling
         self.length_dependent = scaling is not None and scaling["rope_type"] in LENGTH_DEPENDENT
         # LongRoPE encodes every position anew once the length exceeds its
         # `L`: the decoding step at position `L` encodes the whole sequence
@@ -299,7 +287,7 @@ class CachedForward:
         `(batch, source_length)` (real where `padding_mask`): the template's
         encoder, run once, and each decoder block's cross-attention keys
         and values of its output."""
-        encoded, valid = self.template.encode(token_ids, padding_mask)
+        encoded, valid = self.plan.encode(token_ids, padding_mask)
         return EncodedSource(
             tuple(block.cross_attention.project_key_value(encoded) for block in self.blocks),
             valid,
@@ -406,8 +394,8 @@ class CachedForward:
         if self.position_bias is not None:
             distance_bias = self.position_bias.distance_table(capacity, length)
 
-        template = self.template
-        hidden = template.embed(token_ids, segment_ids, condition=condition, cache_step=step)
+        plan = self.plan
+        hidden = plan.embed(token_ids, segment_ids, condition=condition, cache_step=step)
         if self.seq2seq != (source is not None):
             raise ValueError(
                 f"{self.model.name}: an encoder-decoder's step needs the `source` "
@@ -438,5 +426,5 @@ class CachedForward:
         )
         if not logits:
             return None, cache
-        hidden = template.finish_blocks(hidden, condition, cache_step=step)
-        return template.language_model_head(hidden, condition, cache_step=step), cache
+        hidden = plan.finish_blocks(hidden, condition, cache_step=step)
+        return plan.language_model_head(hidden, condition, cache_step=step), cache

@@ -89,11 +89,11 @@ def _with_start_tokens(forward, sources, lengths, max_new_tokens):
     for row, length in enumerate(lengths):
         source[row, :length] = sources[row][:length]
     source_mask = np.arange(bucket)[None] < lengths[:, None]
-    template = forward.template
-    if not template.padding_mask_input and template.config.pad_token_id is not None:
+    plan = forward.plan
+    if not plan.padding_mask_input and plan.pad_token_id is not None:
         # The full pass reads every pad id of a source as padding (a source
         # of pad ids alone has no real token): so does generation.
-        source_mask &= source != template.config.pad_token_id
+        source_mask &= source != plan.pad_token_id
     source_mask = source_mask.astype("int32")
     buffer = np.full((batch, 1 + max_new_tokens), forward.pad_token_id, "int32")
     buffer[:, 0] = forward.start_token_id
@@ -396,7 +396,7 @@ def check_decoding_size(forward, batch, longest, max_new_tokens):
     )
     made_for = "" if forward.max_length is not None else (
         f" ({forward.model.name} has no position table, so no length limit of its own; "
-        f"its config gives max_position_embeddings={forward.template.config.max_position}.)"
+        f"its config gives max_position_embeddings={forward.plan.max_position}.)"
     )
     if length > MAX_POSITIONS:
         raise ValueError(

@@ -124,11 +124,19 @@ def build_transformer_model(
             Hugging Face directory, `.safetensors` or `.bin` file, or a
             `.weights.h5` saved by this library. `None` leaves the weights
             randomly initialised (unless `config` is a directory).
-        variant: the architecture, a registered name (`"bert"`, `"roberta"`,
-            `"albert"`, `"gpt2"`, `"llama"`, `"t5"`, ...; docs/builder.md's
-            Model families lists them all) or one given to
-            `keras_attn.register_variant`. `None`: the config's family decides
-            (see `select_variant`); a variant that contradicts it is an error.
+        variant: the architecture, a registered name: the BERT encoders
+            `"bert"`, `"roberta"`, `"roberta+"`, `"talking_heads"`, `"tta"`,
+            `"albert"`, `"albert_unshared"`, `"electra"`, `"nezha"`,
+            `"modernbert"`, `"deberta_v2"`; BERT with other positions
+            `"sinusoidal"`, `"roformer"`, `"roformer_v2"`, `"alibi"`,
+            `"kerple_log"`, `"kerple_power"`, `"sandwich"`, `"xpos"`; GAU
+            blocks `"gau_alpha"`; the decoders `"gpt"`, `"gpt2"`,
+            `"gpt2_ml"`, `"llama"`, `"mistral"`, `"qwen2"`, `"qwen3"`,
+            `"gemma"`, `"gemma2"`, `"gemma3"`, `"phi3"`; T5 `"t5"`,
+            `"t5.1.1"`, `"mt5.1.1"` and its encoder `"t5_encoder"`; or a name
+            given to `keras_attn.register_variant`. `None`: the config's
+            family decides (see `select_variant`); a variant that
+            contradicts it is an error.
         application: what the model outputs, one of the variant's
             `applications` (the first is the default): `"encoder"` (sequence
             output), `"mlm"`, `"lm"` or `"unilm"` (masked-LM logits under a

@@ -14,6 +14,7 @@ from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
 from keras_attn.models.input_contract import InputContract
+from keras_attn.models.decoding_plan import DecodingPlan
 from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_block import apply_norm
 from keras_attn.models.transformer_model import TransformerModel
@@ -305,6 +306,50 @@ class Transformer:
             for name in FULL_PASS_ONLY_HOOKS
             if getattr(type(self), name) is not getattr(Transformer, name)
         ]
+
+    def decoding_plan(self):
+        """What cached decoding (`generate`, `keras_attn.serving`) reads of
+        this template, a `DecodingPlan`: its blocks and hooks, mask, ids,
+        sizes and RoPE scaling, and why it cannot decode, if it cannot."""
+        config = self.config
+        refusal = None
+        overridden = self.full_pass_only_overrides()
+        if self.mask_diagonal:
+            refusal = (
+                "masks each token from itself (T-TA); it predicts every token in one "
+                "pass and cannot generate left to right."
+            )
+        elif overridden:
+            refusal = (
+                f"is a {type(self).__name__}, which overrides {', '.join(overridden)}: only "
+                "the full pass runs those; cached decoding runs the template's `embed`, its "
+                "`TransformerBlock`s and `language_model_head`, and would not compute what "
+                "the model computes. Express the change through those (`make_block`, "
+                "`make_attention`, `make_feed_forward`, `make_position_embedding`, "
+                "`make_position_bias`, `embed`, `language_model_head`), or do not generate "
+                "with this variant."
+            )
+        seq2seq = self.application == "seq2seq"
+        return DecodingPlan(
+            blocks=tuple(self.blocks),
+            embed=self.embed,
+            finish_blocks=self.finish_blocks,
+            language_model_head=self.language_model_head,
+            encode=self.encode if seq2seq else None,
+            position_bias=self.position_bias,
+            position_table=self.embedding_layers.get("position"),
+            causal=self.causal,
+            unilm=self.mask_mode == "unilm",
+            seq2seq=seq2seq,
+            conditional=self.conditional_layer_norm is not None,
+            pad_token_id=config.pad_token_id,
+            start_token_id=config.decoder_start_token_id,
+            vocab_size=config.vocab_size,
+            max_position=config.max_position,
+            padding_mask_input=self.padding_mask_input,
+            rope_scaling=config.rope_scaling,
+            refusal=refusal,
+        )
 
     def arguments(self):
         """The constructor's arguments (but `config`), as `build` was given

@@ -181,7 +181,8 @@ class Engine:
         tokenizer: optional, with `decode(ids)`: gives requests their text,
             and is needed for `stop` strings.
         end_token_ids: the end tokens of requests that give none; default
-            the tokenizer's `end_id`, else the config's `eos_token_id`.
+            the tokenizer's `end_id`, else none (`keras-attn serve` reads the
+            folder's `eos_token_id`).
         prefix_sharing: requests whose prompts start with the same full
             blocks share those blocks.
         seed: seeds the generator of requests without a seed.
@@ -203,13 +204,12 @@ class Engine:
         refusal = unsupported(forward)
         if refusal:
             raise ValueError(f"keras_attn.serving.Engine cannot serve {model.name}: {refusal}")
-        config = forward.template.config
         for name, value, low in (("max_batch", max_batch, 1), ("block_size", block_size, 1),
                                  ("prefill_chunk", prefill_chunk, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"`{name}` must be an integer >= {low}; received {value!r}.")
         if max_length is None:
-            max_length = config.max_position
+            max_length = forward.plan.max_position
             if forward.max_length is not None:
                 max_length = min(max_length, forward.max_length)
         if not isinstance(max_length, int) or max_length < 2:
@@ -234,7 +234,6 @@ class Engine:
         self.pool = BlockPool(num_blocks, block_size, prefix_sharing)
         if end_token_ids is None:
             end = getattr(tokenizer, "end_id", None) if tokenizer is not None else None
-            end = getattr(config, "eos_token_id", None) if end is None else end
             end_token_ids = () if end is None else end
         self.end_token_ids = SamplingParams(end_token_ids=end_token_ids).end_token_ids
         self._rng = np.random.default_rng(seed)
@@ -640,7 +639,7 @@ ARGUMENTS = (
 
 def unsupported(forward):
     """Why `Engine` cannot serve the model of `forward`, or None."""
-    scaling = forward.template.config.rope_scaling
+    scaling = forward.plan.rope_scaling
     if forward.application != "lm":
         return (f"it is a {forward.application!r} model; the engine serves "
                 "application='lm' models (UniLM and encoder-decoder models are not served yet).")
