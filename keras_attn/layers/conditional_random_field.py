@@ -27,48 +27,38 @@ class ConditionalRandomField(keras.layers.Layer):
 
         s(y) = sum_k E[t_k, y_k] + sum_{k>1} T[y_{k-1}, y_k]
 
-    with probability `exp(s(y)) / Z`; `log Z` comes from the forward
-    algorithm in log space.
+    with probability `exp(s(y)) / Z` (`log Z` by the forward algorithm in log
+    space). Padding (the Keras mask, or `mask`) may be anywhere: the path skips
+    it. The output is the emissions, with `large_negative(dtype)` (at most
+    -45850) at padding, so `loss`, `accuracy` and `decode` find the padding
+    (emissions all at or below -2e4) without a mask; it carries no Keras mask.
 
-    Padding (the Keras mask of the input, or `mask`) may be anywhere in a row:
-    the path skips it. The layer returns the emissions at real positions and
-    `large_negative(dtype)` (at most -45850) at padding; a position whose
-    emissions are all at or below -2e4 is padding for `loss`, `accuracy` and
-    `decode`, so they need no separate mask. The output carries no Keras mask.
-
-    `lr_multiplier` (bert4keras's): the stored variable is `T /
-    lr_multiplier`, so its gradient is `lr_multiplier` times that of `T`.
-    `transitions` is `T`; `get_weights` and checkpoints hold the variable.
+    `lr_multiplier` (bert4keras's): the variable stored (`get_weights`,
+    checkpoints) is `T / lr_multiplier`, so its gradient is `lr_multiplier`
+    times `T`'s; `transitions` is `T`.
 
     Args:
-        lr_multiplier: the learning-rate multiplier of the transitions (> 0);
-            ValueError otherwise.
+        lr_multiplier: the transitions' learning-rate multiplier (> 0).
         **kwargs: base layer arguments.
 
     Call arguments:
         inputs: emission scores, `(batch, length, num_labels)`.
         mask: optional boolean `(batch, length)`, `True` at real positions;
             defaults to the Keras mask of `inputs`.
-        decode: `True` returns the Viterbi paths (as `decode`) instead of the
-            emissions.
+        decode: return the Viterbi paths (as `decode`) instead.
 
-    For `compile`: `crf.loss` is the negative log-likelihood `log Z -
-    s(y_true)` per row, `y_true` integer labels `(batch, length)` or `(batch,
-    length, 1)`, ignored at padding; `crf.accuracy` is the fraction of real
-    positions where `argmax(E)` is the label. A label outside `[0,
+    `crf.loss` (for `compile`) is `log Z - s(y_true)` per row, `y_true` integer
+    labels `(batch, length[, 1])`, ignored at padding; `crf.accuracy` the share
+    of real positions where `argmax(E)` is the label. A label outside `[0,
     num_labels)` at a real position raises a ValueError with concrete values
-    (eager) and makes the batch's loss NaN in a traced step, with zero
-    gradient; mark positions to ignore as padding, not with -1 or -100.
+    and makes the loss NaN (zero gradient) in a traced step: mark positions to
+    ignore as padding, not -100.
 
     Example:
 
-    >>> inputs = keras.Input((None,), dtype="int32")
-    >>> x = keras.layers.Embedding(100, 16, mask_zero=True)(inputs)
-    >>> emissions = keras.layers.Dense(5)(x)
     >>> crf = keras_attn.layers.ConditionalRandomField(lr_multiplier=100)
     >>> model = keras.Model(inputs, crf(emissions))
     >>> model.compile("adam", loss=crf.loss, metrics=[crf.accuracy])
-    >>> model.fit(token_ids, labels)
     >>> paths = crf.decode(model.predict(token_ids))   # (batch, length) labels
     """
 

@@ -1,11 +1,6 @@
-"""Boolean attention masks, `True` where a query may attend to a key.
-
-Masks are rank 4, broadcastable to `(batch, heads, query_length,
-key_length)`. `merge_attention_masks` merges every source (explicit, Keras
-masks, causal, local windows) for the dense and banded paths; the kernel
-(`dot_product_attention`) gives a query row with every key masked a zero
-result, never NaN.
-"""
+"""Boolean attention masks, `True` where a query may attend to a key, rank 4
+(broadcastable to `(batch, heads, query_length, key_length)`);
+`merge_attention_masks` merges every source for the kernel."""
 
 from keras import ops
 
@@ -113,25 +108,19 @@ def merge_attention_masks(
     key_positions=None,
     sink_tokens=0,
 ):
-    """Combines every source of masking into one rank-4 boolean mask.
+    """Combines every source of masking into one rank-4 boolean mask, or `None`
+    when nothing is masked.
 
     Args:
         attention_mask: boolean, rank 2, 3 (see `to_rank4_mask`) or 4.
         query_mask: boolean `(batch, query_length)`; a masked query attends
             to nothing.
-        key_mask: boolean `(batch, key_length)`; a masked key is never
-            attended to.
+        key_mask: boolean `(batch, key_length)`; a masked key is never seen.
         use_causal_mask: keep only keys `j <= i`.
-        query_length, key_length: lengths, for the causal and local masks.
-        attention_window: keep a local band (`local_mask`), causal when
-            `use_causal_mask`.
-        blockwise: a blockwise causal band; callers require `use_causal_mask`.
+        query_length, key_length: for the causal and local masks.
+        attention_window, blockwise, sink_tokens: a local band (`local_mask`),
+            causal when `use_causal_mask` (which `blockwise` requires).
         query_positions, key_positions: see `relative_positions`.
-        sink_tokens: keys kept beside the band (`local_mask`).
-
-    Returns:
-        A boolean tensor broadcastable to `(batch, heads, query_length,
-        key_length)`, or `None` when nothing is masked.
     """
     mask = None
 
@@ -197,21 +186,15 @@ def real_token_positions(real, before=None):
 def sequence_mask(
     key_valid, query_orders=None, key_orders=None, query_positions=None, key_positions=None
 ):
-    """The self-attention mask a model derives from its inputs, for the full pass
-    and a decoding step alike (causality and windows are the attention layer's).
+    """The self-attention mask a model derives from its inputs, full pass and
+    decoding step alike: boolean `(batch, 1, key_length)` when only `key_valid`
+    (`(batch, key_length)`, real keys) is given, else `(batch, query_length,
+    key_length)`.
 
-    Args:
-        key_valid: boolean `(batch, key_length)`, keys holding a real token.
-        query_orders, key_orders: int `(batch, length)` (`unilm_orders`):
-            UniLM's seq2seq rule (Dong et al. 2019,
-            https://arxiv.org/abs/1905.03197), query `i` sees key `j` iff
-            `order_j <= order_i`. None: no such rule.
-        query_positions, key_positions: int vectors; when given a query never
-            sees the key at its own position (T-TA's diagonal mask).
-
-    Returns:
-        boolean `(batch, 1, key_length)` when only `key_valid` is given, else
-        `(batch, query_length, key_length)`.
+    `query_orders`, `key_orders` (`unilm_orders`): UniLM's rule (Dong et al.
+    2019, https://arxiv.org/abs/1905.03197), query `i` sees key `j` iff
+    `order_j <= order_i`. `query_positions`, `key_positions`: a query never
+    sees the key at its own position (T-TA).
     """
     mask = ops.cast(key_valid, "bool")[:, None, :]
     if query_orders is not None:
