@@ -53,14 +53,13 @@ def _adapted(model):
 def enable_lora(model, rank, feed_forward=False, alpha=None):
     """Adds LoRA adapters to `model` and makes them its only trainable weights.
 
-    Every attention projection (each `keras_attn.MultiHeadAttention`'s,
-    cross-attention, talking-heads and T-TA included, a `GatedAttentionUnit`'s
-    `input_dense` and `output_dense`) and, with `feed_forward=True`, every
-    `FeedForward` projection (a gated one's gate too) gets Keras' adapters
-    (`Dense.enable_lora`): the kernel `W` computes `W + (alpha / rank) * A @
-    B`, `A` He-uniform and `B` zeros, so the model starts out unchanged (Hu et
-    al., 2021, https://arxiv.org/abs/2106.09685). Every other variable is
-    frozen; layers created afterwards stay trainable (add the head after this).
+    Every attention projection (of each `keras_attn.MultiHeadAttention`,
+    cross-attention, talking-heads and T-TA included, and a
+    `GatedAttentionUnit`'s) and, with `feed_forward=True`, every `FeedForward`
+    projection gets Keras' adapters (`Dense.enable_lora`): the kernel `W`
+    computes `W + (alpha / rank) * A @ B`, `B` starting at zeros so the model
+    starts out unchanged (Hu et al., 2021, https://arxiv.org/abs/2106.09685).
+    Every other variable is frozen; layers created afterwards stay trainable.
     Calling it again with the same rank only freezes again.
 
     Args:
@@ -75,9 +74,8 @@ def enable_lora(model, rank, feed_forward=False, alpha=None):
 
     Raises:
         TypeError: `alpha` is not a real number.
-        ValueError: `rank` is not a positive integer, `alpha` is not finite and
-            positive, `model` has no attention layer, or a projection already
-            has adapters of another rank.
+        ValueError: a bad `rank` or `alpha`, no attention layer, or adapters of
+            another rank already there.
     """
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise ValueError(f"enable_lora: `rank` must be a positive integer; received {rank!r}.")
@@ -120,23 +118,11 @@ def _adapter_variables(dense):
 
 
 def save_lora_weights(model, path):
-    """Writes the LoRA adapters of `model`, and nothing else, to `path`.
-
-    An `.npz` archive holding `name/lora_kernel_a`, `name/lora_kernel_b` and
-    `name/lora_alpha` for each adapted projection `name` (see `enable_lora`),
-    written whole (`keras_attn.files.atomic_write`).
-
-    Args:
-        model: a model on which `enable_lora` was called.
-        path: the file; `.npz` is appended if missing.
-
-    Returns:
-        The path written.
-
-    Raises:
-        ValueError: `model` has no adapters.
-        OSError: the file cannot be written.
-    """
+    """Writes the LoRA adapters of `model`, and nothing else, to the `.npz`
+    `path` (`.npz` appended if missing), whole (`keras_attn.files.atomic_write`):
+    `name/lora_kernel_a`, `name/lora_kernel_b` and `name/lora_alpha` per adapted
+    projection `name`. Returns the path written; ValueError when `model` has no
+    adapters, OSError when the file cannot be written."""
     adapted = _adapted(model)
     if not adapted:
         raise ValueError(
@@ -161,21 +147,16 @@ def _npz_path(path):
 
 
 def load_lora_weights(model, path):
-    """Loads adapters written by `save_lora_weights` into `model`.
-
-    `model` must have the same adapters (`enable_lora` with the same rank,
-    `feed_forward` and `alpha`): same names, shapes and scales both ways.
-    Nothing is assigned unless all match.
-
-    Args:
-        model: a model with LoRA adapters.
-        path: the file, or the path given to `save_lora_weights`.
+    """Loads adapters written by `save_lora_weights` (at `path`, or the path given
+    to it) into `model`, which must have the same adapters (`enable_lora` with
+    the same rank, `feed_forward` and `alpha`). Nothing is assigned unless all
+    names, shapes and scales match.
 
     Raises:
         FileNotFoundError: neither `path` nor `path + ".npz"` exists.
-        ValueError: `model` has no adapters; the file is not an `.npz` archive;
-            a variable or `lora_alpha` is missing on either side; or a shape or
-            `lora_alpha` differs (the message names the variable and both values).
+        ValueError: `model` has no adapters, the file is not an `.npz` archive,
+            or an adapter is missing on either side or differs (the message
+            names it and both values).
     """
     path = _existing_adapter_file(path)
     adapted = _adapted(model)
@@ -269,18 +250,8 @@ def merge_lora(model):
 
     Each adapted kernel becomes `W + (alpha / rank) * A @ B`: the model computes
     the same (to float32 rounding) as a plain model, ready to `save`,
-    `quantize` or export. Trainability is left as it is.
-
-    Args:
-        model: a model with LoRA adapters.
-
-    Returns:
-        The number of projections merged.
-
-    Raises:
-        ValueError: `model` has no adapters, or an adapted projection is
-            quantized.
-    """
+    `quantize` or export. Returns the number of projections merged; ValueError
+    when `model` has no adapters or an adapted projection is quantized."""
     adapted = _adapted(model)
     if not adapted:
         raise ValueError(

@@ -21,14 +21,9 @@ def multilabel_categorical_crossentropy(y_true, y_pred):
 
         loss = log(1 + sum_{i in P} exp(-s_i)) + log(1 + sum_{j not in P} exp(s_j))
 
-    with `P` the classes where `y_true` is 1; a class is positive when its
-    logit is above 0, with no threshold to tune.
-
-    Args:
-        y_true: 0/1 labels, the shape of `y_pred`.
-        y_pred: logits `(..., num_classes)`.
-
-    Returns the float32 loss of each row, `y_pred.shape[:-1]`.
+    with `P` the classes where `y_true` (0/1, the shape of `y_pred`) is 1 and
+    `s` the logits `y_pred` `(..., num_classes)`: a class is positive when its
+    logit is above 0. Returns the float32 loss per row, `y_pred.shape[:-1]`.
     """
     scores = ops.cast(y_pred, "float32")
     positive = ops.greater(ops.cast(y_true, "float32"), 0.5)
@@ -40,31 +35,29 @@ def multilabel_categorical_crossentropy(y_true, y_pred):
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SparseMultilabelCrossEntropy(keras.losses.Loss):
     """`multilabel_categorical_crossentropy` with the positive classes given as
-    class ids (bert4keras's `sparse_multilabel_categorical_crossentropy`), for
-    GlobalPointer's `length * length` classes.
+    distinct class ids (bert4keras's `sparse_multilabel_categorical_crossentropy`),
+    for GlobalPointer's `length * length` classes.
 
-    With `P` the listed ids and `A` all classes, `lse_P = logsumexp_{i in P}
-    s_i` and `lse_A = log(1 + sum_A exp(s))`,
+    With `P` the listed ids, `lse_P = logsumexp_{i in P} s_i` and
+    `lse_A = log(1 + sum_{all j} exp(s_j))`,
 
         loss = log(1 + sum_{i in P} exp(-s_i)) + lse_A + log(1 - exp(lse_P - lse_A))
 
-    the factor `1 - exp(...)` clipped below at 1e-7 as bert4keras does. Ids
-    within a row must be distinct.
+    the factor `1 - exp(...)` clipped below at 1e-7 as bert4keras does.
 
     Args:
         mask_zero: id 0 is padding, never a positive, and class 0 never a
-            negative; a row of padding only gives `log(1 + sum_{j > 0} exp(s_j))`.
+            negative.
         span_labels: `False`: `y_true` is ids `(..., num_positive)`, `y_pred`
             logits `(..., num_classes)`. `True` (GlobalPointer): `y_true` is
             `(batch, heads, entities, 2)` `(start, end)` pairs, `y_pred`
             `(batch, heads, length, length)`, span `(i, j)` class
-            `i * length + j`, and a sample's loss is the sum over its heads.
-        **kwargs: `keras.losses.Loss` arguments (`name`, `reduction`, `dtype`).
+            `i * length + j`; a sample's loss sums its heads.
+        **kwargs: `keras.losses.Loss` arguments.
 
     Example:
 
     >>> loss = keras_attn.losses.SparseMultilabelCrossEntropy(span_labels=True)
-    >>> labels = keras_attn.sequence_padding(spans, seq_dims=2)  # (batch, heads, entities, 2)
     """
 
     def __init__(

@@ -15,8 +15,7 @@ class PiecewiseLinearSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     The multiplier is 0 at step 0 unless `schedule` gives step 0, linear between
     points, and the last point's value after it; the step is the optimizer's
-    `iterations`. `{1000: 1.0, 2000: 0.1}` warms up over 1000 steps, then decays
-    to a tenth at step 2000. bert4keras's `extend_with_piecewise_linear_lr(Adam)(
+    `iterations`. bert4keras's `extend_with_piecewise_linear_lr(Adam)(
     learning_rate=lr, lr_schedule=schedule)` is `keras.optimizers.Adam(
     PiecewiseLinearSchedule(lr, schedule))`.
 
@@ -28,12 +27,9 @@ class PiecewiseLinearSchedule(keras.optimizers.schedules.LearningRateSchedule):
     Raises:
         ValueError: for any argument outside the above (the message names it).
 
-    Example:
+    Example (warm up over 1000 steps, then decay to a tenth at step 2000):
 
-    ```python
-    schedule = keras_attn.optimizers.PiecewiseLinearSchedule(2e-5, {1000: 1.0, 2000: 0.1})
-    model.compile(optimizer=keras.optimizers.Adam(schedule), loss=...)
-    ```
+    >>> schedule = keras_attn.optimizers.PiecewiseLinearSchedule(2e-5, {1000: 1.0, 2000: 0.1})
     """
 
     def __init__(self, learning_rate, schedule):

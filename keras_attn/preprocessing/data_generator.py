@@ -14,30 +14,23 @@ class DataGenerator(keras.utils.PyDataset):
     """Batches of padded examples for `fit`, `evaluate` and `predict`.
 
     Batch `i` encodes examples `i * batch_size` to `(i + 1) * batch_size` of
-    this epoch's order with `encode(example)` and stacks them field by field: a
-    field of numbers becomes `(batch,)`, a field of sequences is padded with
-    `keras_attn.sequence_padding` to `(batch, length, ...)`. In what `encode`
-    returns, tuples and dicts are structure and anything else is one field
-    (`(token_ids, segment_ids), label`); lists become tuples, which TensorFlow's
-    `tf.data` needs. Batches of different lengths train on TensorFlow too
-    (`keras_attn.preprocessing.tf_signature`). Override `collate(examples)` for
-    work on the whole batch (a bert4keras `__iter__` body without its loop).
-
-    From bert4keras: `len(generator)` is `steps`; pass the generator itself to
-    `fit` (no `forfit()`; `on_epoch_end` reshuffles). Its positional
-    `DataGenerator(data, 64)` is read as `batch_size=64`; a third positional
-    argument (`buffer_size`, not kept) is a ValueError.
+    this epoch's order with `encode(example)` and stacks them field by field:
+    numbers become `(batch,)`, sequences are padded with
+    `keras_attn.sequence_padding` to `(batch, length, ...)`. Tuples and dicts
+    in what `encode` returns are structure (lists become tuples, as
+    TensorFlow's `tf.data` needs); on TensorFlow the length stays free
+    (`tf_signature`). Override `collate(examples)` for work on the whole batch.
+    bert4keras's positional `DataGenerator(data, 64)` is read as
+    `batch_size=64` (a third, `buffer_size`, is a ValueError).
 
     Args:
-        data: the examples, a sequence (`len` and indexing); TypeError
-            otherwise, ValueError when empty.
-        encode: a function from one example to its fields, or None for
-            examples that are their fields.
+        data: the examples, a non-empty sequence (TypeError, ValueError).
+        encode: a function from one example to its fields, or None.
         batch_size: examples per batch, an int >= 1.
         shuffle: a new random order every epoch.
         seed: the shuffling's seed (None: fresh entropy).
-        length: None (pad each batch to its longest; a jit-compiled step
-            compiles once per length) or the one length to pad and cut to.
+        length: None (each batch padded to its longest) or the one length to
+            pad and cut to.
         pad_value: the padding value.
         **kwargs: `keras.utils.PyDataset`'s `workers`, `use_multiprocessing`,
             `max_queue_size`.
@@ -47,11 +40,9 @@ class DataGenerator(keras.utils.PyDataset):
     ```python
     def encode(example):
         text, label = example
-        token_ids, segment_ids = tokenizer.encode(text, maxlen=64)
-        return (token_ids, segment_ids), label
+        return tokenizer.encode(text, maxlen=64), label
 
-    train = keras_attn.preprocessing.DataGenerator(examples, encode, batch_size=32)
-    model.fit(train, epochs=3)
+    model.fit(keras_attn.preprocessing.DataGenerator(examples, encode, batch_size=32))
     ```
     """
 

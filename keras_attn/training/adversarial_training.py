@@ -13,29 +13,23 @@ METHODS = ("fgm", "gradient_penalty")
 
 def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embedding-Token"):
     """Trains `model` adversarially on its embedding table, in `fit` and
-    `train_on_batch`, compiled or not.
+    `train_on_batch`, compiled or not; returns `model`.
 
     - `"fgm"` (Miyato et al.'s fast gradient method): each step adds
       `delta = epsilon * g / (||g|| + 1e-8)` to the table, `g` the loss's
-      gradient with respect to it, runs the ordinary step there (its loss and
-      metrics are the perturbed model's), then removes `delta`.
+      gradient with respect to it, runs the ordinary step there, then removes
+      `delta`.
     - `"gradient_penalty"`: the training loss becomes
-      `loss + 0.5 * epsilon * ||g||^2` (`g` dense, one row per vocabulary
-      entry); evaluation reports the loss without it.
+      `loss + 0.5 * epsilon * ||g||^2` (`g` dense); evaluation reports `loss`.
 
-    The change lives on this model instance (`train_step` or `compute_loss`),
-    not in `.keras` files; `compile` may come before or after.
+    The change lives on this model instance, not in `.keras` files.
 
     Args:
         model: a `keras.Model` with a trainable embedding layer.
-        method: `"fgm"` or `"gradient_penalty"`. A `method` naming a layer of
-            `model` is bert4keras's positional `(model, embedding_name,
-            epsilon)`: FGM on that layer.
+        method: `"fgm"` or `"gradient_penalty"`; a layer's name is read as
+            bert4keras's positional `(model, embedding_name, epsilon)`: FGM.
         epsilon: the perturbation's norm (FGM) or the penalty's weight, >= 0.
         embedding_layer: the layer whose `embeddings` table is perturbed.
-
-    Returns:
-        `model`.
 
     Raises:
         ValueError: an unknown `method`, a negative `epsilon`, no such layer or
@@ -43,11 +37,7 @@ def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embe
 
     Example:
 
-    ```python
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    keras_attn.training.adversarial_training(model, epsilon=0.5)
-    model.fit(x, y)
-    ```
+    >>> keras_attn.training.adversarial_training(model, epsilon=0.5)
     """
     if method not in METHODS and method in {layer.name for layer in model.layers}:
         if embedding_layer != "Embedding-Token":

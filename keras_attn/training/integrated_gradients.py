@@ -15,10 +15,8 @@ def embedding_gradients(model, inputs, target, scale=1.0, embedding_layer="Embed
     """The gradient of a prediction score with respect to the embedding layer's
     output `e`, `(batch, length, width)`, taken at `scale * e`.
 
-    Returns `g = d s / d e'` at `e' = scale * e`, with `s` the sum over rows
-    `b` of `f(e')[b, target_b]` (inference mode); rows are independent.
-    `scale=1` is the saliency gradient; `scale` in `[0, 1]` walks the path that
-    `integrated_gradients` averages over.
+    The score is the sum over rows `b` of `f(e')[b, target_b]` (inference
+    mode); rows are independent. `scale=1` is the saliency gradient.
 
     Args:
         model: a `keras.Model` that looks `embedding_layer` up once per pass.
@@ -30,13 +28,13 @@ def embedding_gradients(model, inputs, target, scale=1.0, embedding_layer="Embed
         embedding_layer: the layer's name.
 
     Returns:
-        `(gradients, embedded)`: numpy arrays `(batch, length, width)`, the
+        `(gradients, embedded)`: numpy `(batch, length, width)` arrays, the
         gradient at `scale * e` and `e`.
 
     Raises:
         ValueError: no such layer, a layer looked up more than once per pass,
-            or an integer `target` for an output that is not `(batch, classes)`
-            or outside its classes.
+            or an integer `target` that does not index a `(batch, classes)`
+            output.
     """
     layer = _embedding_layer(model, embedding_layer)
     embedded = _layer_output(model, layer, inputs)
@@ -53,27 +51,20 @@ def integrated_gradients(model, inputs, target, steps=20, embedding_layer="Embed
         a = e * integral over alpha in [0, 1] of g(alpha * e) d alpha,
 
     by the midpoint rule, `alpha = (k + 0.5) / steps`. Attributions add up to
-    `f(e) - f(0)` (completeness) up to an error in `1 / steps**2`; only the
-    embedding layer's output is zero on the baseline. bert4keras's average of
-    `alpha * e * g(alpha * e)` is a different weighting, without completeness.
+    `f(e) - f(0)` up to an error in `1 / steps**2` (bert4keras's average does
+    not). Returns them, numpy `(batch, length, width)`.
 
     Args:
         model, inputs, target, embedding_layer: as in `embedding_gradients`.
         steps: the number of points on the path, an int >= 1.
-
-    Returns:
-        The attributions, numpy `(batch, length, width)`; sum the last axis for
-        one score per token.
 
     Raises:
         ValueError: `steps` not an int >= 1, or as `embedding_gradients`.
 
     Example:
 
-    ```python
-    attributions = keras_attn.training.integrated_gradients(model, token_ids, target=1)
-    token_scores = attributions.sum(axis=-1)  # (batch, length)
-    ```
+    >>> attributions = keras_attn.training.integrated_gradients(model, token_ids, target=1)
+    >>> token_scores = attributions.sum(axis=-1)  # (batch, length)
     """
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
         raise ValueError(f"`steps` must be an int >= 1; received {steps!r}.")

@@ -8,33 +8,24 @@ import numpy as np
 
 class InterleavedTraining(keras.callbacks.Callback):
     """After each batch that `fit` trains, one `train_on_batch` of `second_model`
-    on the next batch of `data`; the models may share layers, and each step
-    sees the other's updates, on every backend.
-
-    This is how bert4keras's VAT script trains `model_vat` (see
-    docs/bert4keras.md). On JAX, `fit` holds the weights outside the variables
-    while it runs, so the callback first writes them back (`jax_state_sync`).
+    on the next batch of `data`; the models may share layers (bert4keras's VAT
+    script, docs/bert4keras.md). On JAX it first writes `fit`'s weights back
+    to the variables (`jax_state_sync`).
 
     Args:
-        second_model: a compiled `keras.Model`.
-        data: the second model's batches as `fit` reads a batch (`x`, `(x,)`,
-            `(x, y)` or `(x, y, sample_weight)`): any iterable (a list, a
-            generator, a `keras_attn.preprocessing.DataGenerator`), iterated
-            again from its start when it runs out (a `PyDataset`'s
-            `on_epoch_end` runs in between). Wrap one batch in a list:
-            `[batch]`. A generator must outlast `fit`.
+        second_model: a compiled `keras.Model`; TypeError otherwise.
+        data: the second model's batches as `fit` reads a batch: any iterable
+            (a list, a generator, a `DataGenerator`), iterated again when it
+            runs out (a `PyDataset`'s `on_epoch_end` runs in between); one
+            batch goes in a list, `[batch]`. A generator must outlast `fit`.
 
     Raises:
-        TypeError: `second_model` is not a `keras.Model`.
         ValueError: `data` is one batch, a scalar, a string or empty; during
-            `fit`, a batch that is not a batch as `fit` reads one, or a
-            generator that ran out.
+            `fit`, a batch `fit` could not read, or a generator that ran out.
 
     Example:
 
-    ```python
-    model.fit(train, callbacks=[keras_attn.training.InterleavedTraining(model_vat, unlabeled)])
-    ```
+    >>> model.fit(train, callbacks=[keras_attn.training.InterleavedTraining(model_vat, unlabeled)])
     """
 
     def __init__(self, second_model, data):

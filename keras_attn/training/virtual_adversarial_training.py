@@ -49,8 +49,8 @@ def _names_a_layer(model, name):
 def virtual_adversarial_training(
     model, epsilon=1.0, xi=10.0, iterations=1, embedding_layer="Embedding-Token", seed=None
 ):
-    """Makes each training step of `model` a virtual adversarial step, with the
-    model's own predictions as targets (no labels needed).
+    """Makes each training step of `model` a virtual adversarial step, the
+    model's own predictions its targets (labels given are ignored).
 
     For a batch `x`, table `W` and compiled loss `L(p, x; W)` (with
     `loss="kl_divergence"`, `KL(p || p(x; W))`):
@@ -62,12 +62,8 @@ def virtual_adversarial_training(
     4. Keras' ordinary step on `(x, p)` at the table `W + r`; then `r` is
        removed.
 
-    Labels given are ignored; sample weights weight the loss. To train it beside
-    a supervised model, as bert4keras does, pass
-    `keras_attn.training.InterleavedTraining(model_vat, unlabeled)` to the
-    supervised `fit` (see docs/bert4keras.md). The change lives on this model
-    instance (`train_step`, and `compute_loss` for batches without labels), not
-    in `.keras` files; `compile` may come before or after.
+    Train it beside a supervised model with `InterleavedTraining`. The change
+    lives on this model instance, not in `.keras` files.
 
     Args:
         model: a (later) compiled `keras.Model` with a trainable embedding layer.
@@ -90,7 +86,6 @@ def virtual_adversarial_training(
     model_vat = keras.Model(model.inputs, model.outputs)
     model_vat.compile(optimizer=keras.optimizers.Adam(1e-5), loss="kl_divergence")
     keras_attn.training.virtual_adversarial_training(model_vat, epsilon=1.0, xi=10.0)
-    model.fit(train, callbacks=[keras_attn.training.InterleavedTraining(model_vat, unlabeled)])
     ```
     """
     _check_arguments(epsilon, xi, iterations)
@@ -126,20 +121,16 @@ def virtual_adversarial_perturbation(
     seed=None,
 ):
     """The perturbation `r` that `virtual_adversarial_training` trains `model` at
-    for the batch `x` (its steps 1 to 3), at the current weights.
+    for the batch `x` (its steps 1 to 3), at the current weights: a numpy
+    array the table's shape, of norm `epsilon`.
 
     Args:
-        model: a compiled `keras.Model`.
+        model, epsilon, xi, iterations, embedding_layer, seed: as in
+            `virtual_adversarial_training`.
         x: the inputs of one batch.
         direction: the starting probe `d`, the table's shape (ValueError
             otherwise); `None`: a standard normal draw.
-        epsilon, xi, iterations, embedding_layer: as in
-            `virtual_adversarial_training`.
         sample_weight: per-row loss weights, or `None`.
-        seed: an int, for the drawn `direction`.
-
-    Returns:
-        `r`, a numpy array the table's shape, of norm `epsilon`.
     """
     _check_arguments(epsilon, xi, iterations)
     embeddings = embedding_table(model, embedding_layer, "virtual adversarial training")
