@@ -13,7 +13,7 @@ class InterleavedTraining(keras.callbacks.Callback):
     to the variables (`jax_state_sync`).
 
     Args:
-        second_model: a compiled `keras.Model`; TypeError otherwise.
+        second_model: a compiled `keras.Model` (TypeError for another type).
         data: the second model's batches as `fit` reads a batch: any iterable
             (a list, a generator, a `DataGenerator`), iterated again when it
             runs out (a `PyDataset`'s `on_epoch_end` runs in between); one
