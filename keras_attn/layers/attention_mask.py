@@ -12,34 +12,29 @@ MASK_MODES = ("bidirectional", "unilm")
 class AttentionMask(keras.layers.Layer):
     """Builds the boolean self-attention mask of a Transformer from its inputs.
 
-    `True` means query `i` may attend to key `j`. Padding keys are always
-    masked; padded queries keep their row so that their (unused) outputs stay
-    finite. (Causal masks are the attention layers' `use_causal_mask`.) On top
-    of that:
+    `True`: query `i` may attend to key `j`. Padding keys are always masked
+    (padded queries keep their row, so their outputs stay finite); causal masks
+    are the attention layers' `use_causal_mask`. On top of that:
 
-    - `"bidirectional"` (BERT encoders): nothing else; shape `(batch, 1, length)`.
-    - `"unilm"` (seq2seq LM, Dong et al. 2019, "Unified Language Model
-      Pre-training for Natural Language Understanding and Generation",
-      https://arxiv.org/abs/1905.03197): the first segment (segment id 0)
-      attends bidirectionally within itself, the second segment attends to
-      the first and causally to itself. With `s_i` the cumulative sum of the
-      segment ids, `i` may attend to `j` iff `s_j <= s_i`.
+    - `"bidirectional"` (BERT): nothing else; shape `(batch, 1, length)`.
+    - `"unilm"` (Dong et al. 2019, https://arxiv.org/abs/1905.03197): segment 0
+      attends bidirectionally within itself, segment 1 to segment 0 and
+      causally to itself: with `s_i` the cumulative sum of the segment ids,
+      `i` sees `j` iff `s_j <= s_i`.
 
-    With `mask_diagonal=True` query `i` may not attend to key `i` either, as
-    in T-TA; the mask is then `(batch, length, length)`.
+    `mask_diagonal=True` also masks `j == i` (T-TA); the mask is then
+    `(batch, length, length)`.
 
     Args:
-        mode: `"bidirectional"` or `"unilm"`.
-        pad_token_id: token id treated as padding when no `padding_mask` is
-            given.
+        mode: `"bidirectional"` or `"unilm"`; ValueError otherwise.
+        pad_token_id: the padding id when no `padding_mask` is given.
         mask_diagonal: also mask `j == i`.
         **kwargs: base layer arguments.
 
     Call arguments:
         token_ids: integer `(batch, length)`.
         segment_ids: integer `(batch, length)`; required for `"unilm"`.
-        padding_mask: optional boolean/integer `(batch, length)`, `True`/1 for
-            real tokens; replaces the comparison with `pad_token_id`.
+        padding_mask: optional `(batch, length)`, True/1 for real tokens.
     """
 
     def __init__(self, mode="bidirectional", pad_token_id=0, mask_diagonal=False, **kwargs):

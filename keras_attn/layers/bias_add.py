@@ -5,10 +5,8 @@ import keras
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class BiasAdd(keras.layers.Layer):
-    """Adds a learned vector `b` to the last axis: `y = x + b`.
-
-    BERT's masked-LM head has an output bias of its own on top of the tied
-    embedding projection (`cls/predictions/output_bias`).
+    """Adds a learned vector `b` to the last axis, `y = x + b` (BERT's masked-LM
+    output bias, `cls/predictions/output_bias`).
 
     Args:
         bias_initializer: initializer of `b`.

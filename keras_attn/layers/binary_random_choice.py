@@ -6,47 +6,27 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class BinaryRandomChoice(keras.layers.Layer):
-    """Returns `successor` with probability `replacement_rate`, else
-    `predecessor`, drawn once per training call; `successor` at inference.
-
-    BERT-of-Theseus (Xu et al. 2020, "BERT-of-Theseus: Compressing BERT by
-    Progressive Module Replacing", https://arxiv.org/abs/2002.02925) trains
-    a shallow successor inside a trained predecessor: each successor module
-    (one block, or the embeddings) stands in for its group of predecessor
-    blocks with probability `p`, and after training only the successor runs.
-    One such layer follows each pair of modules:
-
-        b ~ Bernoulli(replacement_rate)        (one draw for the whole batch)
-        output = b * successor + (1 - b) * predecessor    while training
-        output = successor                                 at inference
-
-    Both inputs are computed; the gradient reaches only the one chosen.
-    bert4keras's example script calls this layer `BinaryRandomChoice` with
-    the two tensors in a list and `p=0.5`.
+    """`successor` with probability `replacement_rate`, else `predecessor`, one
+    draw per training call; `successor` at inference (BERT-of-Theseus, Xu et
+    al. 2020, https://arxiv.org/abs/2002.02925, one such layer after each
+    pair of modules). The gradient reaches only the tensor chosen; the output
+    carries `predecessor`'s Keras mask.
 
     Args:
-        replacement_rate: the probability of the successor while training,
-            in `[0, 1]`.
+        replacement_rate: the successor's probability while training, in
+            `[0, 1]`; ValueError otherwise.
         seed: optional int, for reproducible draws.
-        **kwargs: other `keras.layers.Layer` arguments (`name`, `dtype`).
+        **kwargs: base layer arguments.
 
     Call arguments:
-        predecessor: a tensor, the predecessor module's output.
-        successor: a tensor of the same shape, the successor module's.
-        training: whether to draw (Keras sets it in `fit`).
-
-    The output carries `predecessor`'s Keras mask, if any (both modules
-    see the same padding).
+        predecessor: the predecessor module's output.
+        successor: the successor module's, of the same shape.
+        training: whether to draw.
 
     Example:
 
-    ```python
-    choice = keras_attn.layers.BinaryRandomChoice(replacement_rate=0.5, seed=1)
-    predecessor = keras.ops.zeros((2, 3))
-    successor = keras.ops.ones((2, 3))
-    choice(predecessor, successor)                 # ones: inference
-    choice(predecessor, successor, training=True)  # ones or zeros
-    ```
+    >>> choice = keras_attn.layers.BinaryRandomChoice(replacement_rate=0.5, seed=1)
+    >>> choice(predecessor, successor, training=True)  # one of the two
     """
 
     def __init__(self, replacement_rate=0.5, seed=None, **kwargs):

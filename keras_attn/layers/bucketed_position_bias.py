@@ -9,13 +9,11 @@ from keras_attn.layers.relative_position_bias import RelativePositionBias
 
 
 def distance_buckets(distance, num_buckets, max_distance, bidirectional):
-    """T5's bucket of each query-key distance `distance = i - j` (int
-    tensor): the first half of the buckets (all of them when causal) hold
-    the distances `0 .. num_buckets // 2 - 1` exactly, the rest
-    logarithmically larger ones up to `max_distance`, beyond which the last
-    bucket holds every distance. Bidirectionally, keys after the query take
-    the second half of the buckets. Keys after the query share bucket 0 when
-    causal (a causal mask hides them)."""
+    """T5's bucket of each distance `i - j` (int tensor): half the buckets (all
+    when causal) hold distances `0 .. num_buckets // 2 - 1` exactly, the rest
+    logarithmically larger ones up to `max_distance`, the last bucket every
+    distance beyond. Bidirectionally keys after the query take the other half;
+    causally they share bucket 0."""
     # Hugging Face's and Mesh TensorFlow's `relative_position` is `j - i`.
     relative = -ops.cast(distance, "int32")
     buckets = ops.zeros_like(relative)
@@ -36,32 +34,23 @@ def distance_buckets(distance, num_buckets, max_distance, bidirectional):
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class BucketedPositionBias(RelativePositionBias):
-    """A learned bias per head and distance bucket, added to the attention
-    scores: T5's relative position encoding.
+    """A learned bias per head and distance bucket: T5's relative position
+    encoding (Raffel et al., 2020, https://arxiv.org/abs/1910.10683, §2.1).
 
-    Raffel et al. (2020), "Exploring the Limits of Transfer Learning with a
-    Unified Text-to-Text Transformer", https://arxiv.org/abs/1910.10683,
-    section 2.1: each head learns one scalar per bucket of the query-key
-    distance; `num_buckets // 2` small distances get a bucket each, larger
-    ones share logarithmically wider buckets up to `max_distance`. The
-    encoder's bias is bidirectional (half the buckets for keys after the
-    query), the decoder's causal. One bias serves every block of a stack
-    (computed once per distance, see `RelativePositionBias`).
+    Buckets are `distance_buckets`'; one bias serves every block of a stack
+    (see `RelativePositionBias`).
 
     Args:
         heads: number of attention heads.
         num_buckets: number of buckets (T5: 32).
-        max_distance: the distance from which every key shares the last
-            bucket (T5: 128).
-        bidirectional: whether keys after the query have buckets of their
-            own.
-        embeddings_initializer: initializer of the `(num_buckets, heads)`
-            table.
+        max_distance: the distance from which keys share the last bucket (T5:
+            128); ValueError unless beyond the exact buckets.
+        bidirectional: whether keys after the query have buckets of their own.
+        embeddings_initializer: of the `(num_buckets, heads)` table.
 
     Example:
 
-    >>> bias = BucketedPositionBias(heads=4, bidirectional=False)
-    >>> bias(np.zeros((1, 6, 8))).shape
+    >>> BucketedPositionBias(heads=4, bidirectional=False)(np.zeros((1, 6, 8))).shape
     (1, 4, 6, 6)
     """
 

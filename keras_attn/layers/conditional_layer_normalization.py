@@ -1,5 +1,4 @@
-"""`ConditionalLayerNormalization`: a LayerNorm whose scale and shift depend
-on a condition vector."""
+"""`ConditionalLayerNormalization`: a LayerNorm modulated by a condition."""
 
 import keras
 from keras import ops
@@ -7,57 +6,32 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class ConditionalLayerNormalization(keras.layers.Layer):
-    """Layer normalisation over the last axis, with a scale and a shift that
-    a condition vector modulates (bert4keras's `LayerNormalization` with
-    `conditional=True`).
-
-    For inputs `x` `(batch, ..., features)` and a condition `c`
-    `(batch, condition_size)`:
+    """Layer normalisation over the last axis with a scale and shift that a
+    condition modulates (bert4keras's `LayerNormalization(conditional=True)`;
+    Su 2019, kexue.fm/archives/7124). For `x` `(batch, ..., features)` and a
+    condition `c` `(batch, condition_size)` (ValueError for another rank):
 
         h = activation(c @ hidden_kernel)        # only with `hidden_size`
-        scale = gamma + h @ gamma_kernel         # (batch, features)
-        shift = beta + h @ beta_kernel
-        y = (x - mean(x)) / sqrt(var(x) + epsilon) * scale + shift
+        y = (x - mean(x)) / sqrt(var(x) + epsilon) * (gamma + h @ gamma_kernel)
+            + beta + h @ beta_kernel
 
-    `gamma_kernel` and `beta_kernel` are zero-initialised, so until they are
-    trained the layer computes exactly the plain `keras.layers.LayerNormalization`
-    with the same `gamma`, `beta` and `epsilon`, whatever the condition.
-    `gamma` and `beta` have the names (and so the variable paths,
-    `layer/gamma`, `layer/beta`) of Keras' layer, so a checkpoint of a plain
-    LayerNorm loads into them; the condition weights are declared
-    `checkpoint_free_weights` and keep their initial values when a
-    checkpoint is loaded.
-
-    Statistics are computed in float32 under mixed precision. Masks pass
-    through unchanged.
+    With zero `gamma_kernel` and `beta_kernel` (the default) it is
+    `keras.layers.LayerNormalization`, whose `gamma` and `beta` names it keeps,
+    so a plain LayerNorm's checkpoint loads; the condition weights are
+    `checkpoint_free_weights`. Statistics in float32; masks pass through.
 
     Args:
-        hidden_size: optional width of a dense layer (without bias) applied
-            to the condition first (bert4keras's `hidden_units`, the
-            builder's `layer_norm_cond_hidden_size`); `None` uses the
-            condition directly.
-        hidden_activation: activation of that dense layer (bert4keras's
-            `hidden_activation`); only with `hidden_size`.
+        hidden_size: optional width of a bias-free dense layer applied to the
+            condition first (the builder's `layer_norm_cond_hidden_size`).
+        hidden_activation: its activation; only with `hidden_size`.
         epsilon: added to the variance.
-        condition_initializer: initializer of `gamma_kernel` and
-            `beta_kernel`; keep the default `"zeros"` to start from the
-            plain LayerNorm.
-        hidden_initializer: initializer of `hidden_kernel`.
-        **kwargs: `keras.layers.Layer` arguments (`name`, `dtype`, ...).
-
-    Call arguments:
-        inputs: float `(batch, ..., features)`.
-        condition: float `(batch, condition_size)`.
+        condition_initializer: of `gamma_kernel` and `beta_kernel`.
+        hidden_initializer: of `hidden_kernel`.
+        **kwargs: base layer arguments.
 
     Example:
 
-    ```python
-    norm = keras_attn.layers.ConditionalLayerNormalization(epsilon=1e-12)
-    y = norm(x, condition=c)  # x (2, 7, 32), c (2, 4) -> y (2, 7, 32)
-    ```
-
-    Reference: Su, "Conditional Text Generation with Conditional Layer
-    Normalization" (kexue.fm/archives/7124, 2019).
+    >>> y = keras_attn.layers.ConditionalLayerNormalization()(x, condition=c)
     """
 
     # No pretrained checkpoint holds the condition's projections.

@@ -19,83 +19,47 @@ FORBIDDEN = -1e9
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class ConditionalRandomField(keras.layers.Layer):
-    """Linear-chain CRF (Lafferty et al., 2001, "Conditional Random Fields:
-    Probabilistic Models for Segmenting and Labeling Sequence Data"), as
-    bert4keras's `ConditionalRandomField`.
+    """Linear-chain CRF (Lafferty et al., 2001), as bert4keras's.
 
     The layer owns a `(num_labels, num_labels)` transition matrix `T`; its
-    input is the emission scores `E`, `(batch, length, num_labels)`. A label
-    path `y` over the real positions `t_1 < ... < t_n` of a row scores
+    input is emission scores `E`, `(batch, length, num_labels)`. A label path
+    `y` over the real positions `t_1 < ... < t_n` of a row scores
 
         s(y) = sum_k E[t_k, y_k] + sum_{k>1} T[y_{k-1}, y_k]
 
-    and has probability `exp(s(y)) / Z`, with the log-partition
-    `log Z = logsumexp_y s(y)` computed by the forward algorithm in log space
-    (`alpha_k = logsumexp_i(alpha_{k-1, i} + T[i, :]) + E[t_k]`), so it is
-    stable for any score range.
+    with probability `exp(s(y)) / Z` (`log Z` by the forward algorithm in log
+    space). Padding (the Keras mask, or `mask`) may be anywhere: the path skips
+    it. The output is the emissions, with `large_negative(dtype)` (at most
+    -45850) at padding, so `loss`, `accuracy` and `decode` find the padding
+    (emissions all at or below -2e4) without a mask; it carries no Keras mask.
 
-    Padding: positions outside the mask (the Keras mask of the input, e.g.
-    from `Embedding(mask_zero=True)` or a masked encoder output, or the
-    explicit `mask` argument) are skipped: the path goes straight from the
-    last real position before them to the next real one, so padding may be at
-    either end or inside a row. The layer returns the emissions unchanged at
-    real positions and `large_negative(dtype)` (finite, at most -45850) at
-    every label of padding positions; a position whose emissions are all at or
-    below -2e4 is padding for `loss`, `accuracy` and `decode`. So padding
-    travels with the output: `crf.decode(model.predict(x))` and the loss need
-    no separate mask. The output carries no Keras mask (it is consumed here).
-
-    `lr_multiplier` (bert4keras's): the stored variable is
-    `T / lr_multiplier` and `T = lr_multiplier * variable`, so the gradient
-    of the stored variable is `lr_multiplier` times that of `T`: one SGD step
-    moves `T` by `lr_multiplier**2` times as much, an Adam step (scale free)
-    by `lr_multiplier` times as much. `transitions` is `T`; the weights
-    (`get_weights`, checkpoints) hold the stored variable.
+    `lr_multiplier` (bert4keras's): the variable stored (`get_weights`,
+    checkpoints) is `T / lr_multiplier`, so its gradient is `lr_multiplier`
+    times `T`'s; `transitions` is `T`.
 
     Args:
-        lr_multiplier: the learning-rate multiplier of the transitions (> 0).
+        lr_multiplier: the transitions' learning-rate multiplier (> 0).
         **kwargs: base layer arguments.
 
     Call arguments:
         inputs: emission scores, `(batch, length, num_labels)`.
         mask: optional boolean `(batch, length)`, `True` at real positions;
             defaults to the Keras mask of `inputs`.
-        decode: `False` (default) to return the emissions (padding marked as
-            above); `True` to return the Viterbi best paths, int32
-            `(batch, length)`, 0 at padding positions (what `decode` does).
+        decode: return the Viterbi paths (as `decode`) instead.
 
-    Losses and metrics, for `compile`:
-        `crf.loss`: the negative log-likelihood `log Z - s(y_true)` of each
-            row (Keras averages it over the batch); `y_true` holds integer
-            labels `(batch, length)` (or `(batch, length, 1)`), any values at
-            padding positions (ignored).
-
-    Labels: at real positions every label is an integer in `[0,
-    num_labels)`; a position to ignore is marked as padding (above), not by
-    a label such as -1 or -100. Another label never gives a finite loss:
-    with concrete values (an eager call, `fit` on torch without
-    `jit_compile`) `loss` raises a ValueError naming the label, its position
-    and `num_labels`; inside a traced step (`fit`/`evaluate` under a
-    TensorFlow graph or JAX jit, `torch.compile`), whose values are unknown
-    while tracing and where an XLA program cannot raise, the batch's loss is
-    NaN on every backend (as `TerminateOnNaN` stops on), with zero gradient
-    from it, so the weights stay finite. (Without this, -1 gave a finite
-    wrong loss and 3 NaN on JAX or a backend error elsewhere.)
-        `crf.accuracy`: bert4keras's frame-wise accuracy, the fraction of
-            real positions of a batch where `argmax(E)` is the label (a cheap
-            training proxy; `decode` gives the CRF's prediction).
+    `crf.loss` (for `compile`) is `log Z - s(y_true)` per row, `y_true` integer
+    labels `(batch, length[, 1])`, ignored at padding; `crf.accuracy` the share
+    of real positions where `argmax(E)` is the label. A label outside `[0,
+    num_labels)` at a real position raises a ValueError with concrete values
+    and makes the loss NaN (zero gradient) in a traced step: mark positions to
+    ignore as padding, not -100.
 
     Example:
 
-    >>> inputs = keras.Input((None,), dtype="int32")
-    >>> x = keras.layers.Embedding(100, 16, mask_zero=True)(inputs)
-    >>> emissions = keras.layers.Dense(5)(x)
     >>> crf = keras_attn.layers.ConditionalRandomField(lr_multiplier=100)
     >>> model = keras.Model(inputs, crf(emissions))
     >>> model.compile("adam", loss=crf.loss, metrics=[crf.accuracy])
-    >>> model.fit(token_ids, labels)
     >>> paths = crf.decode(model.predict(token_ids))   # (batch, length) labels
-    >>> decoder = keras.Model(inputs, crf.decode(model.output))  # jit-compiled predict
     """
 
     def __init__(self, lr_multiplier=1, **kwargs):
@@ -128,8 +92,7 @@ class ConditionalRandomField(keras.layers.Layer):
 
     @property
     def transitions(self):
-        """The effective transition matrix `T` (`lr_multiplier * variable`),
-        `T[i, j]` the score of label `j` following label `i`."""
+        """The transition matrix `T`, `T[i, j]` the score of label `j` after `i`."""
         return ops.cast(self._transitions, "float32") * float(self.lr_multiplier)
 
     def call(self, inputs, mask=None, decode=False, starts=None, ends=None):
@@ -152,24 +115,18 @@ class ConditionalRandomField(keras.layers.Layer):
     def decode(self, emissions, mask=None, starts=None, ends=None):
         """Viterbi best label paths, int32 `(batch, length)`, 0 at padding.
 
-        Padding comes from `mask` (`True` at real positions) when given, else
-        from the emissions (the padding marks this layer writes). Works on
-        arrays and, on a symbolic tensor, adds the decoding to a functional
-        model (so it runs inside a jit-compiled `predict`).
-
-        `starts` and `ends` (label ids) constrain each row's first and last
-        real label to those labels: the best path among the paths that
-        begin in `starts` and end in `ends` (bert4keras's
-        `ViterbiDecoder(trans, starts=[0], ends=[0])`, which keeps the
-        label of `[CLS]` and `[SEP]` at "outside"). None: any label.
+        Padding comes from `mask` when given, else from the emissions. On a
+        symbolic tensor it adds the decoding to a functional model. `starts` and
+        `ends` (label ids; None: any) constrain each row's first and last real
+        label, as bert4keras's `ViterbiDecoder(trans, starts=[0], ends=[0])`;
+        ValueError for an empty or out-of-range set.
         """
         starts = self._label_set(starts, "starts")
         ends = self._label_set(ends, "ends")
         return self(emissions, mask=mask, decode=True, starts=starts, ends=ends)
 
     def _label_set(self, labels, argument):
-        """`labels` as a sorted tuple of label ids, or None; a ValueError
-        naming `argument` for an empty or out-of-range set."""
+        """`labels` as a sorted tuple, or None; ValueError naming `argument`."""
         if labels is None:
             return None
         labels = tuple(labels)
@@ -186,10 +143,8 @@ class ConditionalRandomField(keras.layers.Layer):
         return tuple(sorted({int(label) for label in labels}))
 
     def negative_log_likelihood(self, y_true, emissions, mask=None):
-        """`log Z - s(y_true)` per row, float32 `(batch,)`; 0 for a row with
-        no real position. `mask` as in `decode`. A label outside `[0,
-        num_labels)` at a real position raises or makes the loss NaN (see
-        the class docstring)."""
+        """`log Z - s(y_true)` per row, float32 `(batch,)`, 0 for a row with no real
+        position; invalid labels as in the class docstring."""
         emissions, valid = self._emissions_and_mask(emissions, mask)
         labels = ops.convert_to_tensor(y_true)
         if len(labels.shape) == 3:
@@ -241,9 +196,8 @@ class ConditionalRandomField(keras.layers.Layer):
         return ops.where(respected, log_partition - score, float("nan"))
 
     def check_labels(self, y_true, mask):
-        """Raises a ValueError naming the first label of concrete `y_true`
-        `(batch, length)` at a real position (`mask` True) that is not an
-        integer in `[0, num_labels)`; does nothing for traced tensors."""
+        """ValueError naming the first label of concrete `y_true` at a real position
+        that is not in `[0, num_labels)`; nothing for traced tensors."""
         labels, valid = concrete_values(y_true), concrete_values(mask)
         if labels is None or valid is None:
             return
@@ -265,14 +219,11 @@ class ConditionalRandomField(keras.layers.Layer):
         return int(self._transitions.shape[0])
 
     def loss(self, y_true, y_pred):
-        """`negative_log_likelihood` of each row, for `compile(loss=crf.loss)`
-        (Keras averages it over the batch)."""
+        """`negative_log_likelihood`, for `compile(loss=crf.loss)`."""
         return self.negative_log_likelihood(y_true, y_pred)
 
     def accuracy(self, y_true, y_pred):
-        """Frame-wise accuracy of the batch, for `compile(metrics=[crf.accuracy])`:
-        the fraction of real positions where `argmax` of the emissions is the
-        label (Keras averages it over batches, as bert4keras)."""
+        """Frame-wise accuracy of the batch, for `compile(metrics=[crf.accuracy])`."""
         emissions, valid = self._emissions_and_mask(y_pred, None)
         labels = ops.cast(y_true, "int32")
         if len(labels.shape) == 3:
@@ -332,9 +283,8 @@ class ConditionalRandomField(keras.layers.Layer):
         return ops.where(valid, path, 0)
 
     def _constrain_ends(self, emissions, valid, starts, ends):
-        """`emissions` with a large negative score added to the labels
-        outside `starts` at each row's first real position and outside
-        `ends` at its last, so that Viterbi picks among the allowed paths."""
+        """`emissions` with `FORBIDDEN` added outside `starts` at each row's first real
+        position and outside `ends` at its last."""
         length = ops.shape(valid)[1]
         positions = ops.arange(length, dtype="int32")[None, :]
         for labels, edge in ((starts, "first"), (ends, "last")):
@@ -361,11 +311,9 @@ class ConditionalRandomField(keras.layers.Layer):
 
 
 def scan_carries(step, init, xs, reverse=False):
-    """The carries after each step of `carry = step(carry, x)` over the
-    leading axis of `xs`, stacked (in the order of `xs`; the same structure
-    as `init`). `keras.ops.scan`, except on TensorFlow, where `tf.scan` sets
-    the `maximum_iterations` that XLA needs to differentiate the loop and
-    Keras' scan does not."""
+    """The stacked carries of `carry = step(carry, x)` over the leading axis of
+    `xs`: `keras.ops.scan`, but `tf.scan` on TensorFlow, which sets the
+    `maximum_iterations` XLA needs to differentiate the loop."""
     if keras.config.backend() == "tensorflow":
         import tensorflow as tf
 

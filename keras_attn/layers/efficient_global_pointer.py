@@ -9,27 +9,21 @@ from keras_attn.layers.global_pointer import mask_spans
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class EfficientGlobalPointer(GlobalPointer):
-    """GlobalPointer with one `(q, k)` pair shared by all entity types plus a
-    per-type start and end bias (Su, 2022, "Efficient GlobalPointer",
-    https://kexue.fm/archives/8877), as bert4keras's `EfficientGlobalPointer`:
-    about `2 * head_size * hidden` parameters instead of
-    `2 * heads * head_size * hidden`.
+    """GlobalPointer with one `(q, k)` pair shared by all entity types and
+    per-type start and end biases (Su, 2022, "Efficient GlobalPointer",
+    https://kexue.fm/archives/8877), as bert4keras's.
 
-    A dense layer maps each token to `p_n` of width `2 * head_size`; `q_n`
-    is its even features and `k_n` its odd ones (rotated by RoPE when
-    `use_rope`). A second dense layer maps `p_n` to `2 * heads` biases
-    `b_n`; type `a` takes `b_n[2a]` as the score of `n` as a span end and
-    `b_n[2a + 1]` as a span start:
+    A dense layer maps each token to `p_n` of width `2 * head_size`, `q_n` its
+    even features and `k_n` its odd ones (RoPE with `use_rope`); a second maps
+    `p_n` to `2 * heads` biases `b_n`:
 
         s^a[i, j] = q_i . k_j / sqrt(head_size) + (b_j[2a] + b_i[2a + 1]) / 2
 
-    Arguments, call arguments, masking and output are those of
-    `GlobalPointer`.
+    Arguments, masking and output are `GlobalPointer`'s.
 
     Example:
 
-    >>> pointer = keras_attn.layers.EfficientGlobalPointer(heads=3, head_size=64)
-    >>> logits = pointer(encoder.output)   # (batch, 3, length, length)
+    >>> logits = keras_attn.layers.EfficientGlobalPointer(heads=3, head_size=64)(features)
     """
 
     def create_projections(self):

@@ -22,39 +22,26 @@ def resolve_activation(name):
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class FeedForward(keras.layers.Layer):
-    """Position-wise feed-forward network: `FFN(x) = act(x W_1 + b_1) W_2 + b_2`.
-
-    From Vaswani et al. (2017), "Attention Is All You Need",
-    https://arxiv.org/abs/1706.03762. BERT uses the exact (erf) GELU,
-    `gelu(x) = x * Phi(x)`; pass `activation="gelu_approximate"` for the tanh
-    approximation some checkpoints were trained with.
-
-    With `gated=True` the hidden layer is gated, `act(x W_1) * (x V)` (a
-    GLU variant: Shazeer (2020), "GLU Variants Improve Transformer",
-    https://arxiv.org/abs/2002.05202; T5 v1.1's gated GELU), `V` being the
-    `gate_dense` projection.
+    """Position-wise feed-forward network: `FFN(x) = act(x W_1 + b_1) W_2 + b_2`
+    (Vaswani et al., 2017, https://arxiv.org/abs/1706.03762); with `gated=True`
+    the hidden layer is `act(x W_1) * (x V)`, `V` the `gate_dense` projection
+    (Shazeer, 2020, https://arxiv.org/abs/2002.05202; T5 v1.1).
 
     Args:
-        intermediate_size: width of the hidden layer (`W_1`'s output).
-        activation: activation of the hidden layer: a Keras activation name or
-            callable; `"gelu"` is the exact erf form.
+        intermediate_size: width of the hidden layer.
+        activation: a Keras activation name or callable; `"gelu"` is the exact
+            erf form, `"gelu_approximate"` the tanh one.
         out_dim: output width; defaults to the input width.
         use_bias: whether the projections have biases.
         gated: multiply the activation by a second, linear projection.
-        kernel_initializer, bias_initializer: initializers of both projections.
-        projection_policies: dtype policies of single projections by
-            sublayer name (`{"output_dense": "int8_from_float32"}`), as
-            `keras_attn.MultiHeadAttention` takes them: what
-            `model.quantize("int8")` records so a saved model reloads.
-        **kwargs: base layer arguments such as `name` and `dtype`.
-
-    Call arguments:
-        inputs: `(..., d_in)`.
+        kernel_initializer, bias_initializer: of the projections.
+        projection_policies: dtype policies by sublayer name, as
+            `keras_attn.MultiHeadAttention` takes them.
+        **kwargs: base layer arguments.
 
     Example:
 
-    >>> layer = keras_attn.layers.FeedForward(intermediate_size=128)
-    >>> layer(np.zeros((2, 5, 32), "float32")).shape
+    >>> keras_attn.layers.FeedForward(intermediate_size=128)(np.zeros((2, 5, 32), "float32")).shape
     (2, 5, 32)
     """
 

@@ -9,45 +9,32 @@ from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class GlobalPointer(keras.layers.Layer):
-    """Scores every span `[i, j]` of a sequence for each of `heads` entity
-    types (Su, 2021, "GlobalPointer: a unified way to handle nested and flat
-    NER", https://kexue.fm/archives/8373), as bert4keras's `GlobalPointer`.
+    """Scores every span `[i, j]` for each of `heads` entity types (Su, 2021,
+    "GlobalPointer", https://kexue.fm/archives/8373), as bert4keras's.
 
-    A dense layer maps each token `h_n` to `heads` pairs `(q_n^a, k_n^a)` of
-    width `head_size` (the first `head_size` features of head `a`'s
-    `2 * head_size` are `q`, the rest `k`); with `use_rope`, `q` and `k` are
-    rotated by `keras_attn.layers.RotaryEmbedding` (relative positions enter
-    the scores). The span score is
+    A dense layer maps token `h_n` to `heads` pairs `(q_n^a, k_n^a)` of width
+    `head_size` (head `a`'s first `head_size` features are `q`, the rest `k`),
+    rotated by `RotaryEmbedding` with `use_rope`:
 
         s^a[i, j] = q_i^a . k_j^a / sqrt(head_size)
 
-    Masking: rows and columns of padding positions (Keras mask of `inputs` or
-    the `mask` argument) and, with `tril_mask`, the spans ending before they
-    start (`j < i`) are set to `large_negative(dtype)`, a finite number at
-    most -45850, so they never score as entities (`exp` of them is 0). The
-    output carries no Keras mask.
+    Padding rows and columns (the Keras mask or `mask`, boolean `(batch,
+    length)`) and, with `tril_mask`, spans with `j < i` are
+    `large_negative(dtype)`. The output, span logits `(batch, heads, length,
+    length)` for `SparseMultilabelCrossEntropy(span_labels=True)`, carries no
+    Keras mask; type `a`'s entities are the `(start, end)` with a logit above 0.
 
     Args:
         heads: number of entity types.
-        head_size: width of `q` and `k` (even when `use_rope`).
-        use_rope: rotate `q` and `k` by their positions (RoPE).
+        head_size: width of `q` and `k` (even with `use_rope`).
+        use_rope: rotate `q` and `k` by their positions.
         tril_mask: mask the spans with `end < start`.
-        use_bias: whether the dense layer has a bias.
-        kernel_initializer: of the dense layer (bert4keras: `lecun_normal`).
+        use_bias, kernel_initializer: of the dense layer.
         **kwargs: base layer arguments.
-
-    Call arguments:
-        inputs: `(batch, length, hidden)` token features.
-        mask: optional boolean `(batch, length)`, `True` at real tokens.
-
-    Returns span logits `(batch, heads, length, length)`; train them with
-    `keras_attn.losses.SparseMultilabelCrossEntropy(span_labels=True)`.
 
     Example:
 
-    >>> pointer = keras_attn.layers.GlobalPointer(heads=3, head_size=64)
-    >>> logits = pointer(encoder.output)   # (batch, 3, length, length)
-    >>> # entities of type a: the (start, end) with logits[b, a, start, end] > 0
+    >>> logits = keras_attn.layers.GlobalPointer(heads=3, head_size=64)(features)
     """
 
     def __init__(
@@ -112,9 +99,8 @@ class GlobalPointer(keras.layers.Layer):
 
 
 def mask_spans(logits, mask, tril_mask):
-    """Span logits `(batch, heads, length, length)` with the rows and columns
-    of padding positions (`mask` `(batch, length)`, `True` at real tokens, or
-    None) and, with `tril_mask`, the entries `end < start` set to
+    """`logits` `(batch, heads, length, length)` with padding rows and columns
+    (`mask`, or None) and, with `tril_mask`, `end < start` set to
     `large_negative(dtype)`."""
     length = ops.shape(logits)[-1]
     keep = None

@@ -13,32 +13,20 @@ KERPLE_FORMS = ("log", "power")
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class KerpleBias(RelativePositionBias):
-    """Learned conditionally positive definite distance kernels as biases.
-
-    Chi, Fan, Ramadge, Rudnicky (2022), "KERPLE: Kernelized Relative
-    Positional Embedding for Length Extrapolation",
-    https://arxiv.org/abs/2205.09921. Per head `h`, with learned `r1, r2 > 0`:
+    """Learned conditionally positive definite distance kernels as biases (Chi
+    et al., 2022, "KERPLE", https://arxiv.org/abs/2205.09921). Per head `h`:
 
     - log: `bias_h(i, j) = -r1_h log(1 + r2_h |i - j|)`;
     - power: `bias_h(i, j) = -r1_h |i - j|^(r2_h)`, `0 < r2_h <= 2`.
 
-    Positivity is kept by construction: `r1 = softplus(a)`, and
-    `r2 = softplus(b)` (log) or `2 sigmoid(b)` (power), with `a, b` the stored
-    variables; both start at `r1 = r2 = 1`. The variables have shape
-    `(heads,)` whatever the input, so `layer.build()` needs no shapes and
-    `bias(distance)` (see `RelativePositionBias`) works on a built layer that
-    was never called.
+    `r1 = softplus(a)`, `r2 = softplus(b)` (log) or `2 sigmoid(b)` (power), `a,
+    b` the `(heads,)` variables, starting at `r1 = r2 = 1`. Called and returned
+    as `RelativePositionBias`.
 
     Args:
         heads: number of attention heads.
-        form: `"log"` or `"power"`.
+        form: `"log"` or `"power"`; ValueError otherwise.
         **kwargs: base layer arguments.
-
-    Call arguments:
-        query: `(batch, query_length, ...)`; only its length is used.
-        key: optional, defaults to `query`.
-
-    Returns the bias, `(1, heads, query_length, key_length)`, float32.
     """
 
     checkpoint_free_weights = ("r1", "r2")

@@ -9,22 +9,20 @@ from keras_attn.layers.dot_product_attention import soft_cap
 @keras.saving.register_keras_serializable(package="keras_attn")
 class LogitSoftCap(keras.layers.Layer):
     """`y = cap * tanh(x / cap)`, elementwise: logits squashed smoothly into
-    `(-cap, cap)` and nearly unchanged where much smaller than `cap`.
+    `(-cap, cap)`.
 
-    Gemma 2's final logit soft-capping (`final_logit_softcapping`, Gemma
-    Team 2024, "Gemma 2: Improving Open Language Models at a Practical
-    Size", https://arxiv.org/abs/2408.00118); the attention scores' capping
-    is the attention kernel's (`MultiHeadAttention(attention_logit_soft_cap=...)`),
-    through the same function. No weights; the input's Keras mask passes on.
+    Gemma 2's final logit soft-capping (Gemma Team 2024,
+    https://arxiv.org/abs/2408.00118); attention scores are capped by
+    `MultiHeadAttention(attention_logit_soft_cap=...)`. No weights; the Keras
+    mask passes on.
 
     Args:
-        cap: a positive number; anything else is a ValueError naming it.
-        **kwargs: base layer arguments such as `name` and `dtype`.
+        cap: a positive number; ValueError otherwise.
+        **kwargs: base layer arguments.
 
     Example:
 
-    >>> layer = keras_attn.layers.LogitSoftCap(30.0)
-    >>> layer(np.array([[0.0, 300.0]], "float32"))  # about [[0.0, 30.0]]
+    >>> keras_attn.layers.LogitSoftCap(30.0)(np.array([[0.0, 300.0]], "float32"))  # ~[[0, 30]]
     """
 
     def __init__(self, cap, **kwargs):

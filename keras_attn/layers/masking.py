@@ -1,30 +1,14 @@
-"""Boolean attention masks: building and merging them.
-
-Every boolean mask (explicit, implicit Keras masks from
-`Embedding(mask_zero=True)`, causal, local windows) is merged by
-`merge_attention_masks`, on the dense and the banded paths alike; the merged
-mask goes to the attention kernel (`dot_product_attention`), the one place
-where it meets the scores.
-
-Conventions used throughout:
-
-- A boolean mask is `True` where a query may attend to a key.
-- Masks are rank 4, broadcastable to `(batch, heads, query_length, key_length)`.
-- A query row whose keys are all masked attends to nothing: the kernel gives
-  it a zero attention result, never NaN and never a uniform average.
-"""
+"""Boolean attention masks, `True` where a query may attend to a key, rank 4
+(broadcastable to `(batch, heads, query_length, key_length)`);
+`merge_attention_masks` merges every source for the kernel."""
 
 from keras import ops
 
 
 def to_rank4_mask(mask):
-    """Reshapes a boolean `attention_mask` to broadcast against
-    `(batch, heads, query_length, key_length)`.
-
-    Rank 2 `(query_length, key_length)` and rank 3
-    `(batch, query_length, key_length)` masks get a heads axis; rank 4 masks
-    are returned as they are.
-    """
+    """A boolean `attention_mask` of rank 2 `(query, key)`, 3 `(batch, query,
+    key)` or 4, broadcastable to `(batch, heads, query, key)`; ValueError for
+    another rank."""
     mask = ops.cast(mask, "bool")
     rank = len(mask.shape)
     if rank == 2:
@@ -40,8 +24,8 @@ def to_rank4_mask(mask):
 
 
 def is_key_mask(attention_mask):
-    """Whether a boolean `attention_mask` depends on the key alone: its query
-    and heads axes are statically 1, as a padding mask `(batch, 1, key_length)`."""
+    """Whether `attention_mask` depends on the key alone (its query and heads
+    axes are statically 1, as `(batch, 1, key_length)`)."""
     shape = tuple(attention_mask.shape)
     if len(shape) == 2:
         return shape[0] == 1
@@ -58,13 +42,9 @@ def causal_mask(query_length, key_length, query_positions=None, key_positions=No
 
 
 def relative_positions(query_length, key_length, query_positions=None, key_positions=None):
-    """`(query_length, key_length)` int matrix of `i - j`.
-
-    Query `i` and key `j` are at the positions `query_positions` and
-    `key_positions` (integer vectors) when given, else at `0, 1, ...` (top-left
-    aligned). A key/value cache gives positions: its new queries sit after the
-    cached keys, and a windowed cache holds keys in the order it wrote them.
-    """
+    """`(query_length, key_length)` int matrix of `i - j`, query `i` and key `j`
+    at `query_positions`/`key_positions` when given (a key/value cache), else
+    at `0, 1, ...`."""
     rows = positions(query_length, query_positions)
     return rows[:, None] - positions(key_length, key_positions)[None, :]
 
@@ -80,24 +60,13 @@ def local_mask(
 ):
     """Boolean `(1, 1, query_length, key_length)` band of a local window.
 
-    With query position `i` and key position `j` (top-left aligned unless
-    `query_positions`/`key_positions` say otherwise, see `relative_positions`):
-
-    - causal: keep `i - window < j <= i` (the `window` most recent keys, the
-      query's own included);
-    - bidirectional: keep `|i - j| <= window // 2` (`window + 1` keys for an
-      even window, `window` for an odd one, fewer at the edges);
-    - blockwise causal (XPOS): split positions into blocks of `window`; keep
-      `j <= i` in the query's own block and the block before it.
-
-    With `sink_tokens` `k > 0` (StreamingLLM's attention sinks, Xiao et al.
-    2023, "Efficient Streaming Language Models with Attention Sinks",
-    https://arxiv.org/abs/2309.17453) the keys at positions `0 <= j < k`
-    are kept too, under causality when `causal` (`j <= i`): every query sees
-    the first `k` positions beside its band. Not with `blockwise`.
-
-    Built from two index vectors, no Python loop, so its cost is the size of
-    the mask itself.
+    With query position `i` and key position `j` (see `relative_positions`):
+    causal keeps `i - window < j <= i`; bidirectional keeps
+    `|i - j| <= window // 2`; blockwise causal (XPOS) keeps `j <= i` in the
+    query's block of `window` positions and the block before. `sink_tokens`
+    `k > 0` also keeps keys `0 <= j < k` (under causality when `causal`):
+    StreamingLLM's attention sinks (Xiao et al. 2023,
+    https://arxiv.org/abs/2309.17453); not with `blockwise`.
     """
     distance = relative_positions(query_length, key_length, query_positions, key_positions)
     if blockwise:
@@ -119,8 +88,8 @@ def local_mask(
 
 
 def band_from_distance(distance, window, causal):
-    """The sliding-window band as a function of `i - j`: `0 <= i - j < window`
-    (causal) or `|i - j| <= window // 2`."""
+    """The band as a function of `i - j`: `0 <= i - j < window` (causal) or
+    `|i - j| <= window // 2`."""
     if causal:
         return ops.logical_and(ops.greater_equal(distance, 0), ops.less(distance, window))
     return ops.less_equal(ops.abs(distance), window // 2)
@@ -139,34 +108,19 @@ def merge_attention_masks(
     key_positions=None,
     sink_tokens=0,
 ):
-    """Combines every source of masking into one rank-4 boolean mask.
+    """Combines every source of masking into one rank-4 boolean mask, or `None`
+    when nothing is masked.
 
     Args:
-        attention_mask: boolean, broadcastable to
-            `(batch, query_length, key_length)` (rank 2 or 3) or to
-            `(batch, heads, query_length, key_length)` (rank 4).
-        query_mask: boolean `(batch, query_length)`; a masked query position
-            attends to nothing.
-        key_mask: boolean `(batch, key_length)`; a masked key is never
-            attended to.
-        use_causal_mask: keep only keys `j <= i` (top-left aligned).
-        query_length, key_length: static or dynamic lengths, needed only for
-            the causal and local masks.
-        attention_window: keep only a local band (see `local_mask`), causal
-            when `use_causal_mask`.
-        blockwise: a blockwise causal band (see `local_mask`); only with
-            `use_causal_mask`, which callers check (`MultiHeadAttention`
-            refuses a non-causal call, the builder a non-causal model).
-        query_positions, key_positions: the positions of the queries and
-            keys for the causal and local masks (see `relative_positions`);
-            default `0, 1, ...`.
-        sink_tokens: with `attention_window`, the keys at positions below
-            it stay visible beside the band (see `local_mask`).
-
-    Returns:
-        A boolean tensor broadcastable to
-        `(batch, heads, query_length, key_length)`, or `None` when nothing
-        is masked.
+        attention_mask: boolean, rank 2, 3 (see `to_rank4_mask`) or 4.
+        query_mask: boolean `(batch, query_length)`; a masked query attends
+            to nothing.
+        key_mask: boolean `(batch, key_length)`; a masked key is never seen.
+        use_causal_mask: keep only keys `j <= i`.
+        query_length, key_length: for the causal and local masks.
+        attention_window, blockwise, sink_tokens: a local band (`local_mask`),
+            causal when `use_causal_mask` (which `blockwise` requires).
+        query_positions, key_positions: see `relative_positions`.
     """
     mask = None
 
@@ -201,12 +155,9 @@ def merge_attention_masks(
 
 
 def real_tokens(token_ids, pad_token_id, padding_mask=None):
-    """Boolean `(batch, length)`, True for real tokens: `padding_mask` when
-    given (a model built with `padding_mask_input`), else `token_ids !=
-    pad_token_id`, or every token when the vocabulary has no padding id
-    (`pad_token_id=None`, GPT-2). The one place a model decides what padding
-    is: the attention mask, the position numbering, the output masks and the
-    decoding cache all read it."""
+    """Boolean `(batch, length)`, True for real tokens: `padding_mask` when given,
+    else `token_ids != pad_token_id`, or all True when `pad_token_id` is None.
+    The one place a model decides what padding is."""
     if padding_mask is not None:
         return ops.cast(padding_mask, "bool")
     if pad_token_id is None:
@@ -215,20 +166,17 @@ def real_tokens(token_ids, pad_token_id, padding_mask=None):
 
 
 def unilm_orders(segment_ids, before=None):
-    """UniLM's order of each token, int `(batch, length)`: the cumulative
-    sum of the segment ids (see `sequence_mask`), plus `before` `(batch,)`,
-    the sum over the tokens a decoding cache already holds (None: none).
-    The full pass and a decoding step both number tokens here."""
+    """UniLM's token orders, int `(batch, length)`: the cumulative sum of the
+    segment ids plus `before` `(batch,)`, the sum a decoding cache already
+    holds (None: 0)."""
     orders = ops.cumsum(ops.cast(segment_ids, "int32"), axis=1)
     return orders if before is None else ops.expand_dims(before, 1) + orders
 
 
 def real_token_positions(real, before=None):
-    """RoBERTa's position numbering, int `(batch, length)`: real tokens
-    (boolean `real`, see `real_tokens`) count 0, 1, ... over real tokens
-    only, after the `before` `(batch,)` real tokens a decoding cache already
-    holds (None: none); padding is -1. The full pass and a decoding step
-    both number tokens here."""
+    """RoBERTa's positions, int `(batch, length)`: real tokens (`real`) count 0, 1,
+    ... after the `before` `(batch,)` real tokens a cache holds (None: 0);
+    padding is -1."""
     numbered = ops.cumsum(ops.cast(real, "int32"), axis=1) - 1
     if before is not None:
         numbered = ops.expand_dims(before, 1) + numbered
@@ -238,27 +186,15 @@ def real_token_positions(real, before=None):
 def sequence_mask(
     key_valid, query_orders=None, key_orders=None, query_positions=None, key_positions=None
 ):
-    """The boolean self-attention mask a model derives from its inputs,
-    `(batch, query_length, key_length)`, for the full pass and a decoding
-    step alike: causality and the window are the attention layer's (see
-    `merge_attention_masks`).
+    """The self-attention mask a model derives from its inputs, full pass and
+    decoding step alike: boolean `(batch, 1, key_length)` when only `key_valid`
+    (`(batch, key_length)`, real keys) is given, else `(batch, query_length,
+    key_length)`.
 
-    Args:
-        key_valid: boolean `(batch, key_length)`, keys holding a real token
-            (padding is never attended to).
-        query_orders, key_orders: int `(batch, length)`, UniLM's seq2seq
-            rule (Dong et al. 2019, https://arxiv.org/abs/1905.03197): query
-            `i` sees key `j` iff `order_j <= order_i`, where the order is the
-            cumulative sum of the segment ids (the source, segment 0, sees
-            itself bidirectionally; each target token sees the source and
-            the target before it). None: no such rule.
-        query_positions, key_positions: int `(query_length,)`,
-            `(key_length,)`: when given, a query never sees the key at its
-            own position (T-TA's diagonal mask).
-
-    Returns:
-        boolean `(batch, 1, key_length)` when only `key_valid` is given,
-        else `(batch, query_length, key_length)`.
+    `query_orders`, `key_orders` (`unilm_orders`): UniLM's rule (Dong et al.
+    2019, https://arxiv.org/abs/1905.03197), query `i` sees key `j` iff
+    `order_j <= order_i`. `query_positions`, `key_positions`: a query never
+    sees the key at its own position (T-TA).
     """
     mask = ops.cast(key_valid, "bool")[:, None, :]
     if query_orders is not None:

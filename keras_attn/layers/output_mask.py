@@ -8,24 +8,17 @@ from keras import ops
 class OutputMask(keras.layers.Layer):
     """Returns its input unchanged, carrying `mask` as its Keras mask.
 
-    The builder ends every sequence output (`sequence_output`,
-    `mlm_logits`) with one, so that layers that honour Keras masks
-    (`keras.layers.GlobalAveragePooling1D`, `LSTM`, a CRF) skip the padding
-    downstream: the mask is `token_ids != pad_token_id`, or the explicit
-    `padding_mask` input.
+    The builder ends every sequence output with one, so that mask-aware layers
+    (`GlobalAveragePooling1D`, `LSTM`, a CRF) skip the padding.
 
     Call arguments:
         inputs: a tensor `(batch, length, ...)`.
-        mask: boolean or integer `(batch, length)`, true (non-zero) for real
-            tokens: the output's Keras mask.
+        mask: boolean or integer `(batch, length)`, non-zero for real tokens.
 
     Example:
 
     ```python
-    token_ids = keras.Input((None,), dtype="int32")
-    hidden = keras.layers.Embedding(100, 8)(token_ids)
     hidden = keras_attn.layers.OutputMask()(hidden, mask=ops.not_equal(token_ids, 0))
-    mean = keras.layers.GlobalAveragePooling1D()(hidden)  # over real tokens
     ```
     """
 

@@ -16,60 +16,39 @@ class PositionEmbedding(keras.layers.Layer):
     """Learned absolute position embeddings, `P[offset + position]`.
 
     BERT adds row `i` of a learned `(max_position, dim)` table to token `i`.
-    RoBERTa's tables start counting after the padding row: with
-    `count_from_padding=True` and a padding mask, real tokens get positions
-    `offset, offset + 1, ...` counted over real tokens only and padded tokens
-    get row `offset - 1` (RoBERTa's padding row), which is exactly how
-    Hugging Face's RoBERTa numbers positions, for left and right padding.
+    With `count_from_padding=True` and a padding mask, real tokens count
+    `offset, offset + 1, ...` over real tokens only and padding takes row
+    `offset - 1`, as HF's RoBERTa (left or right padding).
 
-    Hierarchical positions (`hierarchical=True` or a float `alpha`; Su 2020,
-    bert4keras's `hierarchical_position`) let a table of `n` rows number
-    `n * n` positions without new weights. From the table `p` (the `n` rows
-    from `offset`) it forms `u_k = (p_k - alpha p_0) / (1 - alpha)` and gives
-    position `i n + j` (`0 <= i, j < n`) the embedding
-    `alpha u_i + (1 - alpha) u_j`. Since `u_0 = p_0`, a position `j < n`
-    gets `alpha p_0 + (p_j - alpha p_0) = p_j`: the first `n` positions keep
-    their rows (they are looked up directly, so a model reading at most `n`
-    tokens computes exactly what it did without the option), and past `n`
-    each block of `n` positions repeats the table's shape around a point that
-    moves with `u_i`. `alpha` is 0.4 for `True`, as in bert4keras.
-
-    A sequence longer than `max_length` (the table's rows, or their square
-    with `hierarchical`) raises a `ValueError` naming both lengths
-    (statically where the length is known when the graph is traced; otherwise
-    the embedding lookup itself fails on out-of-range rows).
+    Hierarchical positions (Su 2020, bert4keras's `hierarchical_position`)
+    number `n * n` positions from the `n` rows `p` after `offset`: with
+    `u_k = (p_k - alpha p_0) / (1 - alpha)`, position `i n + j` gets
+    `alpha u_i + (1 - alpha) u_j` (the first `n` keep their rows exactly).
+    A sequence longer than `max_length` is a `ValueError` where its length is
+    known.
 
     Args:
         max_position: number of rows of the table.
         dim: embedding width.
         offset: row of the first position (2 for RoBERTa, 0 for BERT).
         count_from_padding: number real tokens only, from `padding_mask`.
-        hierarchical: `False` (the default), `True` (hierarchical positions
-            with `alpha = 0.4`) or `alpha`, a float in `(0, 1)`.
+        hierarchical: `False`, `True` (`alpha = 0.4`) or `alpha` in `(0, 1)`.
         embeddings_initializer: initializer of the table.
         **kwargs: base layer arguments.
 
     Call arguments:
         inputs: `(batch, length, ...)`; only its length is used.
-        padding_mask: boolean `(batch, length)`, used with
-            `count_from_padding`.
-        positions: optional integer `(length,)` or `(batch, length)`: the
-            positions of the tokens (row `offset + position`), for a decoding
-            step whose tokens continue a cached sequence. A negative position
-            takes row `offset - 1` (RoBERTa's padding row). Replaces the
-            numbering from 0 and `padding_mask`.
+        padding_mask: boolean `(batch, length)`, with `count_from_padding`.
+        positions: optional integer `(length,)` or `(batch, length)` positions
+            (a decoding step), replacing the numbering; negative: row
+            `offset - 1`.
 
-    Returns `(batch, length, dim)` (the table rows broadcast over the batch,
-    so that shape inference downstream keeps the batch dimension unknown
-    rather than 1).
+    Returns `(batch, length, dim)`.
 
-    Example, 2,500 positions from a 64-row table:
+    Example:
 
-    ```python
-    layer = keras_attn.layers.PositionEmbedding(64, 16, hierarchical=True)
-    x = np.zeros((1, 2500, 16), "float32")
-    layer(x).shape                  # (1, 2500, 16); layer.max_length == 4096
-    ```
+    >>> PositionEmbedding(64, 16, hierarchical=True).max_length
+    4096
     """
 
     def __init__(
@@ -127,8 +106,7 @@ class PositionEmbedding(keras.layers.Layer):
         return ops.broadcast_to(rows, (batch, length, self.dim))
 
     def _embed_positions(self, positions):
-        """The embeddings of integer `positions` (any shape, each `>= -1`;
-        -1 takes row `offset - 1`): `positions.shape + (dim,)`."""
+        """The embeddings of integer `positions` (each `>= -1`), `positions.shape + (dim,)`."""
         if not self.hierarchical:
             return ops.take(self.embeddings, positions + self.offset, axis=0)
         rows_per_level = self.max_position - self.offset
@@ -156,8 +134,8 @@ class PositionEmbedding(keras.layers.Layer):
 
     @property
     def max_length(self):
-        """The longest sequence the table can number: its rows from
-        `offset`, or their square with `hierarchical`."""
+        """The longest sequence the table numbers: its rows from `offset`, squared
+        with `hierarchical`."""
         rows = self.max_position - self.offset
         return rows * rows if self.hierarchical else rows
 

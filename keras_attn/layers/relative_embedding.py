@@ -1,5 +1,4 @@
-"""The table of relative-position embeddings that DeBERTa's attention layers
-share."""
+"""DeBERTa's shared table of relative-position embeddings."""
 
 import keras
 from keras import ops
@@ -9,39 +8,32 @@ from keras_attn.layers.multi_head_attention import check_positive_integer
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class RelativeEmbedding(keras.layers.Layer):
-    """`2 * span` learned embeddings of relative positions, one table for the
-    whole model, optionally layer-normalised (DeBERTa's
-    `encoder.rel_embeddings` and `norm_rel_ebd: layer_norm`).
+    """`2 * span` learned embeddings of relative positions, one table per model,
+    optionally layer-normalised (DeBERTa's `encoder.rel_embeddings`; He et al.,
+    2021, https://arxiv.org/abs/2006.03654).
 
-    He et al. (2021), "DeBERTa: Decoding-enhanced BERT with Disentangled
-    Attention", https://arxiv.org/abs/2006.03654. Row `r` embeds the
-    (bucketed) relative position `r - span`; every
-    `keras_attn.layers.DisentangledAttention` projects the table with its own
-    query/key projections. The model computes it once per pass and hands it
-    to every block as their `distance_bias`, as it does a position bias.
+    Row `r` embeds the (bucketed) relative position `r - span`; each
+    `DisentangledAttention` projects it with its own projections. The model
+    hands it to every block as `distance_bias`.
 
     Args:
-        span: the number of relative positions on each side (DeBERTa's
-            `position_buckets`, or `max_relative_positions` without
-            buckets); a positive integer.
-        width: the embeddings' width (the model's hidden size).
+        span: relative positions on each side, a positive integer (DeBERTa's
+            `position_buckets` or `max_relative_positions`).
+        width: the embeddings' width.
         normalize: apply a LayerNorm (sublayer `norm`) to the table.
         epsilon: that LayerNorm's epsilon.
         embeddings_initializer: initializer of the table.
-        **kwargs: base layer arguments such as `name` and `dtype`.
+        **kwargs: base layer arguments.
 
     Call arguments:
-        inputs: any tensor of the model (the hidden states); only ties the
-            table into the functional graph.
-        by_distance: accepted for the position-bias interface; the table is
-            always returned.
+        inputs: any tensor of the model; ties the table into the graph.
+        by_distance: accepted for the position-bias interface.
 
-    Returns the `(2 * span, width)` table in the layer's compute dtype.
+    Returns the `(2 * span, width)` table in the compute dtype.
 
     Example:
 
-    >>> hidden = keras.random.normal((2, 10, 16))
-    >>> keras_attn.layers.RelativeEmbedding(4, 16, normalize=True)(hidden).shape
+    >>> keras_attn.layers.RelativeEmbedding(4, 16)(hidden).shape
     (8, 16)
     """
 

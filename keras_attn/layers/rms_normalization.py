@@ -8,39 +8,26 @@ class RMSNormalization(keras.layers.RMSNormalization):
     """`keras.layers.RMSNormalization` that passes its input's Keras mask on.
 
     `y = x / sqrt(mean(x^2) + epsilon) * scale` over the last axis (Zhang &
-    Sennrich 2019, "Root Mean Square Layer Normalization",
-    https://arxiv.org/abs/1910.07467; T5's norm). Each position is normalised
-    on its own, so the padding mask of the input is the output's. Keras' own
-    layer (3.15) does not declare `supports_masking`, so it dropped the mask
-    with a warning; T5's blocks use this one so that every inner layer's
-    output carries the padding, as in the BERT family.
+    Sennrich 2019, https://arxiv.org/abs/1910.07467; T5's norm). Each position
+    is normalised on its own, so the input's padding mask is the output's
+    (Keras' layer drops it).
 
-    With `scale=False` the layer has no weights, `y = x / sqrt(mean(x^2) +
-    epsilon)`: the parameter-free norm of RoFormer-v2 (bert4keras's
-    `LayerNormalization(zero_mean=False, scale=False, offset=False)`).
-
-    With `scale_offset=c` the factor is `c + scale` and `scale` starts at
-    zeros: Gemma's norm, `y = x / sqrt(mean(x^2) + epsilon) * (1 + scale)`,
-    with `scale_offset=1.0`, so the variable holds what the checkpoint
-    stores (`w`, not `1 + w`: exact in any variable dtype, and a weight
-    decay pulls it towards the identity). That form is computed in float32,
-    the product included, and cast back to the input's dtype, as
-    transformers' `GemmaRMSNorm` does.
+    `scale=False`: no weights, RoFormer-v2's parameter-free norm.
+    `scale_offset=c`: the factor is `c + scale`, `scale` starting at zeros;
+    Gemma's `(1 + scale)` with `scale_offset=1.0`, so the variable holds the
+    checkpoint's `w`. That form is computed in float32 and cast back, as
+    transformers' `GemmaRMSNorm`.
 
     Args:
-        scale: whether the output is multiplied by a learned `scale`
-            (default True, as in Keras' layer).
-        scale_offset: a number added to `scale` in the product (default 0).
-        **kwargs: those of `keras.layers.RMSNormalization` (`axis`,
-            `epsilon`) and base layer arguments.
+        scale: multiply by a learned `scale`.
+        scale_offset: a number added to `scale` (needs `scale=True`; ValueError).
+        **kwargs: `keras.layers.RMSNormalization`'s (`axis`, `epsilon`) and base
+            layer arguments.
 
     Example:
 
     ```python
-    token_ids = keras.Input((None,), dtype="int32")
-    hidden = keras.layers.Embedding(100, 8, mask_zero=True)(token_ids)
     normed = keras_attn.layers.RMSNormalization(epsilon=1e-6)(hidden)
-    mean = keras.layers.GlobalAveragePooling1D()(normed)  # over real tokens
     ```
     """
 

@@ -10,31 +10,22 @@ from keras_attn.layers.sinusoids import sinusoid_angles
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SandwichBias(RelativePositionBias):
-    """`bias(i, j) = scale * (p_i . p_j)` with sinusoidal positions `p`.
+    """`bias(i, j) = scale * (p_i . p_j)` with sinusoidal positions `p` (Chi et
+    al., 2023, "Dissecting Transformer Length Extrapolation via the Lens of
+    Receptive Field Analysis", https://arxiv.org/abs/2212.10356).
 
-    Chi, Fan, Rudnicky, Ramadge (2023), "Dissecting Transformer Length
-    Extrapolation via the Lens of Receptive Field Analysis",
-    https://arxiv.org/abs/2212.10356. With `p_n` the `dim`-wide sinusoidal
-    encoding of Vaswani et al., frequencies `w_k = 10000^(-2k/dim)` (those of
-    `SinusoidalPositionEmbedding`, from the same helper),
+    With `p_n` the `dim`-wide encoding of `SinusoidalPositionEmbedding`,
+    `w_k = 10000^(-2k/dim)`:
 
         p_i . p_j = sum_{k < dim/2} cos((i - j) w_k),
 
-    a function of `i - j` that decays, with oscillations, as the distance
-    grows; `bias(distance)` (see `RelativePositionBias`) computes it from the
-    distance directly, `(1,) + distance.shape`. The same bias serves every
-    head.
+    decaying with oscillations as the distance grows; one bias for every head
+    (`heads` 1). Called and returned as `RelativePositionBias`.
 
     Args:
         dim: width of the sinusoidal encoding (even).
         scale: `lambda`, the multiplier of the inner product.
         **kwargs: base layer arguments.
-
-    Call arguments:
-        query: `(batch, query_length, ...)`; only its length is used.
-        key: optional, defaults to `query`.
-
-    Returns the bias, `(1, 1, query_length, key_length)`, float32.
     """
 
     def __init__(self, dim=128, scale=1.0, **kwargs):

@@ -9,14 +9,11 @@ from keras_attn.layers.sinusoids import sinusoid_angles
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SinusoidalPositionEmbedding(keras.layers.Layer):
-    """Fixed sinusoidal absolute positions (Vaswani et al., 2017, "Attention Is
-    All You Need", https://arxiv.org/abs/1706.03762):
+    """Fixed sinusoidal absolute positions (Vaswani et al., 2017,
+    https://arxiv.org/abs/1706.03762), no weights and no maximum length:
 
         P(n, 2k) = sin(n / max_wavelength^(2k/dim))
         P(n, 2k+1) = cos(n / max_wavelength^(2k/dim))
-
-    No weights and no maximum length. The frequencies are those of
-    `RotaryEmbedding` and `SandwichBias` (one helper, `sinusoids.py`).
 
     Args:
         dim: embedding width (even).
@@ -25,14 +22,11 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
 
     Call arguments:
         inputs: `(batch, length, ...)`; only its length is used.
-        padding_mask: accepted for interchangeability with
-            `PositionEmbedding`, and ignored.
+        padding_mask: ignored (accepted as `PositionEmbedding` takes it).
         positions: optional integer `(length,)` or `(batch, length)`, the
-            positions of the tokens (default `0 .. length - 1`), for a
-            decoding step whose tokens continue a cached sequence.
+            tokens' positions (default `0 .. length - 1`).
 
-    Returns `(batch, length, dim)`, the same rows for every sequence unless
-    `positions` gives each its own.
+    Returns `(batch, length, dim)`.
     """
 
     def __init__(self, dim, max_wavelength=10000, **kwargs):

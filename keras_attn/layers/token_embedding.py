@@ -10,30 +10,21 @@ from keras_attn import keras_internals
 class TokenEmbedding(keras.layers.Embedding):
     """`keras.layers.Embedding` whose table doubles as the output projection.
 
-    `layer(token_ids)` looks rows up as usual; `layer(hidden, reverse=True)`
-    returns `hidden @ E^T`, the tied-embedding logits over the vocabulary used
-    by BERT's masked-LM head (Press & Wolf 2017, "Using the Output Embedding to
-    Improve Language Models", https://arxiv.org/abs/1608.05859).
-
-    Quantization: `layer.quantize("int8")` (or `model.quantize("int8")`)
-    stores the table as int8 with one scale per vocabulary row, as
-    `keras.layers.Embedding` does, and both directions use it: a lookup
-    divides the int8 rows by their scales, and the reverse projection
-    computes `(hidden @ E_int8^T) / scale`, which equals `hidden` times the
-    dequantized table without materialising it. Other modes raise
-    `NotImplementedError` (so `model.quantize` leaves the table in float
-    with a warning).
+    `layer(token_ids)` looks rows up; `layer(hidden, reverse=True)` returns
+    `hidden @ E^T`, the tied-embedding logits (Press & Wolf 2017,
+    https://arxiv.org/abs/1608.05859), keeping `hidden`'s Keras mask.
+    `quantize("int8")` stores int8 rows with one scale each, used in both
+    directions (the reverse projection divides `hidden @ E_int8^T` by the
+    scales); other modes raise `NotImplementedError`.
 
     Args:
-        lookup_scale: None, or a number multiplying the rows a lookup
-            returns (cast to the compute dtype first, as transformers casts
-            Gemma's `sqrt(hidden_size)` to the weights' dtype); the reverse
-            projection is unscaled.
+        lookup_scale: None, or a number multiplying looked-up rows (cast to
+            the compute dtype first, as transformers' Gemma); not the reverse.
         *args, **kwargs: those of `keras.layers.Embedding`.
 
     Call arguments:
         inputs: integer ids, or `(..., output_dim)` features when `reverse`.
-        reverse: project features onto the vocabulary instead of looking up.
+        reverse: project features onto the vocabulary.
     """
 
     def __init__(self, *args, lookup_scale=None, **kwargs):

@@ -32,10 +32,8 @@ OTHER_SIGNATURES = {
 
 def _projections(model, feed_forward=True):
     """`(name, Dense)` for every projection LoRA can adapt in `model`, named
-    `"{attention or feed-forward layer}/{projection}"` (for example
-    `"Transformer-0-MultiHeadSelfAttention/query_dense"`): stable names,
-    the same in every model the builder makes from one config, nested models
-    included."""
+    `"{layer}/{projection}"` (e.g. `"Transformer-0-MultiHeadSelfAttention/query_dense"`),
+    the same in every model built from one config."""
     for layer in keras_internals.all_layers(model):
         if isinstance(layer, MultiHeadAttention):
             names = layer.dense_projections
@@ -55,45 +53,29 @@ def _adapted(model):
 def enable_lora(model, rank, feed_forward=False, alpha=None):
     """Adds LoRA adapters to `model` and makes them its only trainable weights.
 
-    Every attention projection (query, key, value, output `Dense` of each
-    `keras_attn.MultiHeadAttention`, talking-heads, T-TA and an
-    encoder-decoder's cross-attention included; a `GatedAttentionUnit`'s
-    `input_dense` and `output_dense`) and, with
-    `feed_forward=True`, every `FeedForward` projection (the gate of a
-    gated one, T5 v1.1's, too) get Keras' own
-    adapters (`Dense.enable_lora`): a kernel `W` then computes
-    `W + (alpha / rank) * A @ B`, with `A` (`d_in x rank`, He-uniform) and
-    `B` (`rank x d_out`, zeros), so the adapted model starts out computing
-    exactly what the base model computes (Hu et al., 2021, "LoRA: Low-Rank
-    Adaptation of Large Language Models", https://arxiv.org/abs/2106.09685).
-
-    Every other variable of `model` (kernels, biases, embeddings, layer
-    norms, talking-heads mixing, position biases) is frozen
-    (`variable.trainable = False`). Layers created afterwards stay
-    trainable, so enable LoRA on the backbone, then add a classifier head
-    and compile. Setting `model.trainable = True` later unfreezes
-    everything again.
-
-    Calling it again on a model that already has adapters of this rank only
-    freezes again (useful after loading); a different rank is an error.
+    Every attention projection (of each `keras_attn.MultiHeadAttention`,
+    cross-attention, talking-heads and T-TA included, and a
+    `GatedAttentionUnit`'s) and, with `feed_forward=True`, every `FeedForward`
+    projection gets Keras' adapters (`Dense.enable_lora`): the kernel `W`
+    computes `W + (alpha / rank) * A @ B`, `B` starting at zeros so the model
+    starts out unchanged (Hu et al., 2021, https://arxiv.org/abs/2106.09685).
+    Every other variable is frozen; layers created afterwards stay trainable.
+    Calling it again with the same rank only freezes again.
 
     Args:
-        model: a model built by `keras_attn.build_transformer_model`, or a
-            model containing one; it must be built.
+        model: a built model from `keras_attn.build_transformer_model`, or
+            containing one.
         rank: the adapters' rank, a positive integer.
         feed_forward: also adapt the feed-forward projections.
-        alpha: LoRA's scale numerator, a finite positive real number;
-            defaults to `rank` (scale 1).
+        alpha: LoRA's scale numerator, finite and positive; defaults to `rank`.
 
     Returns:
-        The number of adapter weights (trainable parameters) added.
+        The number of adapter weights added.
 
     Raises:
-        TypeError: `alpha` is not a real number (a string, a bool).
-        ValueError: `rank` is not a positive integer, `alpha` is not finite
-            and positive (0 would make the adapters inert, NaN every
-            output NaN), `model` has no attention layer, or a projection
-            already has adapters of another rank.
+        TypeError: `alpha` is not a real number.
+        ValueError: a bad `rank` or `alpha`, no attention layer, or adapters of
+            another rank already there.
     """
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise ValueError(f"enable_lora: `rank` must be a positive integer; received {rank!r}.")
@@ -136,29 +118,11 @@ def _adapter_variables(dense):
 
 
 def save_lora_weights(model, path):
-    """Writes the LoRA adapters of `model`, and nothing else, to `path`.
-
-    The file is a NumPy `.npz` archive holding, for each adapted projection
-    `name` (see `enable_lora`), `name/lora_kernel_a`, `name/lora_kernel_b`
-    and the scale `name/lora_alpha`; a few hundred kilobytes for a
-    rank-8 BERT-base, against hundreds of megabytes for the model.
-
-    The file is written whole (`keras_attn.files.atomic_write`): a failure
-    mid-write leaves a previous file at `path` as it was.
-
-    Args:
-        model: a model on which `enable_lora` was called.
-        path: the file to write; `.npz` is appended if missing (NumPy's rule).
-
-    Returns:
-        The path written (with `.npz`); `load_lora_weights` takes it, or
-        the same `path` as given here.
-
-    Raises:
-        ValueError: `model` has no adapters.
-        OSError: the file cannot be written (its folder is missing or not
-            writable, the disk is full).
-    """
+    """Writes the LoRA adapters of `model`, and nothing else, to the `.npz`
+    `path` (`.npz` appended if missing), whole (`keras_attn.files.atomic_write`):
+    `name/lora_kernel_a`, `name/lora_kernel_b` and `name/lora_alpha` per adapted
+    projection `name`. Returns the path written; ValueError when `model` has no
+    adapters, OSError when the file cannot be written."""
     adapted = _adapted(model)
     if not adapted:
         raise ValueError(
@@ -183,27 +147,16 @@ def _npz_path(path):
 
 
 def load_lora_weights(model, path):
-    """Loads adapters written by `save_lora_weights` into `model`.
-
-    `model` must have the same adapters (call `enable_lora` with the same
-    rank, `feed_forward` and `alpha` first, on a model with the base
-    weights); every adapter of the model must be in the file and every
-    adapter in the file must be in the model, with equal shapes and scale.
-    Nothing is assigned unless all of them match.
-
-    Args:
-        model: a model with LoRA adapters.
-        path: a file written by `save_lora_weights`, or the path given to
-            it (`"adapters"` finds the `adapters.npz` it wrote).
+    """Loads adapters written by `save_lora_weights` (at `path`, or the path given
+    to it) into `model`, which must have the same adapters (`enable_lora` with
+    the same rank, `feed_forward` and `alpha`). Nothing is assigned unless all
+    names, shapes and scales match.
 
     Raises:
         FileNotFoundError: neither `path` nor `path + ".npz"` exists.
-        ValueError: `model` has no adapters; the file is not an `.npz`
-            archive (an HDF5 `.weights.h5`, a truncated archive: the message
-            names the file and what it found); an adapter variable or its
-            `lora_alpha` is missing from the file, or a variable from the
-            model; or a shape or `lora_alpha` differs (the message names the
-            variable, the file and both values).
+        ValueError: `model` has no adapters, the file is not an `.npz` archive,
+            or an adapter is missing on either side or differs (the message
+            names it and both values).
     """
     path = _existing_adapter_file(path)
     adapted = _adapted(model)
@@ -258,8 +211,7 @@ def load_lora_weights(model, path):
 
 
 def _existing_adapter_file(path):
-    """The file `load_lora_weights` reads: `path`, else `path + ".npz"`
-    (where `save_lora_weights(model, path)` wrote)."""
+    """`path`, else `path + ".npz"`; FileNotFoundError when neither exists."""
     path = os.fspath(path)
     if os.path.isfile(path):
         return path
@@ -270,8 +222,7 @@ def _existing_adapter_file(path):
 
 
 def _read_adapter_file(path):
-    """Every array of the `.npz` at `path`; a ValueError naming the file
-    when it is not a complete `.npz` archive."""
+    """Every array of the `.npz` at `path`; ValueError when it is not one."""
     with open(path, "rb") as file:
         start = file.read(8)
     if not start.startswith(ZIP_SIGNATURE):
@@ -297,22 +248,10 @@ def _read_adapter_file(path):
 def merge_lora(model):
     """Folds the adapters of `model` into its kernels and removes them.
 
-    Each adapted kernel becomes `W + (alpha / rank) * A @ B`, so the model
-    computes what it computed with adapters (to float32 rounding) and is a
-    plain model again: no `lora_*` variables, configs without `lora_rank`,
-    ready to `save`, `quantize` or export. Which variables are trainable is
-    left as it is (the merged kernels frozen).
-
-    Args:
-        model: a model with LoRA adapters.
-
-    Returns:
-        The number of projections merged.
-
-    Raises:
-        ValueError: `model` has no adapters, or an adapted projection is
-            quantized.
-    """
+    Each adapted kernel becomes `W + (alpha / rank) * A @ B`: the model computes
+    the same (to float32 rounding) as a plain model, ready to `save`,
+    `quantize` or export. Returns the number of projections merged; ValueError
+    when `model` has no adapters or an adapted projection is quantized."""
     adapted = _adapted(model)
     if not adapted:
         raise ValueError(

@@ -17,19 +17,13 @@ def _log_one_plus_sum_exp(scores, included):
 
 def multilabel_categorical_crossentropy(y_true, y_pred):
     """Multi-label categorical cross-entropy (Su, 2020,
-    https://kexue.fm/archives/7359), bert4keras's
-    `multilabel_categorical_crossentropy`, per row of the last axis:
+    https://kexue.fm/archives/7359), bert4keras's, per row of the last axis:
 
         loss = log(1 + sum_{i in P} exp(-s_i)) + log(1 + sum_{j not in P} exp(s_j))
 
-    with `P` the classes where `y_true` is 1. Classes are positive exactly
-    when their logit `s` is above 0 at the optimum, so no threshold is tuned.
-
-    Args:
-        y_true: 0/1 labels, the shape of `y_pred`.
-        y_pred: logits `(..., num_classes)`.
-
-    Returns the float32 loss of each row, `y_pred.shape[:-1]`.
+    with `P` the classes where `y_true` (0/1, the shape of `y_pred`) is 1 and
+    `s` the logits `y_pred` `(..., num_classes)`: a class is positive when its
+    logit is above 0. Returns the float32 loss per row, `y_pred.shape[:-1]`.
     """
     scores = ops.cast(y_pred, "float32")
     positive = ops.greater(ops.cast(y_true, "float32"), 0.5)
@@ -40,44 +34,30 @@ def multilabel_categorical_crossentropy(y_true, y_pred):
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SparseMultilabelCrossEntropy(keras.losses.Loss):
-    """`multilabel_categorical_crossentropy` with the positive classes given
-    as a list of class ids, bert4keras's
-    `sparse_multilabel_categorical_crossentropy`: for GlobalPointer's
-    `length * length` classes per entity type, the dense 0/1 labels would be
-    far larger than the handful of entities.
+    """`multilabel_categorical_crossentropy` with the positive classes given as
+    distinct class ids (bert4keras's `sparse_multilabel_categorical_crossentropy`),
+    for GlobalPointer's `length * length` classes.
 
-    With `P` the listed ids and `A` all classes,
+    With `P` the listed ids, `lse_P = logsumexp_{i in P} s_i` and
+    `lse_A = log(1 + sum_{all j} exp(s_j))`,
 
-        loss = log(1 + sum_{i in P} exp(-s_i))
-               + log(1 + sum_{j in A} exp(s_j)) + log(1 - exp(lse_P - lse_A))
+        loss = log(1 + sum_{i in P} exp(-s_i)) + lse_A + log(1 - exp(lse_P - lse_A))
 
-    where `lse_P = logsumexp_{i in P} s_i` and `lse_A = log(1 + sum_A exp(s))`;
-    the last two terms are `log(1 + sum_{j not in P} exp(s_j))`, the factor
-    `1 - exp(...)` clipped below at 1e-7 as bert4keras does.
-
-    Padding: with `mask_zero=True` (the default, and bert4keras's GlobalPointer
-    convention) id 0 is padding: it is never a positive and class 0 is never
-    a negative, so rows of labels may be padded with 0 (`sequence_padding`)
-    and a row with only padding has the finite loss
-    `log(1 + sum_{j > 0} exp(s_j))`. Ids within a row must be distinct.
+    the factor `1 - exp(...)` clipped below at 1e-7 as bert4keras does.
 
     Args:
-        mask_zero: whether id 0 is padding (class 0 then never counts).
-        span_labels: `False`: `y_true` is ids `(..., num_positive)` and
-            `y_pred` logits `(..., num_classes)`, one loss per row. `True`
-            (GlobalPointer): `y_true` is `(batch, heads, entities, 2)`
-            `(start, end)` pairs and `y_pred` `(batch, heads, length, length)`;
-            each head's `length * length` logits are one row (span `(i, j)`
-            is class `i * length + j`, the pair `(0, 0)` padding), and a
-            sample's loss is the sum over its heads (bert4keras's
-            `global_pointer_crossentropy`).
-        **kwargs: `keras.losses.Loss` arguments (`name`, `reduction`, `dtype`).
+        mask_zero: id 0 is padding, never a positive, and class 0 never a
+            negative.
+        span_labels: `False`: `y_true` is ids `(..., num_positive)`, `y_pred`
+            logits `(..., num_classes)`. `True` (GlobalPointer): `y_true` is
+            `(batch, heads, entities, 2)` `(start, end)` pairs, `y_pred`
+            `(batch, heads, length, length)`, span `(i, j)` class
+            `i * length + j`; a sample's loss sums its heads.
+        **kwargs: `keras.losses.Loss` arguments.
 
     Example:
 
-    >>> logits = keras_attn.layers.GlobalPointer(heads=2, head_size=32)(features)
-    >>> model.compile("adam", loss=keras_attn.losses.SparseMultilabelCrossEntropy(span_labels=True))
-    >>> labels = keras_attn.sequence_padding(spans, seq_dims=2)  # (batch, heads, entities, 2)
+    >>> loss = keras_attn.losses.SparseMultilabelCrossEntropy(span_labels=True)
     """
 
     def __init__(

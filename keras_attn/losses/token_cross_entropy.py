@@ -10,42 +10,28 @@ from keras_attn.concrete import first_invalid_label
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class TokenCrossEntropy(keras.losses.Loss):
-    """Token-level cross-entropy, averaged over real (non-ignored) tokens of
-    the whole batch.
+    """Token-level cross-entropy averaged over the real tokens of the whole batch:
 
         loss = sum_{b,i: y_bi != ignore_id} -log p(y_bi) / #{b,i: y_bi != ignore_id}
 
-    T-TA's all-token objective is this with the input ids as targets and the
-    padding id ignored: every real token is a target. A masked LM uses the
-    same loss with targets set to `ignore_id` except at the masked positions.
-    Averaging over real tokens (not over all positions, not per sequence)
-    keeps the loss of a batch independent of how much padding it has.
+    independent of how much padding a batch has. T-TA's objective takes the
+    input ids as targets; a masked LM sets targets to `ignore_id` except at
+    masked positions.
 
-    Label contract: every label is `ignore_id` or a whole-number vocabulary
-    id in `[0, vocab_size)`, where `vocab_size` is the last dimension of
-    `y_pred`; `y_true` has the shape of `y_pred` without that dimension.
-    A label outside the contract (such as Hugging Face's `-100` with the
-    default `ignore_id=0`; pass `ignore_id=-100` for that convention) is
-    never silently counted or dropped:
-
-    - with concrete values (an eager call, a `fit` step on torch without
-      `jit_compile`) it raises a `ValueError` naming the label, its position
-      and the vocabulary size;
-    - inside a traced step (`fit` with a TensorFlow graph or JAX jit,
-      `torch.compile`), where values are unknown while tracing, the loss of
-      the batch is NaN on every backend.
+    Every label is `ignore_id` or an integer id in `[0, vocab_size)`
+    (`vocab_size` the last axis of `y_pred`); `y_true` has `y_pred`'s shape
+    without it (ValueError otherwise). Another label (HF's -100 with the
+    default `ignore_id`) raises a `ValueError` naming it with concrete values
+    and makes the batch's loss NaN in a traced step.
 
     Args:
-        ignore_id: the one target id that contributes nothing (the padding
-            id); an integer, possibly negative.
-        from_logits: whether predictions are logits (the builder's heads
-            return logits).
+        ignore_id: the target id that contributes nothing, an integer.
+        from_logits: whether predictions are logits.
         **kwargs: `keras.losses.Loss` arguments (`name`, `dtype`).
 
     Example:
 
     >>> model.compile(optimizer="adam", loss=keras_attn.TokenCrossEntropy(ignore_id=0))
-    >>> model.fit({"token_ids": ids}, ids)   # T-TA: predict every input token
     """
 
     def __init__(self, ignore_id=0, from_logits=True, name="token_cross_entropy", **kwargs):
@@ -84,8 +70,8 @@ class TokenCrossEntropy(keras.losses.Loss):
         return ops.where(respected, losses, ops.cast(float("nan"), losses.dtype))
 
     def _check_shapes(self, y_true, y_pred):
-        """`y_true` with the shape of `y_pred` less its vocabulary axis (a
-        trailing axis of 1, as Keras' sparse losses accept, is squeezed)."""
+        """`y_true` checked against `y_pred` without its vocabulary axis (a trailing
+        axis of 1 is squeezed)."""
         expected = tuple(y_pred.shape[:-1])
         if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
             y_true = ops.squeeze(y_true, axis=-1)
@@ -101,9 +87,8 @@ class TokenCrossEntropy(keras.losses.Loss):
         return y_true
 
     def check_labels(self, y_true, vocab_size):
-        """Raises a `ValueError` naming the first label of concrete `y_true`
-        that is neither `ignore_id` nor an id in `[0, vocab_size)`; does
-        nothing for traced tensors."""
+        """ValueError naming the first label of concrete `y_true` neither `ignore_id`
+        nor in `[0, vocab_size)`; nothing for traced tensors."""
         values = concrete_values(y_true)
         if values is None:
             return

@@ -11,39 +11,25 @@ from keras import ops
 @keras.saving.register_keras_serializable(package="keras_attn")
 class PiecewiseLinearSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """`learning_rate` times a multiplier interpolated linearly between
-    `{step: multiplier}` points (bert4keras's `piecewise_linear` with its
-    default `from_zero=True`).
+    `{step: multiplier}` points (bert4keras's `piecewise_linear`, `from_zero=True`).
 
-    The multiplier is 0 at step 0 unless `schedule` gives step 0, moves
-    linearly from each point to the next, and stays at the last point's
-    value after it. `{1000: 1.0, 2000: 0.1}` warms up from 0 to the full
-    rate over the first 1000 steps, decays to a tenth of it at step 2000 and
-    stays there. The step is the optimizer's `iterations` (0 for the first
-    update). The schedule serialises with the optimizer, so a compiled model
-    saved as `.keras` resumes with it.
-
-    bert4keras: `extend_with_piecewise_linear_lr(Adam)(learning_rate=lr,
-    lr_schedule=schedule)` is `keras.optimizers.Adam(
-    learning_rate=PiecewiseLinearSchedule(lr, schedule))`.
+    The multiplier is 0 at step 0 unless `schedule` gives step 0, linear between
+    points, and the last point's value after it; the step is the optimizer's
+    `iterations`. bert4keras's `extend_with_piecewise_linear_lr(Adam)(
+    learning_rate=lr, lr_schedule=schedule)` is `keras.optimizers.Adam(
+    PiecewiseLinearSchedule(lr, schedule))`.
 
     Args:
         learning_rate: the base rate, a positive number.
-        schedule: dict of step (an integer >= 0) -> multiplier (a finite
-            number >= 0), at least one point.
+        schedule: dict of step (an integer >= 0) -> multiplier (a finite number
+            >= 0), at least one point.
 
     Raises:
-        ValueError: a non-positive `learning_rate`, an empty `schedule`, a
-            step that is not a non-negative integer, or a multiplier that is
-            negative or not finite (the message names it).
+        ValueError: for any argument outside the above (the message names it).
 
-    Example:
+    Example (warm up over 1000 steps, then decay to a tenth at step 2000):
 
-    ```python
-    schedule = keras_attn.optimizers.PiecewiseLinearSchedule(
-        2e-5, {1000: 1.0, 2000: 0.1}
-    )
-    model.compile(optimizer=keras.optimizers.Adam(schedule), loss=...)
-    ```
+    >>> schedule = keras_attn.optimizers.PiecewiseLinearSchedule(2e-5, {1000: 1.0, 2000: 0.1})
     """
 
     def __init__(self, learning_rate, schedule):
@@ -82,7 +68,7 @@ class PiecewiseLinearSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.schedule = {int(step): float(schedule[step]) for step in sorted(schedule)}
 
     def multiplier(self, step):
-        """The multiplier at `step` (a scalar tensor), as float32."""
+        """The float32 multiplier at `step`."""
         points = sorted(self.schedule.items())
         if points[0][0] != 0:
             points.insert(0, (0, 0.0))

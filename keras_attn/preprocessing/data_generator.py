@@ -1,5 +1,5 @@
-"""`DataGenerator`: a `keras.utils.PyDataset` that batches, shuffles and
-pads examples, in the spirit of bert4keras's `DataGenerator`."""
+"""`DataGenerator`: a `keras.utils.PyDataset` that batches, shuffles and pads
+examples, as bert4keras's `DataGenerator`."""
 
 import numbers
 
@@ -11,74 +11,38 @@ from keras_attn.preprocessing.sequence_padding import sequence_padding
 
 
 class DataGenerator(keras.utils.PyDataset):
-    """Batches of padded examples for `fit`, `evaluate` and `predict`, on
-    every backend.
+    """Batches of padded examples for `fit`, `evaluate` and `predict`.
 
-    Takes a sequence of examples and a function `encode(example)` giving
-    one example's arrays; batch `i` encodes examples `i * batch_size` to
-    `(i + 1) * batch_size` (of this epoch's order; the last batch may be
-    shorter) and stacks them field by field: a field of numbers becomes a
-    `(batch,)` array, a field of sequences is padded with
-    `keras_attn.sequence_padding` to `(batch, length, ...)`, `length` being
-    the longest in the batch or the `length` given. With `shuffle=True`
-    the order is a new random permutation every epoch.
-
-    In what `encode` returns, tuples and dicts are structure and anything
-    else (a list of ids, an array, a number) is one field: return
-    `(token_ids, segment_ids), label` or `{"token_ids": ...,
-    "segment_ids": ...}, label`. Batches keep that structure, so `fit` on
-    TensorFlow takes them: its `tf.data` pipeline refuses a Python list
-    where Keras expects a structure of tensors (bert4keras's `[token_ids,
-    segment_ids], labels`), which JAX and torch accept. Batches of different
-    lengths train on every backend: on TensorFlow, where Keras infers the
-    `tf.data` signature from the first two batches, a generator padding to
-    each batch's longest declares the length free (see
-    `keras_attn.preprocessing.tf_signature`), so a later batch longer or
-    shorter than those two is read like them (the step is traced once; a
-    jit-compiled step compiles once per length, as on JAX).
-
-    For work on the whole batch, subclass and override `collate(examples)`
-    (the list of a batch's raw examples, the port of a bert4keras
-    `__iter__` body without its loop); lists in what it returns become
-    tuples.
-
-    Compared to bert4keras: `len(generator)` is its `steps`; pass the
-    generator itself to `fit` (no `forfit()`: Keras loops over epochs and
-    calls `on_epoch_end`, which reshuffles); `shuffle` is `__iter__`'s
-    `random`. bert4keras's positional call, `DataGenerator(data, 64)`
-    (its arguments are `data, batch_size, buffer_size`), puts the number
-    where `encode` is: an integer `encode` is read as that `batch_size`
-    (with `encode=None`: a bert4keras subclass overrides `collate`), as no
-    function can be an integer; a `batch_size` other than the default
-    beside it (bert4keras's third argument, `buffer_size`, which has no
-    counterpart here: the whole sequence is reshuffled every epoch) is a
-    ValueError naming the keyword call.
+    Batch `i` encodes examples `i * batch_size` to `(i + 1) * batch_size` of
+    this epoch's order with `encode(example)` and stacks them field by field:
+    numbers become `(batch,)`, sequences are padded with
+    `keras_attn.sequence_padding` to `(batch, length, ...)`. Tuples and dicts
+    in what `encode` returns are structure (lists become tuples, as
+    TensorFlow's `tf.data` needs); on TensorFlow the length stays free
+    (`tf_signature`). Override `collate(examples)` for work on the whole batch.
+    bert4keras's positional `DataGenerator(data, 64)` is read as
+    `batch_size=64` (a third, `buffer_size`, is a ValueError).
 
     Args:
-        data: the examples: a sequence (`len` and indexing), e.g. a list.
-        encode: a function from one example to its fields, or None for
-            examples that are their fields already (an int: bert4keras's
-            positional `batch_size`, see above).
-        batch_size: examples per batch.
-        shuffle: whether each epoch reads the examples in a new random order.
-        seed: the seed of the shuffling (None: numpy's fresh entropy).
-        length: None (pad each batch to its longest sequence; a
-            jit-compiled step compiles once per length), or the one length
-            to pad and cut every sequence to (it then compiles once).
-        pad_value: the value padding sequences.
-        **kwargs: `keras.utils.PyDataset`'s `workers`,
-            `use_multiprocessing`, `max_queue_size`.
+        data: the examples, a non-empty sequence (TypeError, ValueError).
+        encode: a function from one example to its fields, or None.
+        batch_size: examples per batch, an int >= 1.
+        shuffle: a new random order every epoch.
+        seed: the shuffling's seed (None: fresh entropy).
+        length: None (each batch padded to its longest) or the one length to
+            pad and cut to.
+        pad_value: the padding value.
+        **kwargs: `keras.utils.PyDataset`'s `workers`, `use_multiprocessing`,
+            `max_queue_size`.
 
     Example:
 
     ```python
     def encode(example):
         text, label = example
-        token_ids, segment_ids = tokenizer.encode(text, maxlen=64)
-        return (token_ids, segment_ids), label
+        return tokenizer.encode(text, maxlen=64), label
 
-    train = keras_attn.preprocessing.DataGenerator(examples, encode, batch_size=32)
-    model.fit(train, epochs=3)
+    model.fit(keras_attn.preprocessing.DataGenerator(examples, encode, batch_size=32))
     ```
     """
 
@@ -125,9 +89,7 @@ class DataGenerator(keras.utils.PyDataset):
         self._order = self._new_order()
 
     def collate(self, examples):
-        """The batch of `examples` (a list of raw examples): each encoded,
-        then stacked field by field and padded. Override for work on the
-        whole batch."""
+        """The batch of raw `examples`: each encoded, then stacked and padded."""
         encoded = [example if self.encode is None else self.encode(example) for example in examples]
         return self._stack(encoded, "batch")
 
@@ -166,8 +128,8 @@ class DataGenerator(keras.utils.PyDataset):
 
 
 def _bert4keras_positional_batch_size(encode, batch_size):
-    """`(encode, batch_size)`, with bert4keras's `DataGenerator(data,
-    batch_size)` read as such: its integer lands in `encode`."""
+    """`(encode, batch_size)`, an integer `encode` read as bert4keras's
+    positional `batch_size`."""
     if not isinstance(encode, numbers.Integral) or isinstance(encode, bool):
         return encode, batch_size
     if batch_size != 32:
@@ -190,7 +152,7 @@ def _describe(field):
 
 
 def _with_tuples(batch):
-    """`batch` with every list (a structure, in a collated batch) a tuple."""
+    """`batch` with every list a tuple."""
     if isinstance(batch, (list, tuple)):
         return tuple(_with_tuples(item) for item in batch)
     if isinstance(batch, dict):
@@ -199,9 +161,7 @@ def _with_tuples(batch):
 
 
 def _check_examples_and_length(data, length):
-    """Raises a ValueError for `data` without examples (`fit` would find no
-    batch, and each backend says so its own way) or a `length` that is not
-    None or an int >= 1."""
+    """ValueError for empty `data` or a `length` not None or an int >= 1."""
     if len(data) == 0:
         raise ValueError(
             "DataGenerator: `data` holds no examples (len 0), so there is no batch for "

@@ -7,36 +7,26 @@ def sequence_padding(inputs, length=None, value=0, seq_dims=1, mode="post"):
     """Stacks arrays of different sizes into one, padding (and cutting) their
     first `seq_dims` dimensions, as bert4keras's `sequence_padding`.
 
-    Keras' `keras.utils.pad_sequences` pads one dimension; this pads several,
-    e.g. GlobalPointer labels `(heads, entities, 2)` with `seq_dims=2` or
-    `(length, length)` matrices with `seq_dims=2`.
-
-    Guarantees: the result has shape `(len(inputs), *length, *rest)` where
-    `rest` is the (common) shape of the other dimensions and the dtype numpy
-    gives the non-empty inputs together; each input's entries keep their indices
-    (`mode="post"`) or are shifted to end at `length` (`mode="pre"`); every
-    other entry is `value`. An input longer than `length` in a padded
-    dimension keeps its first `length` entries there, in both modes (as
-    bert4keras; `pad_sequences` has `truncating` for the other choice).
+    The result has shape `(len(inputs), *length, *rest)`, `rest` the inputs'
+    common other dimensions, in numpy's common dtype of the non-empty inputs.
+    Entries keep their indices (`"post"`) or end at `length` (`"pre"`); every
+    other entry is `value`. A longer input keeps its first `length` entries in
+    both modes.
 
     Args:
         inputs: a non-empty sequence of array-likes of the same rank.
-        length: `None` (each padded dimension's maximum over the inputs), an
-            int (the size of every padded dimension), or a sequence of
-            `seq_dims` ints.
+        length: `None` (each dimension's maximum), an int, or `seq_dims` ints.
         value: the padding value.
         seq_dims: how many leading dimensions to pad.
-        mode: `"post"` (pad at the end) or `"pre"` (pad at the start).
+        mode: `"post"` (pad at the end) or `"pre"`.
 
-    Returns a numpy array.
+    Returns a numpy array; ValueError for inputs or arguments that do not fit.
 
     Example:
 
     >>> sequence_padding([[1, 2, 3], [4]])
     array([[1, 2, 3],
            [4, 0, 0]])
-    >>> sequence_padding([np.ones((1, 2)), np.ones((2, 3))], seq_dims=2).shape
-    (2, 2, 3)
     """
     if mode not in ("post", "pre"):
         raise ValueError(f'sequence_padding: `mode` must be "post" or "pre"; received {mode!r}.')

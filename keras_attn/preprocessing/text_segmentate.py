@@ -1,40 +1,28 @@
-"""Cutting a long text into pieces of at most `maxlen` characters at
-separators, coarsest first."""
+"""Cutting a long text into pieces at separators."""
 
 
 def text_segmentate(text, maxlen, seps="\n", strips=None):
-    """Cuts `text` into pieces of at most `maxlen` characters, cutting only
-    at separators, as bert4keras's `text_segmentate`.
+    """Cuts `text` into pieces of at most `maxlen` characters at separators, as
+    bert4keras's `text_segmentate`.
 
-    The text is split at the first separator; consecutive parts are joined
-    back (each keeping the separator that ended it) while the joined piece
-    stays within `maxlen`; each joined piece still longer than `maxlen` is
-    cut the same way at the next separator, and so on. Every piece is
-    stripped of surrounding whitespace and then of the characters in
-    `strips`. A text of at most `maxlen` characters is one piece.
-
-    Guarantees: the pieces, in order, are the text with only whitespace and
-    `strips` characters removed at their ends; a piece is longer than
-    `maxlen` only by a run of separators at its end (separators in a row
-    stay with the part before them) or where the text had no separator left
-    to cut at. Unlike bert4keras, pieces that are
-    empty after stripping (between two separators) are left out, and an
-    empty text gives `[]`.
+    The text is split at the first separator; consecutive parts (each keeping
+    its separator) are joined while within `maxlen`; a joined piece still too
+    long is cut the same way at the next separator. Pieces are stripped of
+    whitespace, then of `strips`. A piece exceeds `maxlen` only by a run of
+    separators at its end or where no separator is left. Unlike bert4keras,
+    empty pieces are left out (an empty text gives `[]`).
 
     Args:
-        text: a string.
-        maxlen: the longest piece, in characters (an int >= 1).
-        seps: the separators, coarsest first: a string of one-character
-            separators (`"\\n。！？；，"`) or a sequence of strings.
-        strips: characters removed from both ends of every piece after
-            whitespace (as `str.strip(strips)`), or None for none more.
+        text: a string (TypeError otherwise).
+        maxlen: the longest piece, an int >= 1.
+        seps: separators, coarsest first: a string of one-character separators
+            or a sequence of strings.
+        strips: characters stripped from both ends of every piece, or None.
 
     Returns a list of strings.
 
     Example:
 
-    >>> text_segmentate("ab,cd,ef.gh", 6, seps=".,")
-    ['ab,cd,', 'ef.', 'gh']
     >>> text_segmentate("ab,cd,ef.gh", 6, seps=".,", strips=".,")
     ['ab,cd', 'ef', 'gh']
     """

@@ -1,28 +1,14 @@
-"""The `tf.data` signature Keras gives a `DataGenerator` on TensorFlow: its
-batch length free, as the generator pads each batch to its own longest.
+"""The `tf.data` signature Keras gives a `DataGenerator` on TensorFlow, with
+a free batch length.
 
-On TensorFlow, Keras' `fit`, `evaluate` and `predict` read a
-`keras.utils.PyDataset` through `tf.data.Dataset.from_generator`, whose
-signature (`PyDatasetAdapter.get_tf_dataset`) keeps every dimension the
-first two batches share. Batches padded to their own longest, whose first
-two happen to have one length, then fix that length, and a later batch of
-another length stops the epoch with tf.data's "`generator` yielded an
-element of shape (2, 7) where an element of shape (None, 5) was expected".
-Keras has no public way to give a `PyDataset` its signature, so this module
-wraps that one method: when a `DataGenerator` padding to each batch's
-longest is read while Keras infers the signature (directly, or through a
-`PyDataset` that wraps it, such as `TransformerModel.fit`'s checks), axis 1
-of every tensor of rank 2 or more becomes None, as tf.keras 2 left every
-dimension of a generator's batches (bert4keras's `forfit()`). Other
-datasets get Keras' signature unchanged.
-
-The training step is then traced once for every length; with
-`jit_compile=True` XLA still compiles once per length it meets, as on JAX.
-
-Uses `PyDatasetAdapter.get_tf_dataset` and its `_output_signature`,
-checked against Keras 3.15.1 (`CHECKED_KERAS_VERSION`);
-`tests/preprocessing/test_data_generator.py` checks both on the installed
-Keras.
+Keras infers a `PyDataset`'s signature from its first two batches
+(`PyDatasetAdapter.get_tf_dataset`), so batches padded to their own longest
+could fix one length and a later batch of another stops the epoch. While it
+infers the signature of a `DataGenerator` padding to each batch's longest
+(directly or wrapped), this makes axis 1 of every tensor of rank >= 2 None;
+other datasets are unchanged. Uses `PyDatasetAdapter.get_tf_dataset` and
+`_output_signature`, checked against Keras 3.15.1 (`CHECKED_KERAS_VERSION`;
+tests/preprocessing/test_data_generator.py checks the installed Keras).
 """
 
 import threading
@@ -35,16 +21,14 @@ _inferring = threading.local()
 
 
 def note_batch_with_free_length():
-    """Called by a `DataGenerator` padding to each batch's longest for each
-    batch it gives: while Keras infers a `tf.data` signature from it, that
-    signature gets a free batch length (see the module's docstring)."""
+    """Called by a `DataGenerator` padding to each batch's longest for each batch
+    it gives: a signature being inferred gets a free length."""
     if getattr(_inferring, "active", False):
         _inferring.free_length = True
 
 
 def install():
-    """Wraps `PyDatasetAdapter.get_tf_dataset` (once per process) so that
-    the signatures of `DataGenerator` batches have a free length."""
+    """Wraps `PyDatasetAdapter.get_tf_dataset`, once per process."""
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
     original = PyDatasetAdapter.get_tf_dataset
@@ -70,8 +54,7 @@ def install():
 
 
 def with_free_length(signature):
-    """`signature` (a nest of `tf.TensorSpec` and others) with axis 1 of
-    every `tf.TensorSpec` of rank 2 or more None."""
+    """`signature` with axis 1 of every `tf.TensorSpec` of rank >= 2 None."""
     import tensorflow as tf
 
     def free(spec):

@@ -1,11 +1,5 @@
-"""`adversarial_training`: FGM embedding perturbation and the gradient
-penalty, as bert4keras has them, on the TensorFlow, JAX and torch backends.
-
-The one backend-specific piece, the gradient of the loss with respect to the
-embedding table, is `keras_attn.training.gradients.table_gradient`;
-everything else wraps Keras' own train step and loss, so loss tracking,
-metrics, loss scaling and `jit_compile` stay Keras'.
-"""
+"""`adversarial_training`: FGM embedding perturbation and the gradient penalty,
+as bert4keras has them, wrapping Keras' own train step and loss."""
 
 import keras
 from keras import ops
@@ -19,54 +13,31 @@ METHODS = ("fgm", "gradient_penalty")
 
 def adversarial_training(model, method="fgm", epsilon=1.0, embedding_layer="Embedding-Token"):
     """Trains `model` adversarially on its embedding table, in `fit` and
-    `train_on_batch`, on every backend (compiled or not).
+    `train_on_batch`, compiled or not; returns `model`.
 
-    - `method="fgm"` (bert4keras's `adversarial_training`, Miyato et al.'s
-      fast gradient method): each step first takes the gradient `g` of the
-      loss with respect to the embedding table, adds
-      `delta = epsilon * g / (||g|| + 1e-8)` to the table, runs the ordinary
-      train step there (its gradients and update, the reported loss and
-      metrics are those of the perturbed model), then removes `delta` again.
-      `epsilon=0` is the ordinary step.
-    - `method="gradient_penalty"` (bert4keras's `loss_with_gradient_penalty`):
-      the training loss becomes `loss + 0.5 * epsilon * ||g||^2`, with `g`
-      the gradient of the loss with respect to the embedding table (dense:
-      one row per vocabulary entry, not per token occurrence as bert4keras's
-      sparse `.values`); evaluation reports the loss without the penalty.
+    - `"fgm"` (Miyato et al.'s fast gradient method): each step adds
+      `delta = epsilon * g / (||g|| + 1e-8)` to the table, `g` the loss's
+      gradient with respect to it, runs the ordinary step there, then removes
+      `delta`.
+    - `"gradient_penalty"`: the training loss becomes
+      `loss + 0.5 * epsilon * ||g||^2` (`g` dense); evaluation reports `loss`.
 
-    Both compute the loss twice per step (the penalty differentiates through
-    the gradient, so about three times the cost of a plain step). The
-    change lives on this model instance (its `train_step` or
-    `compute_loss`); `compile` may come before or after, and `.keras` files
-    do not store it.
+    The change lives on this model instance, not in `.keras` files.
 
     Args:
         model: a `keras.Model` with a trainable embedding layer.
-        method: `"fgm"` or `"gradient_penalty"`. bert4keras's positional
-            call, `adversarial_training(model, "Embedding-Token", 0.5)`
-            (its arguments are `model, embedding_name, epsilon`), is read
-            as such: a `method` that is no method but names a layer of
-            `model` is the `embedding_layer` of FGM.
-        epsilon: the perturbation's norm (FGM) or the penalty's weight, a
-            number >= 0.
-        embedding_layer: the name of the layer whose `embeddings` table is
-            perturbed (the builder's `"Embedding-Token"`).
-
-    Returns:
-        `model`.
+        method: `"fgm"` or `"gradient_penalty"`; a layer's name is read as
+            bert4keras's positional `(model, embedding_name, epsilon)`: FGM.
+        epsilon: the perturbation's norm (FGM) or the penalty's weight, >= 0.
+        embedding_layer: the layer whose `embeddings` table is perturbed.
 
     Raises:
-        ValueError: an unknown `method`, a negative `epsilon`, a model without
-            that layer, a layer without a trainable `embeddings` table, or a
-            model already set up for adversarial training.
+        ValueError: an unknown `method`, a negative `epsilon`, no such layer or
+            trainable table, or a model already set up for adversarial training.
 
     Example:
 
-    ```python
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    keras_attn.training.adversarial_training(model, epsilon=0.5)
-    model.fit(x, y)
-    ```
+    >>> keras_attn.training.adversarial_training(model, epsilon=0.5)
     """
     if method not in METHODS and method in {layer.name for layer in model.layers}:
         if embedding_layer != "Embedding-Token":

@@ -1,11 +1,5 @@
-"""The one backend-specific piece of keras_attn.training: a gradient.
-
-`keras.ops` has no gradient op, so `gradient(function, value)` is written
-once per backend here; adversarial training, virtual adversarial training
-and the embedding gradients of integrated gradients all differentiate
-through it, with respect to the embedding table (`table_gradient`) or to the
-embedding layer's output (`replaced_output`).
-"""
+"""A gradient, written once per backend (`keras.ops` has none): adversarial
+training, VAT and integrated gradients differentiate through it."""
 
 import contextlib
 
@@ -15,14 +9,10 @@ from keras_attn.layers.dot_product_attention import higher_order_gradients
 
 
 def gradient(function, value, differentiable=False):
-    """The gradient of the scalar `function(value)` with respect to
-    `value`, dense, as a backend tensor.
-
-    `differentiable`: the result will itself be differentiated by an
-    enclosing gradient (the gradient penalty), so its graph is kept, and
-    attention inside `function` takes a path with a second derivative
-    (`higher_order_gradients`).
-    """
+    """The dense gradient of the scalar `function(value)` with respect to `value`.
+    `differentiable`: the result is itself differentiated (the gradient
+    penalty), so attention takes a twice-differentiable path
+    (`higher_order_gradients`)."""
     if not differentiable:
         return _GRADIENTS[keras.config.backend()](function, value, differentiable)
     with higher_order_gradients():
@@ -77,12 +67,9 @@ def table_gradient(
     differentiable=False,
     table=None,
 ):
-    """The gradient of `compute_loss` (the model's own, as Keras' step
-    computes it) with respect to the variable `embeddings`, dense, at the
-    current variable values: inside a `keras.StatelessScope` (JAX's
-    stateless step) those of the scope, so the result is differentiable by
-    an enclosing gradient of them. `table`: the table's value to take it
-    at instead of its current one (the other variables stay)."""
+    """The dense gradient of `compute_loss` with respect to the variable
+    `embeddings`, at the current values (inside a `keras.StatelessScope`,
+    the scope's) or at `table` for the table."""
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
     metrics = [(v, v.value) for v in model.metrics_variables]
@@ -103,15 +90,9 @@ def table_gradient(
 
 @contextlib.contextmanager
 def replaced_output(layer, transform):
-    """Within the block, each look-up of `layer` (each call but a tied
-    head's `reverse=True` projection) returns `transform(output)` instead
-    of its `output`.
-
-    `Layer.__call__` computes a layer through `self.call`, so an instance
-    attribute `call` takes its place (checked against Keras 3.15.1); the
-    class's `call` is back when the block ends. A quantized layer is
-    computed by `quantized_call` instead, so it is refused.
-    """
+    """Within the block, each look-up of `layer` (not a `reverse=True` call)
+    returns `transform(output)`. An instance attribute `call` replaces the
+    class's (checked against Keras 3.15.1); a quantized layer is refused."""
     if layer.dtype_policy.quantization_mode is not None:
         raise ValueError(
             f"Layer {layer.name!r} is quantized ({layer.dtype_policy.quantization_mode!r}); "
@@ -133,9 +114,8 @@ def replaced_output(layer, transform):
 
 
 def embedding_table(model, embedding_layer, what):
-    """The trainable `embeddings` table of `model`'s layer named
-    `embedding_layer`, which `what` (a phrase: "adversarial training")
-    perturbs; a ValueError naming the model and the layer otherwise."""
+    """The trainable `embeddings` table of the layer named `embedding_layer`,
+    which `what` perturbs; a ValueError naming the model and layer otherwise."""
     try:
         layer = model.get_layer(embedding_layer)
     except ValueError as error:
@@ -153,10 +133,8 @@ def embedding_table(model, embedding_layer, what):
 
 
 def state_mapping(model, state, optimizer=False):
-    """`(variable, value)` pairs of a JAX stateless train step's `state`
-    (`trainable, non_trainable, optimizer_values, metrics_values`), for a
-    `keras.StatelessScope`: the model's and metrics' variables, and the
-    optimizer's with `optimizer`."""
+    """`(variable, value)` pairs of a JAX stateless train step's `state` for a
+    `keras.StatelessScope` (the optimizer's too with `optimizer`)."""
     trainable, non_trainable, optimizer_values, metrics_values = state
     mapping = (
         list(zip(model.trainable_variables, trainable))

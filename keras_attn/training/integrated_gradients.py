@@ -1,6 +1,5 @@
-"""`embedding_gradients` and `integrated_gradients`: which input tokens a
-prediction rests on, from gradients with respect to the token embeddings,
-on every backend (bert4keras's `task_sentiment_integrated_gradients.py`)."""
+"""Which input tokens a prediction rests on, from gradients with respect to
+the token embeddings (bert4keras's `task_sentiment_integrated_gradients.py`)."""
 
 import numbers
 
@@ -13,48 +12,29 @@ from keras_attn.training.gradients import replaced_output
 
 
 def embedding_gradients(model, inputs, target, scale=1.0, embedding_layer="Embedding-Token"):
-    """The gradient of a prediction score with respect to the output of the
-    embedding layer, at that output scaled by `scale`.
+    """The gradient of a prediction score with respect to the embedding layer's
+    output `e`, `(batch, length, width)`, taken at `scale * e`.
 
-    With `e` the layer's output for `inputs`, `(batch, length, width)`, and
-    `f(e)` the model's prediction computed from it (inference mode, every
-    other input and layer as they are), returns `g = d s / d e'` at
-    `e' = scale * e`, where `s = sum over rows b of f(e')[b, target_b]`.
-    Rows are independent, so `g[b]` is the gradient of row `b`'s own score.
-    `scale=1` is the plain saliency gradient; `scale` from 0 to 1 walks the
-    straight path from the zero embedding that integrated gradients
-    averages over (`integrated_gradients`). bert4keras's script gets this by
-    scaling the embedding table, as `e` is the table's rows.
+    The score is the sum over rows `b` of `f(e')[b, target_b]` (inference
+    mode); rows are independent. `scale=1` is the saliency gradient.
 
     Args:
-        model: a `keras.Model` that calls `embedding_layer` once per pass
-            (a tied head's `reverse=True` projection aside).
-        inputs: what `model` takes (token ids, or a list with segment ids).
-        target: the class whose score is differentiated: an int, or one int
-            per row of the batch, indexing the last axis of a
-            `(batch, classes)` output; or a callable taking the model's
-            outputs and returning one score per row, `(batch,)`.
-        scale: the factor applied to the embedding output, a number.
-        embedding_layer: the name of the layer whose output is
-            differentiated (the builder's `"Embedding-Token"`).
+        model: a `keras.Model` that looks `embedding_layer` up once per pass.
+        inputs: what `model` takes.
+        target: the class whose score is differentiated: an int or one int per
+            row, indexing a `(batch, classes)` output; or a callable taking the
+            outputs and returning one score per row.
+        scale: the factor applied to the embedding output.
+        embedding_layer: the layer's name.
 
     Returns:
-        `(gradients, embedded)`: numpy float arrays of shape
-        `(batch, length, width)`, the gradient at `scale * e` and `e`.
+        `(gradients, embedded)`: numpy `(batch, length, width)` arrays, the
+        gradient at `scale * e` and `e`.
 
     Raises:
-        ValueError: a model without that layer, a layer called more than
-            once per pass, or an integer `target` for an output that is not
-            `(batch, classes)` or outside its classes.
-
-    Example:
-
-    ```python
-    gradients, embedded = keras_attn.training.embedding_gradients(
-        model, token_ids, target=1
-    )
-    saliency = np.linalg.norm(gradients * embedded, axis=-1)  # (batch, length)
-    ```
+        ValueError: no such layer, a layer looked up more than once per pass,
+            or an integer `target` that does not index a `(batch, classes)`
+            output.
     """
     layer = _embedding_layer(model, embedding_layer)
     embedded = _layer_output(model, layer, inputs)
@@ -63,50 +43,28 @@ def embedding_gradients(model, inputs, target, scale=1.0, embedding_layer="Embed
 
 
 def integrated_gradients(model, inputs, target, steps=20, embedding_layer="Embedding-Token"):
-    """Integrated gradients (Sundararajan et al., 2017) of a prediction
-    score with respect to the token embeddings, from the zero embedding.
+    """Integrated gradients (Sundararajan et al., 2017) of a prediction score with
+    respect to the token embeddings, from the zero embedding.
 
-    With `e` the embedding layer's output and `g(e')` the gradient of the
-    score at `e'` (`embedding_gradients`), the attribution of each
-    embedding component is
+    With `e` the embedding layer's output and `g` as in `embedding_gradients`:
 
         a = e * integral over alpha in [0, 1] of g(alpha * e) d alpha,
 
-    computed by the midpoint rule, `alpha = (k + 0.5) / steps`. Summed over
-    a row's tokens and width, attributions add up to the score's change
-    from the zero-embedding baseline, `f(e) - f(0)` (completeness), up to
-    the rule's error, which falls as `1 / steps**2`. Only the embedding
-    layer's output goes to zero on the baseline (segment and position
-    embeddings stay). bert4keras's script averages `alpha * e * g(alpha * e)`
-    over `alpha = k / (steps - 1)`, a different weighting of the same
-    path, and so does not add up to `f(e) - f(0)`.
+    by the midpoint rule, `alpha = (k + 0.5) / steps`. Attributions add up to
+    `f(e) - f(0)` up to an error in `1 / steps**2` (bert4keras's average does
+    not). Returns them, numpy `(batch, length, width)`.
 
     Args:
-        model: a `keras.Model` that calls `embedding_layer` once per pass.
-        inputs: what `model` takes.
-        target: the class whose score is attributed, as in
-            `embedding_gradients`: an int, one int per row, or a callable
-            returning one score per row.
+        model, inputs, target, embedding_layer: as in `embedding_gradients`.
         steps: the number of points on the path, an int >= 1.
-        embedding_layer: the name of the embedding layer.
-
-    Returns:
-        The attributions, a numpy array of shape `(batch, length, width)`.
-        One score per token: their sum over the last axis (signed, adding
-        up to `f(e) - f(0)`), or their norm, as bert4keras's script ranks
-        tokens.
 
     Raises:
         ValueError: `steps` not an int >= 1, or as `embedding_gradients`.
 
     Example:
 
-    ```python
-    attributions = keras_attn.training.integrated_gradients(
-        model, token_ids, target=1, steps=20
-    )
-    token_scores = attributions.sum(axis=-1)  # (batch, length)
-    ```
+    >>> attributions = keras_attn.training.integrated_gradients(model, token_ids, target=1)
+    >>> token_scores = attributions.sum(axis=-1)  # (batch, length)
     """
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
         raise ValueError(f"`steps` must be an int >= 1; received {steps!r}.")
@@ -130,8 +88,7 @@ def _embedding_layer(model, name):
 
 
 def _gradient_function(model, layer, inputs, target):
-    """`g(value)`: the gradient of the score with the layer's output
-    replaced by `value`, a numpy array."""
+    """`g(value)`: the score's gradient with the layer's output replaced by `value`."""
     score = _score_function(model, target)
 
     def score_at(value):
@@ -146,8 +103,8 @@ def _gradient_function(model, layer, inputs, target):
 
 
 def _layer_output(model, layer, inputs):
-    """The layer's output in a pass over `inputs`, refusing a layer looked
-    up more than once (its outputs could not all take one value)."""
+    """The layer's output in a pass over `inputs`; ValueError for a layer looked
+    up more than once."""
     outputs = []
 
     def record(output):

@@ -1,5 +1,4 @@
-"""`InterleavedTraining`: a second model's step after each batch of `fit`,
-on every backend (bert4keras trains its VAT model from a callback)."""
+"""`InterleavedTraining`: a second model's step after each batch of `fit`."""
 
 import numbers
 
@@ -8,54 +7,25 @@ import numpy as np
 
 
 class InterleavedTraining(keras.callbacks.Callback):
-    """After each batch that `fit` trains, one `train_on_batch` of
-    `second_model` on the next batch of `data`; the two models may share
-    layers, and each step sees the other's updates, on every backend.
-
-    bert4keras's VAT script trains `model_vat` (the classifier's layers,
-    compiled with `"kld"`) by calling `model_vat.train_on_batch` in a
-    callback of the classifier's `fit`. On TensorFlow and torch that works
-    as written. On JAX, `fit` keeps the weights outside the variables
-    between its steps (its compiled step is stateless; it empties the
-    variables while it runs), so the second model found no values
-    ("'NoneType' object is not callable") and `fit` would have
-    overwritten its update. This callback first writes `fit`'s weights back
-    (`jax_state_sync`, Keras' own way for a callback to read them), then
-    trains `second_model`, whose update `fit` reads back before its next
-    step. Elsewhere it is the plain call.
+    """After each batch that `fit` trains, one `train_on_batch` of `second_model`
+    on the next batch of `data`; the models may share layers (bert4keras's VAT
+    script, docs/bert4keras.md). On JAX it first writes `fit`'s weights back
+    to the variables (`jax_state_sync`).
 
     Args:
-        second_model: a compiled `keras.Model`, e.g. `keras.Model(
-            model.inputs, model.outputs)` with
-            `keras_attn.training.virtual_adversarial_training` applied.
-        data: the second model's batches, as `fit` reads a batch (`x`, or
-            a tuple `(x,)`, `(x, y)` or `(x, y, sample_weight)`, by Keras'
-            rule: a pair is inputs and targets): any iterable, e.g. a list
-            of arrays, a generator or a `keras_attn.preprocessing.
-            DataGenerator`; iterated again from its start when it runs out
-            (bert4keras's `forfit()`; a `PyDataset`'s `on_epoch_end` runs
-            in between, so a `DataGenerator` reshuffles). One batch (an
-            array, a dict of arrays, a tuple `(x, y)`) is not `data`: pass
-            `[batch]` to train on it at every step. A generator runs once:
-            it must not end before `fit` does (or never end).
+        second_model: a compiled `keras.Model` (TypeError for another type).
+        data: the second model's batches as `fit` reads a batch: any iterable
+            (a list, a generator, a `DataGenerator`), iterated again when it
+            runs out (a `PyDataset`'s `on_epoch_end` runs in between); one
+            batch goes in a list, `[batch]`. A generator must outlast `fit`.
 
     Raises:
-        TypeError: `second_model` is not a `keras.Model`.
-        ValueError: `data` is not an iterable of batches (one batch, a
-            number, a string) or is empty; and, during `fit`, a batch of
-            `data` that is not a batch as `fit` reads one, or a generator
-            that ran out (each message names `InterleavedTraining` and
-            `data`, and says what was expected and found).
+        ValueError: `data` is one batch, a scalar, a string or empty; during
+            `fit`, a batch `fit` could not read, or a generator that ran out.
 
     Example:
 
-    ```python
-    model_vat = keras.Model(model.inputs, model.outputs)
-    model_vat.compile(optimizer=keras.optimizers.Adam(1e-5), loss="kl_divergence")
-    keras_attn.training.virtual_adversarial_training(model_vat, epsilon=1.0, xi=10.0)
-    model.fit(train, epochs=3,
-              callbacks=[keras_attn.training.InterleavedTraining(model_vat, unlabeled)])
-    ```
+    >>> model.fit(train, callbacks=[keras_attn.training.InterleavedTraining(model_vat, unlabeled)])
     """
 
     def __init__(self, second_model, data):
@@ -113,8 +83,7 @@ class InterleavedTraining(keras.callbacks.Callback):
         return self._checked(batch)
 
     def _checked(self, batch):
-        """`batch` as `fit` reads a batch, or a ValueError naming the
-        callback, `data` and the batch's place in the pass."""
+        """`batch` as `fit` reads a batch, or a ValueError naming its place."""
         self._taken += 1
         if isinstance(batch, list):
             batch = tuple(batch)
@@ -142,10 +111,8 @@ _END = object()
 
 
 def check_data(data):
-    """Raises a ValueError naming `InterleavedTraining` and `data` unless
-    `data` is an iterable of batches: not one batch (an array, a dict of
-    arrays, a tuple `(x, y)`, which `fit` reads as one batch) and not a
-    scalar or a string, and not empty where its length says so."""
+    """ValueError naming `InterleavedTraining` unless `data` is a non-empty
+    iterable of batches (not one batch, a scalar or a string)."""
     what = (
         "an iterable of batches (a list of batches, a generator, a keras_attn."
         "preprocessing.DataGenerator or a keras.utils.PyDataset)"
@@ -172,8 +139,8 @@ def check_data(data):
 
 
 def _is_inputs(value):
-    """Whether `value` can be a model's `x`: not None, a number, a string or
-    an empty container (anything else is left to the model to read)."""
+    """Whether `value` can be a model's `x` (not None, a scalar, a string or an
+    empty container)."""
     if value is None or isinstance(value, (numbers.Number, str, bytes, np.bool_)):
         return False
     return not (isinstance(value, (dict, list, tuple)) and not value)

@@ -1,8 +1,6 @@
-"""`virtual_adversarial_training`: semi-supervised training on the model's
-own predictions at an adversarially perturbed embedding table (Miyato et
-al.'s VAT), as bert4keras's `task_sentiment_virtual_adversarial_training.py`
-has it, on the TensorFlow, JAX and torch backends, compiled or not.
-`virtual_adversarial_perturbation` is its perturbation alone."""
+"""Virtual adversarial training (Miyato et al.'s VAT) on the model's own
+predictions at a perturbed embedding table, as bert4keras's
+`task_sentiment_virtual_adversarial_training.py`, on every backend."""
 
 import functools
 import numbers
@@ -17,12 +15,8 @@ from keras_attn.training.gradients import table_gradient
 
 
 def _reads_bert4keras_positional_call(function):
-    """bert4keras's script defines `virtual_adversarial_training(model,
-    embedding_name, epsilon=1, xi=10, iters=1)` and calls it as
-    `virtual_adversarial_training(model_vat, "Embedding-Token")`: a second
-    positional argument that names a layer of `model` starts that order
-    (as `adversarial_training` reads its positional call). The signature
-    shown stays `function`'s."""
+    """Reads bert4keras's positional call, `(model, embedding_name, epsilon, xi,
+    iters)`, when the second argument names a layer of `model`."""
     order = ("embedding_layer", "epsilon", "xi", "iterations")
 
     @functools.wraps(function)
@@ -55,67 +49,36 @@ def _names_a_layer(model, name):
 def virtual_adversarial_training(
     model, epsilon=1.0, xi=10.0, iterations=1, embedding_layer="Embedding-Token", seed=None
 ):
-    """Makes each training step of `model` (`fit`, `train_on_batch`) a
-    virtual adversarial step: labels are not needed, the model's own
-    predictions are the targets.
+    """Makes each training step of `model` a virtual adversarial step, the
+    model's own predictions its targets (labels given are ignored).
 
-    For a batch `x`, with `W` the embedding table and `L(p, x; W)` the
-    model's compiled loss of targets `p` and its predictions on `x` with the
-    table `W` (compile with `loss="kl_divergence"`, as bert4keras's script
-    does, and `L` is `KL(p || p(x; W))`):
+    For a batch `x`, table `W` and compiled loss `L(p, x; W)` (with
+    `loss="kl_divergence"`, `KL(p || p(x; W))`):
 
-    1. `p = p(x; W)`, the predictions in inference mode, held constant;
-    2. `d` is drawn from a standard normal, the shape of `W`; then
-       `iterations` times: `d <- xi * d / (||d|| + 1e-8)`,
-       `d <- grad over W' of L(p, x; W')` at `W' = W + d` (inference mode);
+    1. `p = p(x; W)` in inference mode, held constant;
+    2. `d` from a standard normal, then `iterations` times
+       `d <- grad over W' of L(p, x; W')` at `W' = W + xi * d / (||d|| + 1e-8)`;
     3. `r = epsilon * d / (||d|| + 1e-8)` (norms over the whole table);
-    4. Keras' ordinary step runs on `(x, p)` at the table `W + r`: its
-       gradients and update, and the reported loss, `L(p, x; W + r)`, are
-       those of the perturbed model (dropout on); then `r` is removed.
+    4. Keras' ordinary step on `(x, p)` at the table `W + r`; then `r` is
+       removed.
 
-    bert4keras trains a second model on unlabeled batches next to the
-    supervised one (the same layers, compiled with `"kld"`, `Adam(1e-5)`),
-    which reads here as `model_vat = keras.Model(model.inputs,
-    model.outputs)`, compiled, then this function on it, and one step of
-    `model_vat` after each supervised batch: pass
-    `keras_attn.training.InterleavedTraining(model_vat, unlabeled)` to the
-    supervised model's `fit` (a callback calling `model_vat.train_on_batch`
-    itself, as the script does, fails on JAX, whose `fit` keeps the shared
-    weights outside the variables; see `InterleavedTraining`), or alternate
-    `model.train_on_batch` and `model_vat.train_on_batch` in a loop. Any
-    labels given are ignored (`fit(x)` needs none); sample weights weight
-    the loss. The weight of this term against the supervised loss is the
-    second model's own optimizer (its learning rate), as in the script.
-    The script's positional call, `virtual_adversarial_training(model_vat,
-    "Embedding-Token")` (its arguments are `model, embedding_name, epsilon,
-    xi, iters`), is read in that order when the second argument names a
-    layer of `model`.
-
-    Each step computes the model's predictions once and its loss
-    `iterations + 1` times. The change lives on this model instance (its
-    `train_step`, and its `compute_loss` takes the predictions as the
-    targets of a batch without labels, so `evaluate(x)` reports 0);
-    `compile` may come before or after, and `.keras` files do
-    not store it.
+    Train it beside a supervised model with `InterleavedTraining`. The change
+    lives on this model instance, not in `.keras` files.
 
     Args:
-        model: a compiled (or later compiled) `keras.Model` with a
-            trainable embedding layer.
-        epsilon: the norm of the perturbation `r`, a number >= 0.
-        xi: the norm of the probe `d` of the power iteration, a number > 0.
-        iterations: the power iteration's steps, an int >= 0 (0: `r` is a
-            random direction).
-        embedding_layer: the name of the layer whose `embeddings` table is
-            perturbed (the builder's `"Embedding-Token"`).
-        seed: an int: the random directions are reproducible.
+        model: a (later) compiled `keras.Model` with a trainable embedding layer.
+        epsilon: the norm of `r`, a number >= 0.
+        xi: the norm of the probe `d`, a number > 0.
+        iterations: power-iteration steps, an int >= 0 (0: `r` is random).
+        embedding_layer: the layer whose `embeddings` table is perturbed.
+        seed: an int, for reproducible random directions.
 
     Returns:
         `model`.
 
     Raises:
-        ValueError: a bad `epsilon`, `xi` or `iterations`, a model without
-            that layer, a layer without a trainable `embeddings` table, or a
-            model already set up for (virtual) adversarial training.
+        ValueError: a bad `epsilon`, `xi` or `iterations`, no such layer or
+            trainable table, or a model already set up for adversarial training.
 
     Example:
 
@@ -123,9 +86,6 @@ def virtual_adversarial_training(
     model_vat = keras.Model(model.inputs, model.outputs)
     model_vat.compile(optimizer=keras.optimizers.Adam(1e-5), loss="kl_divergence")
     keras_attn.training.virtual_adversarial_training(model_vat, epsilon=1.0, xi=10.0)
-    model.fit(train, epochs=3, callbacks=[
-        keras_attn.training.InterleavedTraining(model_vat, unlabeled_batches)
-    ])
     ```
     """
     _check_arguments(epsilon, xi, iterations)
@@ -160,30 +120,17 @@ def virtual_adversarial_perturbation(
     embedding_layer="Embedding-Token",
     seed=None,
 ):
-    """The perturbation `r` of the embedding table that
-    `virtual_adversarial_training` trains `model` at for the batch `x`
-    (its steps 1 to 3), at the current weights.
+    """The perturbation `r` that `virtual_adversarial_training` trains `model` at
+    for the batch `x` (its steps 1 to 3), at the current weights: a numpy
+    array the table's shape, of norm `epsilon`.
 
     Args:
-        model: a compiled `keras.Model` (its loss is the divergence `L`).
-        x: the inputs of one batch.
-        direction: the starting probe `d`, an array the shape of the
-            table; `None`: drawn from a standard normal.
-        epsilon, xi, iterations, embedding_layer: as in
+        model, epsilon, xi, iterations, embedding_layer, seed: as in
             `virtual_adversarial_training`.
-        sample_weight: per-row weights of the loss, or `None`.
-        seed: an int, for the drawn `direction`.
-
-    Returns:
-        `r`, a numpy array the shape of the embedding table, of norm
-        `epsilon` (up to the `1e-8` of the normalisation).
-
-    Example:
-
-    ```python
-    r = keras_attn.training.virtual_adversarial_perturbation(model, token_ids)
-    most_sensitive_rows = np.argsort(-np.linalg.norm(r, axis=-1))[:5]
-    ```
+        x: the inputs of one batch.
+        direction: the starting probe `d`, the table's shape (ValueError
+            otherwise); `None`: a standard normal draw.
+        sample_weight: per-row loss weights, or `None`.
     """
     _check_arguments(epsilon, xi, iterations)
     embeddings = embedding_table(model, embedding_layer, "virtual adversarial training")
@@ -205,8 +152,7 @@ def virtual_adversarial_perturbation(
 
 
 def _loss_without_labels(compute_loss):
-    """Batches without labels (`fit(x)`, and Keras' symbolic build of the
-    loss before the first step) take the predictions as their targets."""
+    """Batches without labels take the predictions as their targets."""
 
     def loss(x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if y is None:
@@ -238,9 +184,7 @@ def _normalized(value):
 def _perturbation(
     model, compute_loss, embeddings, x, target, sample_weight, direction, epsilon, xi, iterations
 ):
-    """Steps 2 and 3 from the probe `direction`, at the current variable
-    values (a `StatelessScope`'s on JAX): the power iteration of the
-    loss's curvature around the table."""
+    """Steps 2 and 3 from the probe `direction`, at the current variable values."""
     table = embeddings.value
     for _ in range(iterations):
         probe = xi * _normalized(direction)
