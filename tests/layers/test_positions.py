@@ -200,3 +200,25 @@ def test_saved_variants_load_without_warnings(variant, expected):
     result = result if isinstance(result, dict) else {"output": result}
     for name, value in saved.items():
         np.testing.assert_allclose(to_numpy(result[name]), value, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **kwargs: keras_attn.TalkingHeadsAttention(heads=2, head_size=8, **kwargs),
+        lambda **kwargs: keras_attn.layers.GatedAttentionUnit(units=16, key_size=8, **kwargs),
+    ],
+    ids=["talking_heads", "gated_attention_unit"],
+)
+def test_subclasses_take_a_position_and_load_former_configs(make):
+    x = RNG.normal(size=(2, 7, 16)).astype("float32")
+    layer = make(position=Rotary(layout="half"))
+    expected = outputs(layer, x)
+    former = dict(layer.get_config(), position_encoding="rotary", rotary_layout="half")
+    del former["position"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        loaded = type(layer).from_config(former)
+    assert loaded.position == Rotary(layout="half")
+    np.testing.assert_array_equal(outputs(loaded, x, like=layer), expected)
+    assert np.abs(outputs(make(), x, like=layer) - expected).max() > 1e-4
