@@ -279,7 +279,7 @@ class FunctionalRelative(Position):
         return {"max_relative_position": self.max_relative_position}
 
 
-def make_position(encoding, layout="interleaved", base=10000, scaling=None,
+def make_position(encoding=None, layout="interleaved", base=10000, scaling=None,
                   rotate_values=False, xpos_scale_base=512, max_relative_position=64):
     """The position object of an encoding name (`POSITION_ENCODINGS`, a
     variant's `position_encoding`) and its options, or None: `"rotary"`
