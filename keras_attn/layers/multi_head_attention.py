@@ -163,7 +163,7 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_sink_tokens, normalization,
         )
         self._position = self.position or positions.Position()
-        self._position.check_widths(key_size or head_size, head_size)
+        self._position.check_widths(key_size, head_size)
         self.heads, self.head_size, self.out_dim = heads, head_size, out_dim
         self.key_size = key_size or head_size
         self.key_value_heads = key_value_heads or heads

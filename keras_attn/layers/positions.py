@@ -60,7 +60,8 @@ class Position:
     reads_distances = False
 
     def check_widths(self, key_size, head_size):
-        """Raises a ValueError unless heads of these widths can be encoded."""
+        """Raises a ValueError unless heads of these widths can be encoded
+        (`key_size` as given: None means `head_size`)."""
 
     def rotate(self, query, key, value, query_positions, key_positions):
         """The heads `(batch, length, heads, size)` of new tokens at their
@@ -101,6 +102,13 @@ def _check_layout(layout):
 def _check_positive(argument, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"`{argument}` must be a positive number; received {value!r}.")
+
+
+def _check_rotary_width(position, key_size, head_size):
+    error = rotary_width_error(key_size or head_size, position._scaling)
+    if error:
+        given = f"key_size={key_size}" if key_size else f"key_size=None, so head_size={head_size}"
+        raise ValueError(f"MultiHeadAttention(position={position!r}): {error}; received {given}.")
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -151,9 +159,7 @@ class Rotary(Position):
         self.embedding = RotaryEmbedding(base, scaling=scaling, layout=layout)
 
     def check_widths(self, key_size, head_size):
-        error = rotary_width_error(key_size, self._scaling)
-        if error:
-            raise ValueError(f"{self!r}: {error}; received key_size={key_size}.")
+        _check_rotary_width(self, key_size, head_size)
         if self.rotate_values and head_size % 2:
             raise ValueError(
                 f"{self!r}: `rotate_values=True` rotates value features in pairs and needs "
@@ -242,9 +248,7 @@ class ReRoPE(Position):
         return cls(scaling["window"], scaling.get("k"), base=base, layout=layout)
 
     def check_widths(self, key_size, head_size):
-        error = rotary_width_error(key_size, self._scaling)
-        if error:
-            raise ValueError(f"{self!r}: {error}; received key_size={key_size}.")
+        _check_rotary_width(self, key_size, head_size)
 
     def kernel_arguments(self):
         return {"position_logits": self.logits}
