@@ -103,6 +103,8 @@ def check_config_round_trip(layer_cls, init_kwargs):
     for key, value in init_kwargs.items():
         if key.endswith("_initializer"):
             continue
+        if hasattr(value, "get_config"):  # an object is stored serialised
+            value = keras.saving.serialize_keras_object(value)
         assert key in config and config[key] == value, (
             f"{layer_cls.__name__}.get_config()[{key!r}] is "
             f"{config.get(key, '<absent>')!r}; the layer was built with {value!r}."

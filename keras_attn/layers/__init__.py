@@ -21,6 +21,10 @@ from keras_attn.layers.logit_soft_cap import LogitSoftCap
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.output_mask import OutputMask
 from keras_attn.layers.position_embedding import PositionEmbedding
+from keras_attn.layers.positions import FunctionalRelative
+from keras_attn.layers.positions import ReRoPE
+from keras_attn.layers.positions import Rotary
+from keras_attn.layers.positions import XPos
 from keras_attn.layers.relative_embedding import RelativeEmbedding
 from keras_attn.layers.relative_position_bias import RelativePositionBias
 from keras_attn.layers.rms_normalization import RMSNormalization

@@ -75,6 +75,39 @@ def layout_for_call(
     return layout
 
 
+def full_pass_attention(
+    layer, causal, query, key, attention_mask, query_mask, key_mask, attention_bias,
+    distance_bias, return_scores, training,
+):
+    """`(mask, band)` for a full pass of `layer` (a `MultiHeadAttention`):
+    the merged mask of the dense path and None, or, where `layout_for_call`
+    bands the call, None and a function of the `(query, key, value)` heads
+    attending on the blocks (`attend`). Sink tokens take the dense path (the
+    blocks have no room for them)."""
+    layout = None
+    if not layer.attention_sink_tokens:
+        layout = layout_for_call(
+            layer.attention_window, layer.blockwise_attention, causal, query, key,
+            attention_mask, attention_bias, distance_bias, return_scores,
+        )
+    if layout is None:
+        return masking.merge_attention_masks(
+            attention_mask=attention_mask, query_mask=query_mask, key_mask=key_mask,
+            use_causal_mask=causal, query_length=ops.shape(query)[1],
+            key_length=ops.shape(key)[1], attention_window=layer.attention_window,
+            blockwise=layer.blockwise_attention, sink_tokens=layer.attention_sink_tokens,
+        ), None
+
+    def band(query_heads, key_heads, value_heads):
+        return attend(
+            layer._kernel, layout, layer.attention_window, layer.blockwise_attention, causal,
+            query_heads, key_heads, value_heads, attention_mask, query_mask, key_mask,
+            distance_bias, training,
+        )
+
+    return None, band
+
+
 def attend(
     kernel, layout, window, blockwise, causal, query, key, value,
     attention_mask=None, query_mask=None, key_mask=None, distance_bias=None, training=None,

@@ -87,7 +87,7 @@ class DisentangledAttention(MultiHeadAttention):
 
     Call arguments: as `MultiHeadAttention`, self-attention only, where
     `distance_bias` is the `(2 * span, width)` table `P` (required). The
-    layer takes no `attention_window`, `position_encoding` or
+    layer takes no `attention_window`, `position` or
     `key_value_heads`, and does not decode with a cache (ValueErrors naming
     them).
 
@@ -135,7 +135,7 @@ class DisentangledAttention(MultiHeadAttention):
                 f"position_buckets // 2 + 1 ({position_buckets // 2 + 1}): the log buckets "
                 "span the distances between them."
             )
-        for name in ("attention_window", "position_encoding", "key_value_heads"):
+        for name in ("attention_window", "position", "position_encoding", "key_value_heads"):
             if kwargs.get(name) is not None:
                 raise ValueError(
                     f"DisentangledAttention takes no `{name}`; received {kwargs[name]!r}."
@@ -238,7 +238,7 @@ class DisentangledAttention(MultiHeadAttention):
 
     def get_config(self):
         config = super().get_config()
-        for name in ("attention_window", "position_encoding", "key_value_heads"):
+        for name in ("attention_window", "position", "key_value_heads"):
             config.pop(name, None)
         config.update({
             "position_attention_types": list(self.position_attention_types),

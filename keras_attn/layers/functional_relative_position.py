@@ -43,7 +43,7 @@ class FunctionalRelativePosition(keras.layers.Layer):
     uses a table of the query/key width, the value term one of the value
     width (one table when they are equal, as in every NEZHA checkpoint).
 
-    `keras_attn.MultiHeadAttention(position_encoding="functional_relative")`
+    `keras_attn.MultiHeadAttention(position=keras_attn.layers.FunctionalRelative())`
     gives this layer to its attention kernel, which adds the two terms on
     its einsum path, in the full pass, in banded windows and in cached
     decoding steps alike: positions enter only through the matrix of

@@ -5,13 +5,16 @@ from keras import ops
 
 from keras_attn.torch_runtime.direct_call import direct_call
 from keras_attn.layers.feed_forward import resolve_activation
+from keras_attn.layers.attention_options import check_input_shapes
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.multi_head_attention import check_positive_integer
 from keras_attn.layers.multi_head_attention import merge_heads
 from keras_attn.layers.multi_head_attention import split_heads
 from keras_attn.layers.projections import make_dense
 
-# `MultiHeadAttention` arguments a GAU fixes: one head, values as wide as `units`.
+# `MultiHeadAttention` arguments a GAU fixes: one head, values as wide as
+# `units` and not rotated (`rotary_value` is the former spelling of a
+# `Rotary` position's `rotate_values`).
 FIXED_ARGUMENTS = ("heads", "head_size", "rotary_value")
 
 
@@ -29,7 +32,7 @@ class GatedAttentionUnit(MultiHeadAttention):
         [u_i, v_i, z_i] = act(x_i W_i + b_i)     split into units, units, key_size
         q_i = z_i * gamma_q + beta_q             (per feature)
         k_i = z_i * gamma_k + beta_k
-        q_i, k_i = RoPE(q_i), RoPE(k_i)          (with position_encoding="rotary")
+        q_i, k_i = RoPE(q_i), RoPE(k_i)          (with position=Rotary())
         A_ij = normalize_j(q_i . k_j / sqrt(key_size))   (masked)
         out_i = (u_i * sum_j A_ij v_j) W_o + b_o
 
@@ -76,9 +79,9 @@ class GatedAttentionUnit(MultiHeadAttention):
         use_bias: biases of both projections and the offsets `beta_q`,
             `beta_k`.
         **kwargs: every other `keras_attn.MultiHeadAttention` argument but
-            `heads`, `head_size` and `rotary_value` (`out_dim`,
-            `attention_dropout`, `attention_scale`, `fused_attention`,
-            `attention_window`, `position_encoding`, `log_n_train_length`,
+            `heads` and `head_size` (`out_dim`, `attention_dropout`,
+            `attention_scale`, `fused_attention`, `attention_window`,
+            `position`, without `rotate_values`, `log_n_train_length`,
             initializers, `name`, `dtype`).
 
     Call arguments: as `keras_attn.MultiHeadAttention` without `value` and
@@ -93,7 +96,7 @@ class GatedAttentionUnit(MultiHeadAttention):
 
     >>> layer = keras_attn.layers.GatedAttentionUnit(
     ...     units=48, key_size=16, normalization="softmax_plus",
-    ...     position_encoding="rotary")
+    ...     position=keras_attn.layers.Rotary())
     >>> x = np.random.rand(2, 10, 32).astype("float32")
     >>> layer(x, use_causal_mask=True).shape
     (2, 10, 32)
@@ -116,6 +119,11 @@ class GatedAttentionUnit(MultiHeadAttention):
                     "GatedAttentionUnit has one head whose values are `units` wide and "
                     f"are not rotated; received {name}={kwargs[name]!r}."
                 )
+        if getattr(kwargs.get("position"), "rotate_values", False):
+            raise ValueError(
+                "GatedAttentionUnit's values are not rotated; received "
+                f"position={kwargs['position']!r}."
+            )
         check_positive_integer("units", units)
         check_positive_integer("key_size", key_size)
         super().__init__(
@@ -130,7 +138,7 @@ class GatedAttentionUnit(MultiHeadAttention):
         self.activation = activation
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        self._check_input_shapes(query_shape, query_shape, query_shape)
+        check_input_shapes(self, query_shape, query_shape, query_shape)
         self.input_dense = make_dense(
             self, 2 * self.units + self.key_size, "input_dense",
             activation=resolve_activation(self.activation),
@@ -195,7 +203,7 @@ class GatedAttentionUnit(MultiHeadAttention):
     def get_config(self):
         config = super().get_config()
         for name in FIXED_ARGUMENTS:
-            del config[name]
+            config.pop(name, None)
         config.update(
             {
                 "units": self.units,

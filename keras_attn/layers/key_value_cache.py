@@ -7,6 +7,18 @@ import keras
 from keras import ops
 
 
+def check_cache_step(layer, cache_step):
+    """Raises a ValueError naming `layer` when a call with a cache has no
+    `cache_step`."""
+    if cache_step is None:
+        raise ValueError(
+            f"{layer.name}: a call with `cache=` needs `cache_step` (a "
+            "`keras_attn.layers.CacheStep` saying where the new tokens go). To "
+            "attend to keys and values computed once (an encoder's output, "
+            "see `project_key_value`), use `attend_projected`."
+        )
+
+
 class CacheStep(NamedTuple):
     """Where the new tokens of a decoding step go, shared by every layer.
 

@@ -71,10 +71,10 @@ positions, with `f(d) = d` inside the window `|d| < window` and, outside,
   positions that keep growing at slope `1 / k` past the window
   (`k = 1` is plain RoPE, `k -> inf` is `rerope`).
 
-They are not rotations of the queries and keys alone, so
-`MultiHeadAttention(rotary_scaling=...)` computes them in its einsum path
-(`keras_attn.layers.rerope`) and keeps unrotated keys in its cache;
-`RotaryEmbedding` refuses them.
+They are not rotations of the queries and keys alone, so they are a
+position object of their own, `keras_attn.layers.ReRoPE`, whose scores the
+attention kernel computes on its einsum path (`keras_attn.layers.rerope`),
+with unrotated keys in the cache; `Rotary` and `RotaryEmbedding` refuse them.
 
 `factor = 1` is plain RoPE for every type but `dynamic`, whose base still
 grows by `(T / L)^(d / (d - 2))` past `L` (transformers' formula); within `L`

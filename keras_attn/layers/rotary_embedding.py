@@ -99,8 +99,8 @@ class RotaryEmbedding(keras.layers.Layer):
             raise ValueError(
                 f"rope_type {self._scaling['rope_type']!r} clips relative positions in "
                 "the scores, which no rotation of the queries and keys alone gives; "
-                "give it to `MultiHeadAttention(position_encoding='rotary', "
-                "rotary_scaling=...)` (or a model's `rope_scaling`)."
+                "use the position object `keras_attn.layers.ReRoPE` (or a model's "
+                "`rope_scaling`)."
             )
 
     def call(self, query, key):

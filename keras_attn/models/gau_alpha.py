@@ -61,10 +61,9 @@ class GauAlpha(RoformerV2):
             attention_dropout=config.attention_dropout_rate,
             attention_window=config.layer_window(index),
             blockwise_attention=config.blockwise_attention,
-            position_encoding=self.position_encoding,
+            position=self.make_position(index),
             log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),
-            **self.rotary_arguments(index),
             name=self.attention_name(index),
         )
 

@@ -33,5 +33,5 @@ class Gemma3(Gemma2):
         arguments = super().rotary_arguments(index)
         config = self.config
         if config.layer_types is not None and config.layer_types[index] == "sliding_attention":
-            arguments["rotary_scaling"] = None
+            arguments["scaling"] = None
         return arguments

@@ -42,6 +42,7 @@ class Llama(Gpt):
 
     checkpoint_family = "llama"
     position_encoding = "rotary"
+    rotary_layout = "half"
     norm_first = True
     token_types = False
     use_bias = False
@@ -76,7 +77,6 @@ class Llama(Gpt):
         arguments = super().attention_arguments(index)
         if self.config.attention_bias is None:
             arguments["use_bias"] = self.default_attention_bias
-        arguments["rotary_layout"] = "half"
         if self.attention_output_bias is not None:
             arguments["output_use_bias"] = self.attention_output_bias
         if self.query_key_norm:

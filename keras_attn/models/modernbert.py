@@ -44,6 +44,7 @@ class ModernBert(Transformer):
     checkpoint_family = "modernbert"
     applications = ("encoder", "mlm")
     position_encoding = "rotary"
+    rotary_layout = "half"
     norm_first = True
     token_types = False
     use_bias = False
@@ -62,8 +63,3 @@ class ModernBert(Transformer):
             # The embeddings are normalised already.
             block.attention_norm = None
         return block
-
-    def attention_arguments(self, index):
-        arguments = super().attention_arguments(index)
-        arguments["rotary_layout"] = "half"
-        return arguments

@@ -10,6 +10,7 @@ from keras import ops
 from keras_attn import layers
 from keras_attn.checkpoints import families
 from keras_attn.layers import masking
+from keras_attn.layers import positions
 from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
@@ -207,6 +208,9 @@ class Transformer:
     # Positions inside the attention layer: None, "rotary", "xpos" or
     # "functional_relative" (NEZHA).
     position_encoding = None
+    # Which query/key features RoPE rotates together: "interleaved"
+    # (RoFormer's) or "half" (LLaMA's `rotate_half`).
+    rotary_layout = "interleaved"
     # Whether a query may not see its own key (T-TA).
     mask_diagonal = False
     # The `application=` values this variant builds.
@@ -461,11 +465,8 @@ class Transformer:
             attention_scale=self.attention_scale(index),
             attention_window=config.layer_window(index),
             blockwise_attention=config.blockwise_attention,
-            position_encoding=self.position_encoding,
-            rotary_value=config.rotary_value,
+            position=self.make_position(index),
             log_n_train_length=config.log_n_train_length,
-            max_relative_position=config.max_relative_position,
-            **self.rotary_arguments(index),
             kernel_initializer=self.initializer(),
             name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
         )
@@ -477,15 +478,28 @@ class Transformer:
             arguments["attention_sink_tokens"] = config.attention_sink_tokens
         return arguments
 
+    def make_position(self, index):
+        """Block `index`'s position object (`keras_attn.layers.positions`),
+        or None: the variant's `position_encoding` and `rotary_layout`, with
+        `rotary_arguments(index)` and the config's `rotary_value` and
+        `max_relative_position`."""
+        return positions.make_position(
+            self.position_encoding,
+            layout=self.rotary_layout,
+            rotate_values=self.config.rotary_value,
+            max_relative_position=self.config.max_relative_position,
+            **self.rotary_arguments(index),
+        )
+
     def rotary_arguments(self, index):
-        """Block `index`'s RoPE base and scaling, the config's
+        """Block `index`'s RoPE `base` and `scaling`, the config's
         `layer_rotary_base(index)` and `rope_scaling`; none for a variant
         without rotary positions."""
         if self.position_encoding not in ROTARY_ENCODINGS:
             return {}
         return {
-            "rotary_max_wavelength": self.config.layer_rotary_base(index),
-            "rotary_scaling": self.config.rope_scaling,
+            "base": self.config.layer_rotary_base(index),
+            "scaling": self.config.rope_scaling,
         }
 
     def _check_rotary_config(self, config):

@@ -78,8 +78,8 @@ def test_attention_matches_numpy(causal, tmp_path):
         keras_attn.MultiHeadAttention,
         # The fused kernel is allowed but cannot add the relative terms:
         # the einsum path must be taken.
-        {"heads": 2, "head_size": 4, "position_encoding": "functional_relative",
-         "max_relative_position": 2, "fused_attention": True},
+        {"heads": 2, "head_size": 4, "fused_attention": True,
+         "position": keras_attn.layers.FunctionalRelative(max_relative_position=2)},
         inputs={"query": query, "attention_mask": mask},
         call_kwargs={"use_causal_mask": causal},
         expected_output_shape=(2, length, 8),

@@ -402,7 +402,7 @@ def test_blockwise_attention_needs_a_window():
     "options, message",
     [
         ({"attention_window": 3, "blockwise_attention": True}, "blockwise attention .* is causal"),
-        ({"position_encoding": "xpos"}, "`position_encoding='xpos'` is for causal attention"),
+        ({"position": keras_attn.layers.XPos()}, r"position=XPos\(.*\) is for causal attention"),
     ],
     ids=["blockwise", "xpos"],
 )

@@ -62,10 +62,11 @@ def test_scores_depend_only_on_relative_position(scale_base):
     assert np.abs(scores[0, 0] - scores[5, 0]) > 1e-3
 
 
-@pytest.mark.parametrize("position_encoding", ["rotary", "xpos"])
-def test_attention_with_rotary_and_wide_keys(position_encoding, tmp_path):
+@pytest.mark.parametrize("position", [keras_attn.layers.Rotary(), keras_attn.layers.XPos()],
+                         ids=["rotary", "xpos"])
+def test_attention_with_rotary_and_wide_keys(position, tmp_path):
     query = RNG.normal(size=(2, 6, 8)).astype("float32")
-    scale_base = 512 if position_encoding == "xpos" else None
+    scale_base = getattr(position, "scale_base", None)
 
     def numpy_reference(layer, inputs):
         def rotate(q, k):
@@ -79,7 +80,7 @@ def test_attention_with_rotary_and_wide_keys(position_encoding, tmp_path):
 
     run_layer_test(
         keras_attn.MultiHeadAttention,
-        {"heads": 2, "head_size": 4, "key_size": 6, "position_encoding": position_encoding},
+        {"heads": 2, "head_size": 4, "key_size": 6, "position": position},
         inputs={"query": query},
         call_kwargs={"use_causal_mask": True},
         expected_output_shape=(2, 6, 8),

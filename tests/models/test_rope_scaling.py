@@ -221,7 +221,7 @@ def test_a_rotary_variant_checks_the_width_of_any_config_when_built():
 
 def test_a_rotary_attention_checks_its_width_when_constructed():
     """The same rule for the layer alone, at construction."""
-    with pytest.raises(ValueError, match=r"MultiHeadAttention\(position_encoding='rotary'\): "
+    with pytest.raises(ValueError, match=r"MultiHeadAttention\(position=Rotary\(.*\)\): "
                        r"rotary positions rotate query/key features in pairs .* received "
                        r"key_size=7\."):
         keras_attn.MultiHeadAttention(heads=2, head_size=8, key_size=7,
