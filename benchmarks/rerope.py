@@ -29,6 +29,7 @@ import keras
 import numpy as np
 
 import keras_attn
+from keras_attn.layers.positions import make_position
 from bert_base import device_forward, timed_side_by_side, write_result
 from placement import device_name
 
@@ -44,7 +45,7 @@ SCALINGS = {
 def full_pass(scaling, length):
     keras.utils.set_random_seed(0)
     layer = keras_attn.MultiHeadAttention(
-        HEADS, HEAD_SIZE, position_encoding="rotary", rotary_scaling=scaling
+        HEADS, HEAD_SIZE, position=make_position("rotary", scaling=scaling)
     )
     query = keras.Input((length, HIDDEN), name="query")
     model = keras.Model({"query": query}, layer(query, use_causal_mask=True))
