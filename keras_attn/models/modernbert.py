@@ -44,17 +44,14 @@ class ModernBert(Transformer):
     checkpoint_family = "modernbert"
     applications = ("encoder", "mlm")
     position_encoding = "rotary"
+    rotary_layout = "half"
+    position_embedding = None
     norm_first = True
+    final_norm = True
     token_types = False
     use_bias = False
     mlm_dense_bias = False
     default_feed_forward_gated = True
-
-    def make_position_embedding(self):
-        return None
-
-    def make_output_norm(self):
-        return self.layer_norm("Output-Norm")
 
     def make_block(self, index):
         block = super().make_block(index)
@@ -62,8 +59,3 @@ class ModernBert(Transformer):
             # The embeddings are normalised already.
             block.attention_norm = None
         return block
-
-    def attention_arguments(self, index):
-        arguments = super().attention_arguments(index)
-        arguments["rotary_layout"] = "half"
-        return arguments
