@@ -43,10 +43,11 @@ class Gemma(GemmaTraits, Llama):
       `hidden_size / num_attention_heads`), with `num_key_value_heads`
       key/value heads (Gemma 2B: one).
 
-    The traits Gemma 2 and Gemma 3 configs add are read where given: `query_pre_attention_scalar` (scores scaled by its
-    `** -0.5`), `attention_logit_soft_cap` (each score `c tanh(s / c)`
-    before the mask, in the attention kernel) and `final_logit_soft_cap`
-    (the logits so capped, `MLM-Soft-Cap`).
+    The fields Gemma 2 and Gemma 3 configs add are read where a config gives
+    them: `query_pre_attention_scalar` (scores scaled by its `** -0.5`),
+    `attention_logit_soft_cap` (each score `c tanh(s / c)` before the mask,
+    in the attention kernel) and `final_logit_soft_cap` (the logits so
+    capped, `MLM-Soft-Cap`).
 
     Checkpoints: Hugging Face `model_type: gemma` directories, LLaMA's
     names. Gemma 2 and Gemma 3 (`"gemma2"`, `"gemma3"`) share these traits

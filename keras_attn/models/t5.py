@@ -77,6 +77,9 @@ class T5(Transformer):
     token_types = False
     embedding_norm = False
     use_bias = False
+    # The token embedding as the head (v1.0: on `h * d_model ** -0.5`), or
+    # the untied `Decoder-Output-LM` (`tied_head = False`).
+    head = "embedding"
     # The stack the template's walk runs, whose layers are named after it:
     # the decoder, attending to the encoder (`T5Encoder`: the encoder).
     stack = "Decoder"
