@@ -287,8 +287,7 @@ class Transformer:
             )
         self.prefix = prefix
         # id -> layer: holding the layer keeps its id from being reused by a
-        # later layer (a bare set of ids mistook a new layer for a renamed one
-        # once the first was freed).
+        # later layer, which would then pass for one already renamed.
         self._prefixed = {}
         self.conditional_layer_norm_hidden_size = conditional_layer_norm_hidden_size
         self.conditional_layer_norm_activation = conditional_layer_norm_activation
