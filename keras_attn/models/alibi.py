@@ -1,6 +1,5 @@
 """BERT / LM with ALiBi biases instead of positions."""
 
-from keras_attn import layers
 from keras_attn.models.bert import Bert
 from keras_attn.models.registry import register_variant
 
@@ -12,8 +11,5 @@ class Alibi(Bert):
     the causal form under `application="lm"`, the symmetric `-m|i - j|`
     otherwise."""
 
-    def make_position_embedding(self):
-        return None
-
-    def make_position_bias(self):
-        return layers.ALiBiBias(self.config.num_heads, causal=self.causal, name="Position-Bias")
+    position_embedding = None
+    relative_position_bias = "alibi"

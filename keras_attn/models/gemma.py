@@ -1,16 +1,29 @@
 """Gemma (Gemma Team, 2024): LLaMA's block with `1 + w` RMS norms, a scaled
 token embedding and a GeGLU feed-forward."""
 
-import math
-
-from keras_attn import layers
 from keras_attn.models.llama import Llama
 from keras_attn.models.registry import register_variant
-from keras_attn.torch_runtime.direct_call import layer_caller
+
+
+class GemmaTraits:
+    """What every Gemma generation computes differently from `Llama`
+    (mixed in before it): `1 + w` RMS norms, a token embedding scaled by
+    `sqrt(hidden_size)`, a GeGLU feed-forward, soft-capped logits, and the
+    scores scaled by the config's `query_pre_attention_scalar ** -0.5`
+    where it gives one."""
+
+    norm_scale_offset = 1.0
+    embedding_scale = True
+    default_hidden_act = "gelu_approximate"
+    logit_soft_caps = True
+
+    def attention_scale(self, index):
+        scalar = self.config.query_pre_attention_scalar
+        return True if scalar is None else scalar ** -0.5
 
 
 @register_variant("gemma")
-class Gemma(Llama):
+class Gemma(GemmaTraits, Llama):
     """Gemma: `Llama` whose RMS norms multiply by `1 + w`, whose token
     embedding is scaled by `sqrt(hidden_size)`, and whose feed-forward is
     GeGLU.
@@ -30,62 +43,15 @@ class Gemma(Llama):
       `hidden_size / num_attention_heads`), with `num_key_value_heads`
       key/value heads (Gemma 2B: one).
 
-    The traits Gemma 2 and Gemma 3 add are read here too, where their
-    configs give them: `query_pre_attention_scalar` (scores scaled by its
-    `** -0.5`), `attention_logit_soft_cap` (each score `c tanh(s / c)`
-    before the mask, in the attention kernel) and `final_logit_soft_cap`
-    (the logits so capped, `MLM-Soft-Cap`).
+    The fields Gemma 2 and Gemma 3 configs add are read where a config gives
+    them: `query_pre_attention_scalar` (scores scaled by its `** -0.5`),
+    `attention_logit_soft_cap` (each score `c tanh(s / c)` before the mask,
+    in the attention kernel) and `final_logit_soft_cap` (the logits so
+    capped, `MLM-Soft-Cap`).
 
     Checkpoints: Hugging Face `model_type: gemma` directories, LLaMA's
-    names. Gemma 2 and Gemma 3 (`"gemma2"`, `"gemma3"`) build on this
-    class.
+    names. Gemma 2 and Gemma 3 (`"gemma2"`, `"gemma3"`) share these traits
+    (`GemmaTraits`).
     """
 
     checkpoint_family = "gemma"
-    default_hidden_act = "gelu_approximate"
-    # The added one of Gemma's `x * (1 + w)` norms.
-    norm_scale_offset = 1.0
-
-    def layer_norm(self, name):
-        return layers.RMSNormalization(
-            epsilon=self.norm_epsilon(), scale_offset=self.norm_scale_offset, name=name
-        )
-
-    def make_embedding_layers(self):
-        config = self.config
-        embedding_layers = super().make_embedding_layers()
-        embedding_layers["token"] = layers.TokenEmbedding(
-            config.vocab_size,
-            config.embedding_width,
-            embeddings_initializer=self.initializer(),
-            lookup_scale=math.sqrt(config.hidden_size),
-            name="Embedding-Token",
-        )
-        return embedding_layers
-
-    def attention_scale(self, index):
-        scalar = self.config.query_pre_attention_scalar
-        return True if scalar is None else scalar ** -0.5
-
-    def attention_arguments(self, index):
-        arguments = super().attention_arguments(index)
-        if self.config.attention_logit_soft_cap is not None:
-            arguments["attention_logit_soft_cap"] = self.config.attention_logit_soft_cap
-        if self.query_key_norm:
-            arguments["query_key_norm_scale_offset"] = self.norm_scale_offset
-        return arguments
-
-    def make_head_layers(self):
-        head = super().make_head_layers()
-        cap = self.config.final_logit_soft_cap
-        if self.with_mlm and cap is not None:
-            head["soft_cap"] = layers.LogitSoftCap(cap, name="MLM-Soft-Cap")
-        return head
-
-    def language_model_head(self, hidden, condition=None, cache_step=None):
-        """The head's logits (`Gpt.language_model_head`), soft-capped with
-        `final_logit_soft_cap`."""
-        logits = super().language_model_head(hidden, condition, cache_step)
-        if "soft_cap" not in self.head_layers:
-            return logits
-        return layer_caller(cache_step is not None)(self.head_layers["soft_cap"], logits)

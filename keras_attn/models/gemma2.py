@@ -1,12 +1,13 @@
 """Gemma 2 (Gemma Team, 2024): Gemma with a norm after each sub-layer,
 soft-capped logits and alternating local and global attention."""
 
-from keras_attn.models.gemma import Gemma
+from keras_attn.models.gemma import GemmaTraits
+from keras_attn.models.llama import Llama
 from keras_attn.models.registry import register_variant
 
 
 @register_variant("gemma2")
-class Gemma2(Gemma):
+class Gemma2(GemmaTraits, Llama):
     """Gemma 2: `Gemma` whose blocks normalise each sub-layer's output too,
     and whose layers alternate between a sliding window and global
     attention.
@@ -32,10 +33,4 @@ class Gemma2(Gemma):
     """
 
     checkpoint_family = "gemma2"
-
-    def make_block(self, index):
-        block = super().make_block(index)
-        prefix = self.block_prefix(index)
-        block.attention_post_norm = self.layer_norm(f"{prefix}-MultiHeadSelfAttention-Post-Norm")
-        block.feed_forward_post_norm = self.layer_norm(f"{prefix}-FeedForward-Post-Norm")
-        return block
+    sublayer_post_norms = True

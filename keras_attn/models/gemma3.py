@@ -1,12 +1,13 @@
 """Gemma 3 (Gemma Team, 2025): Gemma 2 with query/key norms and a RoPE
 base per attention kind."""
 
-from keras_attn.models.gemma2 import Gemma2
+from keras_attn.models.gemma import GemmaTraits
+from keras_attn.models.llama import Llama
 from keras_attn.models.registry import register_variant
 
 
 @register_variant("gemma3")
-class Gemma3(Gemma2):
+class Gemma3(GemmaTraits, Llama):
     """Gemma 3's text model: `Gemma2` that normalises each query and key
     head (`q_norm`, `k_norm`: `1 + w` RMS norms over `head_dim`, before
     RoPE), with a RoPE base of its own in the sliding-window layers.
@@ -27,6 +28,7 @@ class Gemma3(Gemma2):
     """
 
     checkpoint_family = "gemma3"
+    sublayer_post_norms = True
     query_key_norm = True
 
     def rotary_arguments(self, index):

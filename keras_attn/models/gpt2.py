@@ -33,8 +33,6 @@ class Gpt2(Gpt):
     checkpoint_family = "gpt2"
     norm_first = True
     family_layer_norm_epsilon = 1e-5
+    final_norm = True
     token_types = False
     default_hidden_act = "gelu_approximate"
-
-    def make_output_norm(self):
-        return self.layer_norm("Output-Norm")

@@ -26,9 +26,7 @@ class Gpt2Ml(Gpt):
     checkpoint_family = "gpt2_ml"
     family_layer_norm_epsilon = 1e-5
     token_types = False
-
-    def make_embedding_norm(self):
-        return self.layer_norm("Embedding-Norm")
+    embedding_norm = True
 
     def make_block(self, index):
         block = super().make_block(index)

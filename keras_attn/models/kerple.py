@@ -1,6 +1,5 @@
 """BERT / LM with KERPLE biases instead of positions."""
 
-from keras_attn import layers
 from keras_attn.models.bert import Bert
 from keras_attn.models.registry import register_variant
 
@@ -11,17 +10,13 @@ class KerpleLog(Bert):
     (Chi et al., 2022, https://arxiv.org/abs/2205.09921), logarithmic form
     `-r1 log(1 + r2 |i - j|)`. `KerplePower` uses `-r1 |i - j|^r2`."""
 
-    kerple_form = "log"
-
-    def make_position_embedding(self):
-        return None
-
-    def make_position_bias(self):
-        return layers.KerpleBias(self.config.num_heads, form=self.kerple_form, name="Position-Bias")
+    position_embedding = None
+    relative_position_bias = "kerple_log"
 
 
 @register_variant("kerple_power")
-class KerplePower(KerpleLog):
+class KerplePower(Bert):
     """KERPLE's power form, `-r1 |i - j|^r2` with `0 < r2 <= 2`."""
 
-    kerple_form = "power"
+    position_embedding = None
+    relative_position_bias = "kerple_power"

@@ -1,13 +1,12 @@
 """LLaMA (Touvron et al., 2023): pre-norm RMS blocks, a gated SiLU
 feed-forward, rotary positions and grouped-query attention."""
 
-from keras_attn import layers
-from keras_attn.models.gpt import Gpt
 from keras_attn.models.registry import register_variant
+from keras_attn.models.transformer import Transformer
 
 
 @register_variant("llama")
-class Llama(Gpt):
+class Llama(Transformer):
     """LLaMA: a causal decoder of pre-norm blocks with RMS norms, rotary
     positions, grouped-query attention and SwiGLU, no biases.
 
@@ -34,51 +33,45 @@ class Llama(Gpt):
     batches (right or left padding: positions are relative). `generate`
     pads prompts itself.
 
+    Like GPT, every application is causal and there is no pooler. RMS norms
+    take no condition (`conditional_layer_norm` is refused).
+
     Checkpoints: Hugging Face `model_type: llama` directories (safetensors or
     `pytorch_model.bin`, `LlamaForCausalLM` or `LlamaModel`). Mistral,
-    Qwen2 and Qwen3 (`"mistral"`, `"qwen2"`, `"qwen3"`) are this class with
-    their families' differences.
+    Qwen2, Qwen3, Phi-3 and the Gemmas are this class with their families'
+    differences.
     """
 
+    applications = ("lm", "encoder")
     checkpoint_family = "llama"
+    causal = True
+    pooler = False
     position_encoding = "rotary"
     rotary_layout = "half"
+    position_embedding = None
+    norm = "rms"
     norm_first = True
+    final_norm = True
+    embedding_norm = False
     token_types = False
     use_bias = False
-    default_hidden_act = "silu"
-    default_feed_forward_gated = True
-    # Whether the attention's projections have biases when the config does
-    # not say (`attention_bias`), and whether its output projection has one
-    # (None: as the others; Qwen2's has none).
     default_attention_bias = False
     attention_output_bias = None
-    # A per-head RMS norm of the queries and keys before RoPE (Qwen3).
     query_key_norm = False
-
-    def __init__(self, config, conditional_layer_norm=None, **kwargs):
-        if conditional_layer_norm is not None:
-            raise ValueError(
-                f"{type(self).__name__} has RMS norms, not conditional LayerNorms; build "
-                "it without conditional_layer_norm."
-            )
-        super().__init__(config, **kwargs)
-
-    def make_position_embedding(self):
-        return None
-
-    def make_output_norm(self):
-        return self.layer_norm("Output-Norm")
-
-    def layer_norm(self, name):
-        return layers.RMSNormalization(epsilon=self.norm_epsilon(), name=name)
+    default_hidden_act = "silu"
+    default_feed_forward_gated = True
+    head = "embedding"
 
     def attention_arguments(self, index):
         arguments = super().attention_arguments(index)
-        if self.config.attention_bias is None:
+        config = self.config
+        if config.attention_bias is None:
             arguments["use_bias"] = self.default_attention_bias
         if self.attention_output_bias is not None:
             arguments["output_use_bias"] = self.attention_output_bias
         if self.query_key_norm:
             arguments["query_key_norm_epsilon"] = self.norm_epsilon()
+            arguments["query_key_norm_scale_offset"] = self.norm_scale_offset
+        if self.logit_soft_caps and config.attention_logit_soft_cap is not None:
+            arguments["attention_logit_soft_cap"] = config.attention_logit_soft_cap
         return arguments

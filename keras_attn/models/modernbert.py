@@ -45,17 +45,13 @@ class ModernBert(Transformer):
     applications = ("encoder", "mlm")
     position_encoding = "rotary"
     rotary_layout = "half"
+    position_embedding = None
     norm_first = True
+    final_norm = True
     token_types = False
     use_bias = False
     mlm_dense_bias = False
     default_feed_forward_gated = True
-
-    def make_position_embedding(self):
-        return None
-
-    def make_output_norm(self):
-        return self.layer_norm("Output-Norm")
 
     def make_block(self, index):
         block = super().make_block(index)

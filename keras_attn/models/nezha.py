@@ -42,7 +42,5 @@ class Nezha(Bert):
     """
 
     position_encoding = "functional_relative"
+    position_embedding = None
     checkpoint_family = "nezha"
-
-    def make_position_embedding(self):
-        return None

@@ -8,6 +8,7 @@ Every built-in variant module registers itself with `@register_variant`, and
 
 from keras_attn.checkpoints import families
 from keras_attn.models.transformer import APPLICATIONS
+from keras_attn.models.traits import TRAIT_CHOICES
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.variants import VARIANTS
 
@@ -34,7 +35,8 @@ def register_variant(name, variant_class=None):
             a different class (redefining the same class, e.g. re-running a
             notebook cell, replaces it).
         TypeError: `variant_class` is not a `Transformer` subclass, or its
-            `applications` or `checkpoint_family` are not ones the builder
+            `applications`, `checkpoint_family` or a trait of
+            `TRAIT_CHOICES` (`norm`, `head`, ...) is not one the builder
             knows.
     """
     if not isinstance(name, str) or not name:
@@ -59,6 +61,12 @@ def register_variant(name, variant_class=None):
                 f"must be a non-empty tuple of {sorted(APPLICATIONS)}; it is "
                 f"{variant_class.applications!r}."
             )
+        for trait, choices in TRAIT_CHOICES.items():
+            if getattr(variant_class, trait) not in choices:
+                raise TypeError(
+                    f"register_variant({name!r}): {variant_class.__name__}.{trait} must be "
+                    f"one of {list(choices)}; it is {getattr(variant_class, trait)!r}."
+                )
         known = VARIANTS.get(name)
         if known is not None and _qualified_name(known) != _qualified_name(variant_class):
             raise ValueError(

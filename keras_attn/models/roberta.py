@@ -1,6 +1,5 @@
 """RoBERTa (Liu et al., 2019)."""
 
-from keras_attn import layers
 from keras_attn.models.bert import Bert
 from keras_attn.models.registry import register_variant
 
@@ -18,14 +17,4 @@ class Roberta(Bert):
     """
 
     checkpoint_family = "roberta"
-
-    def make_position_embedding(self):
-        return layers.PositionEmbedding(
-            self.config.max_position,
-            self.config.embedding_width,
-            offset=self.config.pad_token_id + 1,
-            count_from_padding=True,
-            hierarchical=self.config.hierarchical_position,
-            embeddings_initializer=self.initializer(),
-            name="Embedding-Position",
-        )
+    position_embedding = "learned_after_padding"

@@ -34,7 +34,5 @@ class Roformer(Bert):
     """
 
     position_encoding = "rotary"
+    position_embedding = None
     checkpoint_family = "roformer"
-
-    def make_position_embedding(self):
-        return None

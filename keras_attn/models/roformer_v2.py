@@ -1,15 +1,11 @@
 """RoFormer-v2 (Su et al., 2022): RoFormer without biases or norm parameters."""
 
-import keras
-
-from keras_attn import layers
-from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.models.registry import register_variant
-from keras_attn.models.roformer import Roformer
+from keras_attn.models.transformer import Transformer
 
 
 @register_variant("roformer_v2")
-class RoformerV2(Roformer):
+class RoformerV2(Transformer):
     """RoFormer-v2: rotary positions, no biases anywhere and norms without
     parameters, in post-LN blocks; the masked-LM head is the tied embedding.
 
@@ -44,7 +40,13 @@ class RoformerV2(Roformer):
     initialises from scratch with its own truncated normal.
     """
 
+    checkpoint_family = "roformer"
+    position_encoding = "rotary"
+    position_embedding = None
+    norm = "rms"
+    norm_scale = False
     use_bias = False
+    head = "embedding"
     family_layer_norm_epsilon = 1e-7
     refused_config_families = {
         "roformer": (
@@ -52,39 +54,3 @@ class RoformerV2(Roformer):
             "biases, norm parameters and masked-LM transform v2 has no place for"
         ),
     }
-
-    def __init__(self, config, conditional_layer_norm=None, **kwargs):
-        if conditional_layer_norm is not None:
-            raise ValueError(
-                "RoFormer-v2's norms have no scale or offset for a condition to "
-                f"modulate; received conditional_layer_norm={conditional_layer_norm!r}."
-            )
-        super().__init__(config, **kwargs)
-
-    def layer_norm(self, name):
-        return layers.RMSNormalization(scale=False, epsilon=self.norm_epsilon(), name=name)
-
-    def make_head_layers(self):
-        """The pooler (with `with_pool`) and, for the masked-LM head,
-        `Output-Mapping` when the embeddings are factorised."""
-        head = {
-            role: layer
-            for role, layer in super().make_head_layers().items()
-            if not role.startswith("mlm_")
-        }
-        config = self.config
-        if self.with_mlm and config.embedding_width != config.hidden_size:
-            head["output_mapping"] = keras.layers.Dense(
-                config.embedding_width,
-                use_bias=False,
-                kernel_initializer=self.initializer(),
-                name="Output-Mapping",
-            )
-        return head
-
-    def language_model_head(self, hidden, condition=None, cache_step=None):
-        """`(h W_out) E^T`: the tied token embedding, no bias."""
-        run = layer_caller(cache_step is not None)
-        if "output_mapping" in self.head_layers:
-            hidden = run(self.head_layers["output_mapping"], hidden)
-        return run(self.embedding_layers["token"], hidden, reverse=True)

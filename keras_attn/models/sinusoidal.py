@@ -1,6 +1,5 @@
 """BERT with the original Transformer's fixed sinusoidal positions."""
 
-from keras_attn import layers
 from keras_attn.models.bert import Bert
 from keras_attn.models.registry import register_variant
 
@@ -11,7 +10,4 @@ class SinusoidalBert(Bert):
     (2017), https://arxiv.org/abs/1706.03762, instead of a learned table: no
     position weights and no maximum length."""
 
-    def make_position_embedding(self):
-        return layers.SinusoidalPositionEmbedding(
-            self.config.embedding_width, name="Embedding-Position"
-        )
+    position_embedding = "sinusoidal"

@@ -65,28 +65,26 @@ class T5(Transformer):
 
     applications = ("seq2seq",)
     checkpoint_family = "t5"
+    pooler = False
+    position_embedding = None
+    norm = "rms"
     norm_first = True
+    final_norm = True
     family_layer_norm_epsilon = 1e-6
     # v1.0: the head is the token embedding, on `h * d_model ** -0.5`.
     tied_head = True
     default_hidden_act = "relu"
     token_types = False
+    embedding_norm = False
+    use_bias = False
+    # The token embedding as the head (v1.0: on `h * d_model ** -0.5`), or
+    # the untied `Decoder-Output-LM` (`tied_head = False`).
+    head = "embedding"
     # The stack the template's walk runs, whose layers are named after it:
     # the decoder, attending to the encoder (`T5Encoder`: the encoder).
     stack = "Decoder"
 
-    def __init__(self, config, application="seq2seq", padding_mask_input=False,
-                 conditional_layer_norm=None, with_pool=False, with_nsp=False, **kwargs):
-        if with_pool or with_nsp:
-            raise ValueError(
-                f"{type(self).__name__} has no pooler or next-sentence head; build it "
-                "without with_pool and with_nsp."
-            )
-        if conditional_layer_norm is not None:
-            raise ValueError(
-                f"{type(self).__name__} has no conditional LayerNorms; build it "
-                "without conditional_layer_norm."
-            )
+    def __init__(self, config, application="seq2seq", **kwargs):
         if kwargs.get("prefix"):
             raise ValueError(
                 f"{type(self).__name__} does not take a `prefix` (its layer names are "
@@ -102,13 +100,9 @@ class T5(Transformer):
                 f"{type(self).__name__} does not take hierarchical_position (it has no "
                 "absolute position table; its relative position biases are learned)."
             )
-        super().__init__(config, application=application,
-                         padding_mask_input=padding_mask_input, **kwargs)
+        super().__init__(config, application=application, **kwargs)
 
     # Layers ----------------------------------------------------------------
-
-    def norm(self, name):
-        return layers.RMSNormalization(epsilon=self.norm_epsilon(), name=name)
 
     def dropout(self, name):
         return keras.layers.Dropout(self.config.dropout_rate, name=name)
@@ -119,7 +113,7 @@ class T5(Transformer):
             heads=config.num_heads,
             head_size=config.head_size,
             key_size=config.key_size,
-            use_bias=False,
+            use_bias=self.use_bias,
             attention_scale=False,
             attention_dropout=config.attention_dropout_rate,
             kernel_initializer=self.initializer(),
@@ -138,7 +132,7 @@ class T5(Transformer):
             name = f"{prefix}-MultiHeadCrossAttention"
             cross = {
                 "cross_attention": self.attention(name),
-                "cross_attention_norm": self.norm(f"{name}-Norm"),
+                "cross_attention_norm": self.layer_norm(f"{name}-Norm"),
                 "cross_attention_dropout": self.dropout(f"{name}-Dropout"),
                 "cross_attention_add": keras.layers.Add(name=f"{name}-Add"),
             }
@@ -147,13 +141,13 @@ class T5(Transformer):
             feed_forward=layers.FeedForward(
                 config.intermediate_size,
                 activation=self.hidden_act(),
-                use_bias=False,
+                use_bias=self.use_bias,
                 gated=self.feed_forward_gated(),
                 kernel_initializer=self.initializer(),
                 name=feed_forward,
             ),
-            attention_norm=self.norm(f"{attention}-Norm"),
-            feed_forward_norm=self.norm(f"{feed_forward}-Norm"),
+            attention_norm=self.layer_norm(f"{attention}-Norm"),
+            feed_forward_norm=self.layer_norm(f"{feed_forward}-Norm"),
             attention_dropout=self.dropout(f"{attention}-Dropout"),
             feed_forward_dropout=self.dropout(f"{feed_forward}-Dropout"),
             attention_add=keras.layers.Add(name=f"{attention}-Add"),
@@ -199,7 +193,7 @@ class T5(Transformer):
         encoder = {
             "dropout": self.dropout("Encoder-Embedding-Dropout"),
             "position_bias": self.position_bias_layer("Encoder"),
-            "norm": self.norm("Encoder-Output-Norm"),
+            "norm": self.layer_norm("Encoder-Output-Norm"),
             "output_dropout": self.dropout("Encoder-Output-Dropout"),
         }
         blocks = [self.stack_block("Encoder", index) for index in range(self.config.num_layers)]
@@ -215,7 +209,7 @@ class T5(Transformer):
         return self.stack_block(self.stack, index)
 
     def make_output_norm(self):
-        return self.norm(f"{self.stack}-Output-Norm")
+        return self.layer_norm(f"{self.stack}-Output-Norm")
 
     def make_output_dropout(self):
         return self.dropout(f"{self.stack}-Output-Dropout")
@@ -292,8 +286,18 @@ class T5(Transformer):
 
 
 
+class T5Version11:
+    """What T5 v1.1 computes differently from v1.0 (mixed in before `T5`):
+    a gated-GELU feed-forward and an untied head, `Decoder-Output-LM`,
+    without v1.0's rescaling."""
+
+    tied_head = False
+    default_hidden_act = "gelu_approximate"
+    default_feed_forward_gated = True
+
+
 @register_variant("t5.1.1")
-class T5V11(T5):
+class T5V11(T5Version11, T5):
     """T5 v1.1: T5 (see `T5`) with a gated-GELU feed-forward and an untied
     head, `Decoder-Output-LM`, without v1.0's rescaling.
 
@@ -303,13 +307,9 @@ class T5V11(T5):
     say gets v1.1's gated tanh-approximate GELU.
     """
 
-    tied_head = False
-    default_hidden_act = "gelu_approximate"
-    default_feed_forward_gated = True
-
 
 @register_variant("mt5.1.1")
-class MT5(T5V11):
+class MT5(T5Version11, T5):
     """mT5 (Xue et al. 2021, "mT5: A massively multilingual pre-trained
     text-to-text transformer", https://arxiv.org/abs/2010.11934): T5 v1.1's
     structure (see `T5V11`) over a 250k-piece multilingual vocabulary; its

@@ -20,6 +20,8 @@ from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_block import apply_norm
 from keras_attn.models.transformer_model import TransformerModel
 from keras_attn.models.transformer_config import FIELD_DEFAULTS
+from keras_attn.models.traits import TRAIT_HOOKS
+from keras_attn.models.traits import TRAITS
 from keras_attn.models.variants import VARIANTS
 from keras_attn.models.variants import variant_name
 
@@ -89,37 +91,38 @@ class Transformer:
     model exists once.
 
     A variant is a subclass registered with `keras_attn.register_variant`
-    that says what differs, and nothing else:
+    that states what it computes as class attributes, its traits, which the
+    hooks below read (`keras_attn.models.traits` says what each means;
+    `traits()` resolves a class's, and docs/variants.md lists every
+    registered variant's):
 
-    - the attention: `attention_layer` (a `keras_attn.MultiHeadAttention`
-      subclass) and `position_encoding` (`None`, `"rotary"`, `"xpos"` or
-      NEZHA's `"functional_relative"`, applied inside it), the layer's
-      arguments (`attention_arguments(index)`: LLaMA's rotary layout), or
-      `make_attention(index)`;
-    - the position encoding: `make_position_embedding()` (an absolute
-      position layer named `Embedding-Position`, or `None`) and
-      `make_position_bias()` (a `keras_attn.layers.RelativePositionBias`
-      named `Position-Bias`, whose bias by distance is computed once and
-      given to every block as `distance_bias`, or `None`);
-    - the blocks: `norm_first` (pre-LN instead of post-LN), `shared_block`
-      (ALBERT: the layers of one block applied at every index, so the model
-      has one block's weights), `make_feed_forward(index)`, or
-      `make_block(index)` for a `TransformerBlock` of its own;
-    - the embeddings and the head: `embed` and `language_model_head`;
-    - the mask: `mask_diagonal` (a query never sees its own key), or
-      `make_attention_mask` (None: padding alone, T5's);
-    - an encoder-decoder (`application="seq2seq"`, T5): `make_encoder` (the
-      encoder's layers and blocks) and `encode` (run once on the source;
-      the blocks' cross-attention reads it), `stack_depth`, and the names of
-      the stacks' layers through the hooks above (`make_output_norm`,
-      `make_output_dropout`, `make_block`);
-    - what it supports: `applications` (the `application=` values it builds,
-      keys of `APPLICATIONS`; any other is a `ValueError` naming them) and
-      `checkpoint_family` (a family declared in
-      `keras_attn.checkpoints.families`: `"bert"`,
-      `"roberta"` for RoBERTa's offset position table, `"albert"`,
-      `"roformer"`, `"nezha"`, ...), which
-      decides the checkpoints `build_transformer_model` lets it read.
+    - the attention: `attention_layer`, `position_encoding` (applied inside
+      it: `None`, `"rotary"`, `"xpos"`, `"functional_relative"`) and
+      `rotary_layout`;
+    - the positions: `position_embedding` (`Embedding-Position`) and
+      `relative_position_bias` (`Position-Bias`, a
+      `keras_attn.layers.RelativePositionBias` whose bias by distance is
+      computed once and given to every block as `distance_bias`);
+    - the norms and the blocks: `norm`, `norm_scale`, `norm_scale_offset`,
+      `norm_first`, `sublayer_post_norms`, `final_norm`, `shared_block`
+      (ALBERT: one block's layers at every index), `use_bias` and the
+      feed-forward's defaults;
+    - the embeddings and the head: `embedding_norm`, `embedding_scale`,
+      `token_types`, `head` (`"transform"` or `"embedding"`),
+      `logit_soft_caps`, `pooler`;
+    - the mask: `mask_diagonal` and `causal` (every application causal);
+    - what it supports: `applications` (keys of `APPLICATIONS`) and
+      `checkpoint_family` (declared in `keras_attn.checkpoints.families`),
+      which decides the checkpoints `build_transformer_model` lets it read.
+
+    What no trait states, a hook computes: `make_position_embedding`,
+    `make_position_bias`, `attention_arguments(index)`,
+    `make_attention(index)`, `make_feed_forward(index)`, `make_block(index)`,
+    `embed`, `language_model_head`, `make_attention_mask` (None: padding
+    alone, T5's), and for an encoder-decoder (`application="seq2seq"`, T5)
+    `make_encoder` and `encode` (run once on the source; the blocks'
+    cross-attention reads it), `stack_depth`, `make_output_norm` and
+    `make_output_dropout`.
 
     Everything above is what cached decoding runs too, so a variant that
     changes only these generates exactly what its full pass computes. The
@@ -143,14 +146,8 @@ class Transformer:
         # ALiBi biases and rotary queries/keys, no absolute positions.
 
         position_encoding = "rotary"
-
-        def make_position_embedding(self):
-            return None
-
-        def make_position_bias(self):
-            return keras_attn.layers.ALiBiBias(
-                self.config.num_heads, causal=self.causal, name="Position-Bias"
-            )
+        position_embedding = None
+        relative_position_bias = "alibi"
 
     model = keras_attn.build_transformer_model(
         "bert_config.json", "bert_model.ckpt", variant="alibi_rotary"
@@ -204,46 +201,41 @@ class Transformer:
             `prefix` that is not a string.
     """
 
+    # The traits: what a variant computes, stated as class attributes that
+    # the hooks below read (`keras_attn.models.traits` says what each means,
+    # docs/variants.md lists every variant's).
     attention_layer = layers.MultiHeadAttention
-    # Positions inside the attention layer: None, "rotary", "xpos" or
-    # "functional_relative" (NEZHA).
     position_encoding = None
-    # Which query/key features RoPE rotates together: "interleaved"
-    # (RoFormer's) or "half" (LLaMA's `rotate_half`).
     rotary_layout = "interleaved"
-    # Whether a query may not see its own key (T-TA).
+    position_embedding = "learned"
+    relative_position_bias = None
     mask_diagonal = False
-    # The `application=` values this variant builds.
+    causal = False
+    norm = "layer"
+    norm_scale = True
+    norm_scale_offset = 0.0
+    norm_first = False
+    sublayer_post_norms = False
+    final_norm = False
+    embedding_norm = True
+    embedding_scale = False
+    token_types = True
+    use_bias = True
+    default_hidden_act = "gelu"
+    default_feed_forward_gated = False
+    shared_block = False
+    head = "transform"
+    mlm_dense_bias = True
+    logit_soft_caps = False
+    pooler = True
     applications = ("encoder", "mlm", "lm", "unilm")
-    # How its checkpoints store their weights: a declared family's name.
     checkpoint_family = "bert"
+    family_layer_norm_epsilon = None
     # Config families (`TransformerConfig.checkpoint_family`, from a Hugging
     # Face `model_type`) whose checkpoints are another architecture than
     # this variant's although their weights share its names, each with why:
     # the builder refuses them, naming the config's own variant.
     refused_config_families = {}
-    # Whether one block's layers serve every index (ALBERT): the layers of
-    # `make_block(0)`, named `Transformer-MultiHeadSelfAttention`, ...
-    shared_block = False
-    # Whether the attention and feed-forward projections and the embedding
-    # mapping have biases (RoFormer-v2's have none).
-    use_bias = True
-    # Whether the masked-LM head's dense layer (`MLM-Dense`) has a bias
-    # (ModernBERT's has none).
-    mlm_dense_bias = True
-    # The blocks' order: post-LN (BERT) or pre-LN (`True`, GPT-2).
-    norm_first = False
-    # Whether the model has token types (`segment_ids`) when its config has
-    # `type_vocab_size > 0`; False for families without (GPT-2).
-    token_types = True
-    # The LayerNorm epsilon of a family whose checkpoints all use one (GPT-2,
-    # T5) when its config does not come in the family's own format (a
-    # bert4keras-style config); None: the config's.
-    family_layer_norm_epsilon = None
-    # The feed-forward a config that does not say gets (`hidden_act`,
-    # `feed_forward_gated` unset): what the family's checkpoints use.
-    default_hidden_act = "gelu"
-    default_feed_forward_gated = False
 
     def __init__(
         self,
@@ -261,6 +253,17 @@ class Transformer:
             raise ValueError(
                 f"{type(self).__name__} builds `application` in "
                 f"{list(self.applications)}; received {application!r}."
+            )
+        if (with_pool or with_nsp) and not self.pooler:
+            raise ValueError(
+                f"{type(self).__name__} has no pooler or next-sentence head; build it "
+                "without with_pool and with_nsp."
+            )
+        if conditional_layer_norm is not None and self.norm != "layer":
+            raise ValueError(
+                f"{type(self).__name__} has {self.norm!r} norms, which take no condition; "
+                "build it without conditional_layer_norm (received "
+                f"conditional_layer_norm={conditional_layer_norm!r})."
             )
         self._check_rotary_config(config)
         self.config = config
@@ -286,12 +289,14 @@ class Transformer:
             )
         self.prefix = prefix
         # id -> layer: holding the layer keeps its id from being reused by a
-        # later layer (a bare set of ids mistook a new layer for a renamed one
-        # once the first was freed).
+        # later layer, which would then pass for one already renamed.
         self._prefixed = {}
         self.conditional_layer_norm_hidden_size = conditional_layer_norm_hidden_size
         self.conditional_layer_norm_activation = conditional_layer_norm_activation
-        self.mask_mode, self.causal, self.with_mlm = APPLICATIONS[application]
+        self.mask_mode, causal, self.with_mlm = APPLICATIONS[application]
+        # A causal family (GPT) is causal in every application: its hidden
+        # states are each position's given the tokens before it.
+        self.causal = type(self).causal or causal
         if config.blockwise_attention and not self.causal:
             raise ValueError(
                 "Config field `blockwise_attention=True` is blockwise causal attention "
@@ -355,6 +360,18 @@ class Transformer:
             refusal=refusal,
         )
 
+    @classmethod
+    def traits(cls):
+        """What this variant computes: `{trait: value}` for every trait of
+        `TRAITS` the class has (its own or inherited), then
+        `"overridden_hooks"`, the hooks of `TRAIT_HOOKS` it overrides (what
+        it computes beyond its traits)."""
+        resolved = {name: getattr(cls, name) for name in TRAITS if hasattr(cls, name)}
+        resolved["overridden_hooks"] = [
+            name for name in TRAIT_HOOKS if getattr(cls, name) is not getattr(Transformer, name)
+        ]
+        return resolved
+
     def arguments(self):
         """The constructor's arguments (but `config`), as `build` was given
         them: what a saved model records to rebuild this template."""
@@ -382,24 +399,36 @@ class Transformer:
         return keras.initializers.TruncatedNormal(stddev=self.config.initializer_range)
 
     def make_position_embedding(self):
-        """BERT's learned absolute positions."""
+        """The absolute positions of `position_embedding`
+        (`Embedding-Position`), or None."""
+        config = self.config
+        if self.position_embedding is None:
+            return None
+        if self.position_embedding == "sinusoidal":
+            return layers.SinusoidalPositionEmbedding(
+                config.embedding_width, name="Embedding-Position"
+            )
+        after_padding = {}
+        if self.position_embedding == "learned_after_padding":
+            after_padding = dict(offset=config.pad_token_id + 1, count_from_padding=True)
         return layers.PositionEmbedding(
-            self.config.max_position,
-            self.config.embedding_width,
-            hierarchical=self.config.hierarchical_position,
+            config.max_position,
+            config.embedding_width,
+            **after_padding,
+            hierarchical=config.hierarchical_position,
             embeddings_initializer=self.initializer(),
             name="Embedding-Position",
         )
 
     def make_embedding_norm(self):
-        """The norm of the summed embeddings (`Embedding-Norm`), or None
-        (GPT, GPT-2)."""
-        return self.layer_norm("Embedding-Norm")
+        """The norm of the summed embeddings (`Embedding-Norm`) with
+        `embedding_norm`, else None."""
+        return self.layer_norm("Embedding-Norm") if self.embedding_norm else None
 
     def make_output_norm(self):
-        """A norm after the last block (`Output-Norm`, GPT-2's `ln_f`), or
-        None (BERT)."""
-        return None
+        """The norm after the last block (`Output-Norm`, GPT-2's `ln_f`)
+        with `final_norm`, else None."""
+        return self.layer_norm("Output-Norm") if self.final_norm else None
 
     def make_output_dropout(self):
         """The dropout after `make_output_norm`'s norm (`Output-Dropout`)."""
@@ -443,9 +472,18 @@ class Transformer:
         return None if self.application == "seq2seq" else self.config.pad_token_id
 
     def make_position_bias(self):
-        """A `RelativePositionBias` (ALiBi, KERPLE, Sandwich) whose bias by
-        distance every block adds to its scores, or None."""
-        return None
+        """The `RelativePositionBias` of `relative_position_bias`
+        (`Position-Bias`), whose bias by distance every block adds to its
+        scores, or None."""
+        kind = self.relative_position_bias
+        heads = self.config.num_heads
+        if kind is None:
+            return None
+        if kind == "alibi":
+            return layers.ALiBiBias(heads, causal=self.causal, name="Position-Bias")
+        if kind in ("kerple_log", "kerple_power"):
+            return layers.KerpleBias(heads, form=kind.split("_")[1], name="Position-Bias")
+        return layers.SandwichBias(dim=2 * (self.config.head_size // 2), name="Position-Bias")
 
     def make_attention(self, index):
         return self.attention_layer(**self.attention_arguments(index))
@@ -549,8 +587,13 @@ class Transformer:
         """Block `index`, a `TransformerBlock` of the attention of
         `make_attention`, the feed-forward of `make_feed_forward`, and the
         norms, dropouts and residual adds named after them, in the order
-        `norm_first` says."""
+        `norm_first` says, with `sublayer_post_norms` a norm of each
+        sub-layer's output too."""
         config = self.config
+
+        def post_norm(name):
+            return self.layer_norm(name) if self.sublayer_post_norms else None
+
         attention = f"{self.block_prefix(index)}-MultiHeadSelfAttention"
         feed_forward = f"{self.block_prefix(index)}-FeedForward"
         return TransformerBlock(
@@ -567,6 +610,8 @@ class Transformer:
             attention_add=keras.layers.Add(name=f"{attention}-Add"),
             feed_forward_add=keras.layers.Add(name=f"{feed_forward}-Add"),
             norm_first=self.norm_first,
+            attention_post_norm=post_norm(f"{attention}-Post-Norm"),
+            feed_forward_post_norm=post_norm(f"{feed_forward}-Post-Norm"),
         )
 
     def attention_value(self, hidden, index):
@@ -859,11 +904,13 @@ class Transformer:
         """The embedding layers, created once so that a variant can embed
         several streams with shared tables (T-TA)."""
         config = self.config
+        scale = {"lookup_scale": math.sqrt(config.hidden_size)} if self.embedding_scale else {}
         embedding_layers = {
             "token": layers.TokenEmbedding(
                 config.vocab_size,
                 config.embedding_width,
                 embeddings_initializer=self.initializer(),
+                **scale,
                 name="Embedding-Token",
             ),
             "position": self.make_position_embedding(),
@@ -971,8 +1018,17 @@ class Transformer:
         return hidden
 
     def layer_norm(self, name):
-        """A LayerNorm, or a `ConditionalLayerNormalization` when the model
-        has a `condition` input (applied by `apply_norm`)."""
+        """A norm of the kind `norm` says: an RMS norm (with `norm_scale`
+        and `norm_scale_offset`), a LayerNorm, or a
+        `ConditionalLayerNormalization` when the model has a `condition`
+        input (applied by `apply_norm`)."""
+        if self.norm == "rms":
+            return layers.RMSNormalization(
+                epsilon=self.norm_epsilon(),
+                scale=self.norm_scale,
+                scale_offset=self.norm_scale_offset,
+                name=name,
+            )
         if self.conditional_layer_norm is None:
             return keras.layers.LayerNormalization(
                 epsilon=self.norm_epsilon(), center=self.config.norm_bias, name=name
@@ -1050,7 +1106,9 @@ class Transformer:
                 head["nsp"] = keras.layers.Dense(
                     2, kernel_initializer=self.initializer(), name="NSP"
                 )
-        if self.with_mlm:
+        if self.with_mlm and self.head == "embedding":
+            head.update(self.make_embedding_head_layers())
+        elif self.with_mlm:
             head["mlm_dense"] = keras.layers.Dense(
                 config.embedding_width,
                 activation=resolve_activation(self.hidden_act()),
@@ -1068,22 +1126,60 @@ class Transformer:
                     name="MLM-Decoder",
                 )
             head["mlm_bias"] = layers.BiasAdd(name="MLM-Bias")
+        cap = self.config.final_logit_soft_cap
+        if self.with_mlm and self.logit_soft_caps and cap is not None:
+            head["soft_cap"] = layers.LogitSoftCap(cap, name="MLM-Soft-Cap")
         return head
 
+    def make_embedding_head_layers(self):
+        """The `embedding` head's layers: the checkpoint's own projection
+        (`MLM-Decoder`, no bias) with `tie_word_embeddings: false`, else,
+        for factorised embeddings, `Output-Mapping` back to
+        `embedding_size` before the tied token embedding."""
+        config = self.config
+        if not config.tie_word_embeddings:
+            return {
+                "lm_decoder": keras.layers.Dense(
+                    config.vocab_size,
+                    use_bias=False,
+                    kernel_initializer=self.initializer(),
+                    name="MLM-Decoder",
+                )
+            }
+        if config.embedding_width == config.hidden_size:
+            return {}
+        return {
+            "output_mapping": keras.layers.Dense(
+                config.embedding_width,
+                use_bias=False,
+                kernel_initializer=self.initializer(),
+                name="Output-Mapping",
+            )
+        }
+
     def language_model_head(self, hidden, condition=None, cache_step=None):
-        """The masked-LM logits of `hidden`: `Bias(Decoder(LN(Dense(x))))`,
-        the decoder the token embedding transposed unless untied. A
-        decoding step gives its `cache_step`."""
+        """The language-model logits of `hidden`, by `head`: `transform`,
+        `Bias(Decoder(LN(Dense(h))))`; `embedding`, `Decoder(h)` (or
+        `(h W_out) E^T` for factorised embeddings); the decoder the token
+        embedding transposed unless untied. With `logit_soft_caps` and the
+        config's `final_logit_soft_cap` `c`, the logits are `c tanh(x / c)`.
+        A decoding step gives its `cache_step`."""
         head = self.head_layers
         run = layer_caller(cache_step is not None)
-        transformed = apply_norm(
-            head["mlm_norm"], run(head["mlm_dense"], hidden), condition, run
-        )
-        if "mlm_decoder" in head:
-            logits = run(head["mlm_decoder"], transformed)
+        if self.head == "transform":
+            hidden = apply_norm(head["mlm_norm"], run(head["mlm_dense"], hidden), condition, run)
+        elif "output_mapping" in head:
+            hidden = run(head["output_mapping"], hidden)
+        decoder = head.get("mlm_decoder", head.get("lm_decoder"))
+        if decoder is not None:
+            logits = run(decoder, hidden)
         else:
-            logits = run(self.embedding_layers["token"], transformed, reverse=True)
-        return run(head["mlm_bias"], logits)
+            logits = run(self.embedding_layers["token"], hidden, reverse=True)
+        if "mlm_bias" in head:
+            logits = run(head["mlm_bias"], logits)
+        if "soft_cap" in head:
+            logits = run(head["soft_cap"], logits)
+        return logits
 
     def apply_final_layers(self, hidden):
         head = self.head_layers

@@ -275,8 +275,8 @@ def every_query(hidden):
     (`Transformer.embedding_mask`), and Keras would fill an attention layer's
     `query_mask` from it, masking the padded query rows. The blocks take the
     padding through `attention_mask` (the keys) and compute padded rows as
-    the reference implementations do, so they pass this instead: the same
-    numbers as before the mask was carried, at padded positions too.
+    the reference implementations do, so they pass this instead: the
+    references' numbers, at padded positions too.
     """
     return ops.ones_like(ops.take(hidden, 0, axis=-1), dtype="bool")
 

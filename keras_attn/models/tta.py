@@ -35,6 +35,8 @@ class Tta(Bert):
 
     # Every query is one pass over the other tokens: no causal or seq2seq form.
     applications = ("encoder", "mlm")
+    # The config's `tta_diagonal_mask: false` lifts it (for fine-tuning).
+    mask_diagonal = True
 
     def __init__(self, config, **kwargs):
         if config.mask_token_id is None:
