@@ -13,7 +13,7 @@ from keras_attn.models.transformer_config import FeedForwardConfig
 from keras_attn.models.transformer_config import NormConfig
 from keras_attn.models.transformer_config import PositionConfig
 from keras_attn.models.transformer_config import TransformerConfig
-from keras_attn.models.transformer_config import load_config
+from keras_attn.models.config_files import load_config
 from keras_attn.models.transformer_model import TransformerModel
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.input_contract import InputError

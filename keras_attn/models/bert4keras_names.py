@@ -1,9 +1,9 @@
 """bert4keras's keyword names for `build_transformer_model`, translated or
 refused with what to write instead."""
 
-from keras_attn.models.transformer_config import ALIASES
+from keras_attn.models.config_files import ALIASES
 from keras_attn.models.transformer_config import FIELDS
-from keras_attn.models.transformer_config import REQUIRED_VALUES
+from keras_attn.models.config_files import REQUIRED_VALUES
 
 # bert4keras keyword -> this builder's argument of the same meaning.
 RENAMED = {

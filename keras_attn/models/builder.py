@@ -8,7 +8,7 @@ from keras_attn.checkpoints.porting import compound_token_groups
 from keras_attn.layers.multi_head_attention import ROTARY_ENCODINGS
 from keras_attn.models.bert4keras_names import from_bert4keras
 from keras_attn.models.registry import VARIANTS
-from keras_attn.models.transformer_config import load_config
+from keras_attn.models.config_files import load_config
 
 
 def variant_family(variant):

@@ -19,7 +19,7 @@ from keras_attn.checkpoints.readers import CheckpointReader
 from keras_attn.checkpoints.source import Source
 from keras_attn.models import VARIANTS
 from keras_attn.models.bert import Bert
-from keras_attn.models.transformer_config import load_config
+from keras_attn.models.config_files import load_config
 from tests.models import test_variants
 
 # The model harness's tiny config (width 16), with two layers.

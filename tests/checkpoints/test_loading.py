@@ -14,7 +14,7 @@ from keras_attn.checkpoints import CheckpointError
 from keras_attn.checkpoints import UnusedWeightsWarning
 from keras_attn.models.builder import select_variant
 from keras_attn.models.transformer_config import TransformerConfig
-from keras_attn.models.transformer_config import load_config
+from keras_attn.models.config_files import load_config
 from tests.harness import to_numpy
 from tests.checkpoint_files import SMALL
 from tests.checkpoint_files import perturb

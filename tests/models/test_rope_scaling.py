@@ -8,7 +8,7 @@ import pytest
 
 import keras_attn
 from keras_attn.generation import CachedForward
-from keras_attn.models.transformer_config import load_config
+from keras_attn.models.config_files import load_config
 from tests.generation.test_generate import uncached_greedy
 from tests.harness import to_numpy
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from keras_attn.models.transformer_config import load_config
+from keras_attn.models.config_files import load_config
 
 GOOGLE = {
     "vocab_size": 21128, "hidden_size": 768, "num_hidden_layers": 12,
