@@ -96,9 +96,10 @@ class Transformer:
     `traits()` resolves a class's, and docs/variants.md lists every
     registered variant's):
 
-    - the attention: `attention_layer`, `position_encoding` (applied inside
-      it: `None`, `"rotary"`, `"xpos"`, `"functional_relative"`) and
-      `rotary_layout`;
+    - the attention: `attention_layer`, `position_encoding` (`None`,
+      `"rotary"`, `"xpos"`, `"functional_relative"`) and `rotary_layout`,
+      from which `make_position(index)` makes each block's position object
+      (`keras_attn.layers.positions`);
     - the positions: `position_embedding` (`Embedding-Position`) and
       `relative_position_bias` (`Position-Bias`, a
       `keras_attn.layers.RelativePositionBias` whose bias by distance is
@@ -124,8 +125,9 @@ class Transformer:
     cross-attention reads it), `stack_depth`, `make_output_norm` and
     `make_output_dropout`.
 
-    Everything above is what cached decoding runs too, so a variant that
-    changes only these generates exactly what its full pass computes. The
+    Everything above is what cached decoding runs too (it reads the
+    template's `decoding_plan()`), so a variant that changes only these
+    generates exactly what its full pass computes. The
     full-pass hooks `apply_embeddings`, `apply_main_layer`,
     `attention_value` (T-TA: what the queries attend to) and
     `apply_final_layers` may be overridden too, but decoding does not run
