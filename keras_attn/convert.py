@@ -118,16 +118,6 @@ ROUND_TRIP_TOLERANCE = 1e-6
 REFERENCE_TOLERANCE = 1e-4
 REFERENCE_RELATIVE_TOLERANCE = 1e-5
 
-# Hugging Face classes (a config's `architectures`) whose head only an
-# application other than the variant's first holds: without
-# `--application`, such a checkpoint is converted with its head.
-ARCHITECTURE_APPLICATIONS = {
-    "ElectraForPreTraining": "discriminator",
-    "ElectraForMaskedLM": "mlm",
-    "ModernBertForMaskedLM": "mlm",
-    "DebertaV2ForMaskedLM": "mlm",
-}
-
 # Our input names -> the keywords `transformers` models take them by.
 REFERENCE_INPUT_NAMES = {
     "token_ids": ("input_ids", "attention_mask"),
@@ -326,8 +316,9 @@ def convert(source, output, config=None, variant=None, application=None,
 def _saved_application(config_source, config, variant):
     """The application that holds the head of the Hugging Face class the
     checkpoint was saved from (its config's `architectures`, see
-    `ARCHITECTURE_APPLICATIONS`), when the variant builds it; else None (the
-    builder's default)."""
+    the families' `architecture_applications`), when the variant builds it;
+    else None (the builder's default)."""
+    from keras_attn.checkpoints import families
     from keras_attn.models.builder import select_variant
     from keras_attn.models.registry import VARIANTS
     from keras_attn.models.transformer_config import find_config_file
@@ -339,7 +330,7 @@ def _saved_application(config_source, config, variant):
         architectures = json.load(file).get("architectures") or []
     applications = VARIANTS[select_variant(config, variant)].applications
     for architecture in architectures:
-        application = ARCHITECTURE_APPLICATIONS.get(architecture)
+        application = families.application_for_architecture(architecture)
         if application in applications:
             return application
     return None
@@ -642,6 +633,27 @@ def _reference_output(reader, source, model, inputs, real, log):
     return f"transformers.{class_name}", field, output
 
 
+
+
+def __getattr__(name):
+    if name == "ARCHITECTURE_APPLICATIONS":
+        import warnings
+
+        from keras_attn.checkpoints import families
+
+        warnings.warn(
+            "keras_attn.convert.ARCHITECTURE_APPLICATIONS is deprecated; each family "
+            "declares its own (CheckpointFamily.architecture_applications), looked up "
+            "by keras_attn.checkpoints.families.application_for_architecture.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return {
+            architecture: application
+            for family in families.FAMILIES.values()
+            for architecture, application in family.architecture_applications.items()
+        }
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":
