@@ -44,6 +44,12 @@ MLM_SOFT_CAP = "MLM-Soft-Cap"
 DISCRIMINATOR_DENSE = "Discriminator-Dense"
 DISCRIMINATOR_PREDICTION = "Discriminator-Prediction"
 
+# The prefixes of a group of layers: the embeddings', the masked-LM head's,
+# the discriminator head's.
+EMBEDDING_LAYERS = "Embedding-"
+MLM_LAYERS = "MLM-"
+DISCRIMINATOR_LAYERS = "Discriminator-"
+
 # Masks the template puts on its outputs, by output.
 OUTPUT_MASKS = {
     "output": "Output-Mask",

@@ -33,7 +33,7 @@ _BERT = {
         transpose=source.transpose,
     )
     for path, source in google_bert.NAME_TABLE.entries.items()
-    if "{layer}" in path or path.startswith("Embedding-")
+    if "{layer}" in path or path.startswith(names.EMBEDDING_LAYERS)
 }
 
 _GPT = {

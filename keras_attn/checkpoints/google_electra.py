@@ -29,7 +29,7 @@ def _renamed(source, old, new):
 # and BERT's heads), by Keras path.
 _ENCODER = {
     path: source for path, source in google_bert.NAME_TABLE.entries.items()
-    if "{layer}" in path or path.startswith(("Embedding-", names.POOLER))
+    if "{layer}" in path or path.startswith((names.EMBEDDING_LAYERS, names.POOLER))
 }
 _EMBEDDINGS = {
     path: _renamed(source, "bert/", "electra/")

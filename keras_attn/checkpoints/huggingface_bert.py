@@ -52,11 +52,16 @@ _MLM = ("cls.predictions.transform", "lm_head", "predictions", "generator_predic
 _MLM_NORM = ("cls.predictions.transform.LayerNorm", "lm_head.layer_norm", "predictions.LayerNorm",
              "generator_predictions.LayerNorm")
 
-ENTRIES = {
+# The embeddings, which DeBERTa stores under the same names.
+EMBEDDINGS = {
     f"{names.EMBEDDING_TOKEN}/embeddings": Source("embeddings.word_embeddings.weight"),
     f"{names.EMBEDDING_SEGMENT}/embeddings": Source("embeddings.token_type_embeddings.weight"),
     f"{names.EMBEDDING_POSITION}/embeddings": Source("embeddings.position_embeddings.weight"),
     **torch_layer_norm(names.EMBEDDING_NORM, "embeddings.LayerNorm"),
+}
+
+ENTRIES = {
+    **EMBEDDINGS,
     **bert_block("{layer}", BERT_LAYER, ALBERT_LAYER, torch=True),
     # ALBERT's and ELECTRA's factorised embeddings, then ALBERT's one block,
     # shared by every layer.

@@ -15,6 +15,7 @@ legacy head) or `lm_predictions.lm_head`, the sequence classifier's
 """
 
 from keras_attn import layer_names as names
+from keras_attn.checkpoints import huggingface_bert
 from keras_attn.checkpoints.name_table import NameTable
 from keras_attn.checkpoints.name_table import under
 from keras_attn.checkpoints.source import Source
@@ -31,10 +32,7 @@ _HEADS = ("cls.predictions.transform", "lm_predictions.lm_head")
 
 NAME_TABLE = NameTable(
     entries={
-        f"{names.EMBEDDING_TOKEN}/embeddings": Source("embeddings.word_embeddings.weight"),
-        f"{names.EMBEDDING_SEGMENT}/embeddings": Source("embeddings.token_type_embeddings.weight"),
-        f"{names.EMBEDDING_POSITION}/embeddings": Source("embeddings.position_embeddings.weight"),
-        **torch_layer_norm(names.EMBEDDING_NORM, "embeddings.LayerNorm"),
+        **huggingface_bert.EMBEDDINGS,
         f"{names.RELATIVE_EMBEDDING}/embeddings": Source("encoder.rel_embeddings.weight"),
         **torch_layer_norm(f"{names.RELATIVE_EMBEDDING}/norm", "encoder.LayerNorm"),
         **merged(

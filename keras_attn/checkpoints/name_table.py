@@ -2,8 +2,8 @@
 
 import dataclasses
 import warnings
-from typing import Callable
-from typing import Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 
 
 def as_written(name):

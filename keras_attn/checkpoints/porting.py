@@ -28,7 +28,9 @@ VOCABULARY_VARIABLES = {
 # Heads a model is built with or without (`with_pool`, `with_nsp`,
 # `application`): their checkpoint weights are left out by choice, not
 # reported as unused.
-OPTIONAL_HEADS = (f"{names.POOLER}/", f"{names.NSP}/", "MLM-", "Discriminator-")
+OPTIONAL_HEADS = (
+    f"{names.POOLER}/", f"{names.NSP}/", names.MLM_LAYERS, names.DISCRIMINATOR_LAYERS
+)
 
 
 def name_prefix(model):

@@ -142,7 +142,9 @@ FAMILIES = {}
 
 
 def register_family(family):
-    """Adds `family` (a `CheckpointFamily`) to the registry and returns it.
+    """Adds `family` (a `CheckpointFamily`) to the registry, after every
+    family registered before it in priority (the built-in ones are
+    `keras_attn.checkpoints.families.BUILT_IN`), and returns it.
 
     Raises:
         TypeError: `family` is not a `CheckpointFamily`.
