@@ -19,9 +19,10 @@ checkpoint. `--variant` and `--application` default to the config's
 variant and that variant's first application (`"encoder"` for the BERT
 family, `"lm"` for GPT-2, `"seq2seq"` for T5; `"lm"` for a decoder's
 config, `is_decoder: true`, as BertLMHeadModel saves), except for the
-Hugging Face classes whose head another application holds
-(`ARCHITECTURE_APPLICATIONS`: an `ElectraForPreTraining` folder converts
-as `"discriminator"`, an `ElectraForMaskedLM` one as `"mlm"`). Checkpoint
+Hugging Face classes whose head another application holds (the family
+declarations' `architecture_applications`: an `ElectraForPreTraining`
+folder converts as `"discriminator"`, an `ElectraForMaskedLM` one as
+`"mlm"`). Checkpoint
 weights of heads the converted model does not have (a BERT's masked-LM
 head under `"encoder"`) are listed in the summary line.
 
@@ -65,27 +66,10 @@ target of different lengths). For a Hugging Face source, with
 the `transformers` model's on the real (unpadded) positions to 1e-4 or 1e-5 of
 its largest |output|, whichever is larger (float32 rounding grows with the
 logits' size), for the applications its checkpoint family's declaration
-lists (`references`, see `keras_attn.checkpoints.families`):
-
-| family                 | application | compared with                               |
-|------------------------|-------------|---------------------------------------------|
-| BERT, RoBERTa, ALBERT  | encoder     | `AutoModel`'s `last_hidden_state`           |
-| GPT-2                  | lm          | `AutoModelForCausalLM`'s `logits`           |
-| GPT-2                  | encoder     | `AutoModel`'s `last_hidden_state`           |
-| T5, mT5                | seq2seq     | `AutoModelForSeq2SeqLM`'s `logits`          |
-| T5, mT5 (`t5_encoder`) | encoder     | `T5EncoderModel`'s `last_hidden_state`      |
-| ELECTRA                | encoder     | `AutoModel`'s `last_hidden_state`           |
-| ELECTRA                | discriminator | `ElectraForPreTraining`'s `logits`        |
-| LLaMA, Mistral, Qwen2, Qwen3 | lm    | `AutoModelForCausalLM`'s `logits`           |
-| LLaMA, Mistral, Qwen2, Qwen3 | encoder | `AutoModel`'s `last_hidden_state`         |
-| Gemma, Gemma 2, Gemma 3      | lm    | `AutoModelForCausalLM`'s `logits`           |
-| Gemma, Gemma 2, Gemma 3      | encoder | `AutoModel`'s `last_hidden_state`         |
-| Phi-3                        | lm    | `AutoModelForCausalLM`'s `logits`           |
-| Phi-3                        | encoder | `AutoModel`'s `last_hidden_state`         |
-| DeBERTa-v2                   | mlm   | `AutoModelForMaskedLM`'s `logits`           |
-| DeBERTa-v2                   | encoder | `AutoModel`'s `last_hidden_state`         |
-
-The last line says which of these ran.
+lists (`references`, see `keras_attn.checkpoints.families`: an encoder
+against `AutoModel`'s `last_hidden_state`, a language model against
+`AutoModelForCausalLM`'s `logits`, ...). The last line says which of these
+ran.
 
 Progress goes to stderr: a line per step (building the model, writing,
 reloading, loading the reference) and one per checkpoint array read.
