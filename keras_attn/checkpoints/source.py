@@ -107,15 +107,16 @@ def merged(entries):
     return {path: source for group in entries for path, source in group.items()}
 
 
-def fused(layers, stored, layer_entries, widths_from_model=False):
+def fused(layers, stored, layer_entries, widths=None, widths_from_model=False):
     """The entries of the Keras `Dense`s `layers` stored side by side, in
     order, along the output axis of one projection `stored` (GPT-2's
     `c_attn`, ModernBERT's `Wqkv`): `layer_entries(layer, stored, part)`
-    gives one layer's (`torch_linear`, say). The slices are equal, or with
-    `widths_from_model` as wide as the model's `layers` (Phi-3's `qkv_proj`
-    under grouped-query attention)."""
+    gives one layer's (`torch_linear`, say). The slices are equal, as wide
+    as `widths` (a tuple of ints), or with `widths_from_model` as wide as
+    the model's `layers` (Phi-3's `qkv_proj` under grouped-query
+    attention)."""
     layers = tuple(layers)
-    split = layers if widths_from_model else len(layers)
+    split = layers if widths_from_model else tuple(widths) if widths else len(layers)
     return merged(
         layer_entries(layer, stored, part=(index, split)) for index, layer in enumerate(layers)
     )

@@ -86,6 +86,10 @@ def test_fused_gives_each_layer_its_slice_of_one_projection():
     by_model = fused(("a", "b"), "fused", torch_linear, widths_from_model=True)
     assert by_model["b/kernel"].parts == ("a/kernel", "b/kernel")
     assert by_model["b/bias"].parts == ("a/bias", "b/bias")
+    given = fused(("a", "b"), "fused", torch_linear, widths=(6, 2))
+    stored = np.arange(8 * 3, dtype="float32").reshape(8, 3)
+    np.testing.assert_array_equal(given["b/kernel"].value(stored), stored.T[:, 6:])
+    np.testing.assert_array_equal(given["a/bias"].value(stored[:, 0]), stored[:6, 0])
 
 
 def test_a_transform_in_the_table_reads_a_norm_stored_with_its_offset():
