@@ -219,6 +219,8 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
 
     All names and shapes are checked, and all arrays read, before the first
     variable is assigned, so a failed load leaves the model as it was.
+    Variables a layer declares checkpoint-free (see `checkpoint_free_paths`)
+    are not looked up and keep their values.
 
     Args:
         model: a built `keras.Model`.
@@ -241,11 +243,6 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         CheckpointError: listing every variable not found, every shape that
             disagrees (name, expected, found), every model variable the table
             does not cover, and the checkpoint's unused names.
-
-    Variables a layer declares checkpoint-free (see `checkpoint_free_paths`)
-    are not looked up and keep their values.
-
-    Raises:
         ValueError: a `skip_missing` pattern that matches no variable.
 
     Warns:
