@@ -108,12 +108,12 @@ def prepare_config(values, model_type):
 
 
 # DebertaV2Config's defaults for what a config leaves out.
-config_defaults = set_defaults(
-    segment_vocab_size=0,
-    layer_norm_epsilon=LAYER_NORM_EPSILON,
-    max_position=MAX_POSITION,
-    hidden_act="gelu",
-)
+config_defaults = set_defaults({
+    "segment_vocab_size": 0,
+    "layer_norm_epsilon": LAYER_NORM_EPSILON,
+    "max_position": MAX_POSITION,
+    "hidden_act": "gelu",
+})
 
 
 DEBERTA_V2 = CheckpointFamily(

@@ -124,9 +124,9 @@ LM_REFERENCE = {"lm": ("AutoModelForCausalLM", "logits")}
 MLM_REFERENCE = {"mlm": ("AutoModelForMaskedLM", "logits")}
 
 
-def set_defaults(**values):
-    """A `config_defaults` that gives each field of `values` to a config
-    that leaves it out."""
+def set_defaults(values):
+    """A `config_defaults` that gives each field of the dict `values` to a
+    config that leaves it out."""
 
     def config_defaults(fields):
         for key, value in values.items():

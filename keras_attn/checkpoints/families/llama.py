@@ -47,17 +47,16 @@ def defaults(max_position):
     """The `config_defaults` of a family whose configs default
     `max_position_embeddings` to `max_position`: the values transformers'
     config classes give what a `config.json` leaves out."""
-
-    return set_defaults(
-        pad_token_id=None,
-        segment_vocab_size=0,
-        dropout_rate=0.0,
-        attention_dropout_rate=0.0,
-        layer_norm_epsilon=1e-6,
-        tie_word_embeddings=False,
-        hidden_act="silu",
-        max_position=max_position,
-    )
+    return set_defaults({
+        "pad_token_id": None,
+        "segment_vocab_size": 0,
+        "dropout_rate": 0.0,
+        "attention_dropout_rate": 0.0,
+        "layer_norm_epsilon": 1e-6,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+        "max_position": max_position,
+    })
 
 
 LLAMA = CheckpointFamily(

@@ -145,17 +145,17 @@ def config_defaults(fields):
     _DEFAULTS(fields)
 
 
-_DEFAULTS = set_defaults(
-    segment_vocab_size=0,
-    dropout_rate=0.0,
-    attention_dropout_rate=0.0,
-    layer_norm_epsilon=1e-5,
-    hidden_act="gelu",
-    max_position=8192,
-    norm_bias=False,
-    attention_bias=False,
-    mlp_bias=False,
-)
+_DEFAULTS = set_defaults({
+    "segment_vocab_size": 0,
+    "dropout_rate": 0.0,
+    "attention_dropout_rate": 0.0,
+    "layer_norm_epsilon": 1e-5,
+    "hidden_act": "gelu",
+    "max_position": 8192,
+    "norm_bias": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+})
 
 
 MODERNBERT = CheckpointFamily(
