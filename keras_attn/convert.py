@@ -19,9 +19,10 @@ checkpoint. `--variant` and `--application` default to the config's
 variant and that variant's first application (`"encoder"` for the BERT
 family, `"lm"` for GPT-2, `"seq2seq"` for T5; `"lm"` for a decoder's
 config, `is_decoder: true`, as BertLMHeadModel saves), except for the
-Hugging Face classes whose head another application holds
-(`ARCHITECTURE_APPLICATIONS`: an `ElectraForPreTraining` folder converts
-as `"discriminator"`, an `ElectraForMaskedLM` one as `"mlm"`). Checkpoint
+Hugging Face classes whose head another application holds (the family
+declarations' `architecture_applications`: an `ElectraForPreTraining`
+folder converts as `"discriminator"`, an `ElectraForMaskedLM` one as
+`"mlm"`). Checkpoint
 weights of heads the converted model does not have (a BERT's masked-LM
 head under `"encoder"`) are listed in the summary line.
 
@@ -65,27 +66,10 @@ target of different lengths). For a Hugging Face source, with
 the `transformers` model's on the real (unpadded) positions to 1e-4 or 1e-5 of
 its largest |output|, whichever is larger (float32 rounding grows with the
 logits' size), for the applications its checkpoint family's declaration
-lists (`references`, see `keras_attn.checkpoints.families`):
-
-| family                 | application | compared with                               |
-|------------------------|-------------|---------------------------------------------|
-| BERT, RoBERTa, ALBERT  | encoder     | `AutoModel`'s `last_hidden_state`           |
-| GPT-2                  | lm          | `AutoModelForCausalLM`'s `logits`           |
-| GPT-2                  | encoder     | `AutoModel`'s `last_hidden_state`           |
-| T5, mT5                | seq2seq     | `AutoModelForSeq2SeqLM`'s `logits`          |
-| T5, mT5 (`t5_encoder`) | encoder     | `T5EncoderModel`'s `last_hidden_state`      |
-| ELECTRA                | encoder     | `AutoModel`'s `last_hidden_state`           |
-| ELECTRA                | discriminator | `ElectraForPreTraining`'s `logits`        |
-| LLaMA, Mistral, Qwen2, Qwen3 | lm    | `AutoModelForCausalLM`'s `logits`           |
-| LLaMA, Mistral, Qwen2, Qwen3 | encoder | `AutoModel`'s `last_hidden_state`         |
-| Gemma, Gemma 2, Gemma 3      | lm    | `AutoModelForCausalLM`'s `logits`           |
-| Gemma, Gemma 2, Gemma 3      | encoder | `AutoModel`'s `last_hidden_state`         |
-| Phi-3                        | lm    | `AutoModelForCausalLM`'s `logits`           |
-| Phi-3                        | encoder | `AutoModel`'s `last_hidden_state`         |
-| DeBERTa-v2                   | mlm   | `AutoModelForMaskedLM`'s `logits`           |
-| DeBERTa-v2                   | encoder | `AutoModel`'s `last_hidden_state`         |
-
-The last line says which of these ran.
+lists (`references`, see `keras_attn.checkpoints.families`: an encoder
+against `AutoModel`'s `last_hidden_state`, a language model against
+`AutoModelForCausalLM`'s `logits`, ...). The last line says which of these
+ran.
 
 Progress goes to stderr: a line per step (building the model, writing,
 reloading, loading the reference) and one per checkpoint array read.
@@ -116,16 +100,6 @@ from keras_attn.files import atomic_write
 ROUND_TRIP_TOLERANCE = 1e-6
 REFERENCE_TOLERANCE = 1e-4
 REFERENCE_RELATIVE_TOLERANCE = 1e-5
-
-# Hugging Face classes (a config's `architectures`) whose head only an
-# application other than the variant's first holds: without
-# `--application`, such a checkpoint is converted with its head.
-ARCHITECTURE_APPLICATIONS = {
-    "ElectraForPreTraining": "discriminator",
-    "ElectraForMaskedLM": "mlm",
-    "ModernBertForMaskedLM": "mlm",
-    "DebertaV2ForMaskedLM": "mlm",
-}
 
 # Our input names -> the keywords `transformers` models take them by.
 REFERENCE_INPUT_NAMES = {
@@ -325,8 +299,9 @@ def convert(source, output, config=None, variant=None, application=None,
 def _saved_application(config_source, config, variant):
     """The application that holds the head of the Hugging Face class the
     checkpoint was saved from (its config's `architectures`, see
-    `ARCHITECTURE_APPLICATIONS`), when the variant builds it; else None (the
-    builder's default)."""
+    the families' `architecture_applications`), when the variant builds it;
+    else None (the builder's default)."""
+    from keras_attn.checkpoints import families
     from keras_attn.models.builder import select_variant
     from keras_attn.models.registry import VARIANTS
     from keras_attn.models.transformer_config import find_config_file
@@ -338,7 +313,7 @@ def _saved_application(config_source, config, variant):
         architectures = json.load(file).get("architectures") or []
     applications = VARIANTS[select_variant(config, variant)].applications
     for architecture in architectures:
-        application = ARCHITECTURE_APPLICATIONS.get(architecture)
+        application = families.application_for_architecture(architecture)
         if application in applications:
             return application
     return None
@@ -640,6 +615,27 @@ def _reference_output(reader, source, model, inputs, real, log):
     return f"transformers.{class_name}", field, output
 
 
+
+
+def __getattr__(name):
+    if name == "ARCHITECTURE_APPLICATIONS":
+        import warnings
+
+        from keras_attn.checkpoints import families
+
+        warnings.warn(
+            "keras_attn.convert.ARCHITECTURE_APPLICATIONS is deprecated; each family "
+            "declares its own (CheckpointFamily.architecture_applications), looked up "
+            "by keras_attn.checkpoints.families.application_for_architecture.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return {
+            architecture: application
+            for family in families.FAMILIES.values()
+            for architecture, application in family.architecture_applications.items()
+        }
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -9,21 +9,20 @@ as `gpt/output/LayerNorm`. GPT2-ML keeps the names of its own release
 (`newslm/...`). Kernels are `(in, out)`, as in Keras.
 """
 
-from types import SimpleNamespace
-
+from keras_attn import layer_names as names
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints.source import Source
-
-_HEADS = ("Pooler-Dense/", "NSP/", "MLM-")
+from keras_attn.checkpoints.source import tensorflow_dense
+from keras_attn.checkpoints.source import tensorflow_layer_norm
 
 
 def _renamed(source, *replacements):
-    names = []
+    renamed = []
     for name in source.names:
         for old, new in replacements:
             name = name.replace(old, new)
-        names.append(name)
-    return Source(*names, transpose=source.transpose)
+        renamed.append(name)
+    return Source(*renamed, transpose=source.transpose)
 
 
 # BERT's table without ALBERT's names (its shared block, read by every block
@@ -33,60 +32,39 @@ _BERT = {
         *(name for name in source.names if "/transformer/group_" not in name),
         transpose=source.transpose,
     )
-    for path, source in google_bert.TABLE.items()
-    if "{layer}" in path or path.startswith("Embedding-")
+    for path, source in google_bert.NAME_TABLE.entries.items()
+    if "{layer}" in path or path.startswith(names.EMBEDDING_LAYERS)
 }
 
-GPT_TABLE = {
+_GPT = {
     path: _renamed(source, ("bert/", "gpt/"), ("encoder", "transformer"))
     for path, source in _BERT.items()
 }
 
-GPT2_TABLE = {
-    path: _renamed(source, ("output/LayerNorm", "input/LayerNorm"))
-    for path, source in GPT_TABLE.items()
-} | {
-    "Output-Norm/gamma": Source("gpt/output/LayerNorm/gamma"),
-    "Output-Norm/beta": Source("gpt/output/LayerNorm/beta"),
-}
+GPT = google_bert.NAME_TABLE.replace(entries=_GPT)
+
+GPT2 = google_bert.NAME_TABLE.replace(entries={
+    **{
+        path: _renamed(source, ("output/LayerNorm", "input/LayerNorm"))
+        for path, source in _GPT.items()
+    },
+    **tensorflow_layer_norm(names.OUTPUT_NORM, "gpt/output/LayerNorm"),
+})
 
 _LAYER = "newslm/layer{layer:02d}"
-_ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
-_FEED_FORWARD = "Transformer-{layer}-FeedForward"
-GPT2_ML_TABLE = {
-    "Embedding-Token/embeddings": Source("newslm/embeddings/word_embed"),
-    "Embedding-Position/embeddings": Source("newslm/embeddings/pos_embed"),
-    "Embedding-Norm/gamma": Source("newslm/embeddings/LayerNorm_embed_norm/gamma"),
-    "Embedding-Norm/beta": Source("newslm/embeddings/LayerNorm_embed_norm/beta"),
-    f"{_ATTENTION}/query_dense/kernel": Source(f"{_LAYER}/query_layer/kernel"),
-    f"{_ATTENTION}/query_dense/bias": Source(f"{_LAYER}/query_layer/bias"),
-    f"{_ATTENTION}/key_dense/kernel": Source(f"{_LAYER}/key_layer/kernel"),
-    f"{_ATTENTION}/key_dense/bias": Source(f"{_LAYER}/key_layer/bias"),
-    f"{_ATTENTION}/value_dense/kernel": Source(f"{_LAYER}/value_layer/kernel"),
-    f"{_ATTENTION}/value_dense/bias": Source(f"{_LAYER}/value_layer/bias"),
-    f"{_ATTENTION}/output_dense/kernel": Source(f"{_LAYER}/context_projection_layer/kernel"),
-    f"{_ATTENTION}/output_dense/bias": Source(f"{_LAYER}/context_projection_layer/bias"),
-    f"{_FEED_FORWARD}-Norm-0/gamma": Source(f"{_LAYER}/LayerNorm_mlp_ln0/gamma"),
-    f"{_FEED_FORWARD}-Norm-0/beta": Source(f"{_LAYER}/LayerNorm_mlp_ln0/beta"),
-    f"{_FEED_FORWARD}/intermediate_dense/kernel": Source(f"{_LAYER}/intermediate/kernel"),
-    f"{_FEED_FORWARD}/intermediate_dense/bias": Source(f"{_LAYER}/intermediate/bias"),
-    f"{_FEED_FORWARD}/output_dense/kernel": Source(f"{_LAYER}/output/kernel"),
-    f"{_FEED_FORWARD}/output_dense/bias": Source(f"{_LAYER}/output/bias"),
-    f"{_FEED_FORWARD}-Norm-1/gamma": Source(f"{_LAYER}/LayerNorm_mlp_ln1/gamma"),
-    f"{_FEED_FORWARD}-Norm-1/beta": Source(f"{_LAYER}/LayerNorm_mlp_ln1/beta"),
-}
+_ATTENTION = names.attention("{layer}")
+_FEED_FORWARD = names.feed_forward("{layer}")
 
-
-def _name_table(table):
-    """A name-table module's interface (see `porting.port_weights`)."""
-    return SimpleNamespace(
-        TABLE=table,
-        IGNORED=google_bert.IGNORED,
-        DUPLICATES={},
-        candidates=google_bert.candidates,
-    )
-
-
-GPT = _name_table(GPT_TABLE)
-GPT2 = _name_table(GPT2_TABLE)
-GPT2_ML = _name_table(GPT2_ML_TABLE)
+GPT2_ML = google_bert.NAME_TABLE.replace(entries={
+    f"{names.EMBEDDING_TOKEN}/embeddings": Source("newslm/embeddings/word_embed"),
+    f"{names.EMBEDDING_POSITION}/embeddings": Source("newslm/embeddings/pos_embed"),
+    **tensorflow_layer_norm(names.EMBEDDING_NORM, "newslm/embeddings/LayerNorm_embed_norm"),
+    **tensorflow_dense(f"{_ATTENTION}/query_dense", f"{_LAYER}/query_layer"),
+    **tensorflow_dense(f"{_ATTENTION}/key_dense", f"{_LAYER}/key_layer"),
+    **tensorflow_dense(f"{_ATTENTION}/value_dense", f"{_LAYER}/value_layer"),
+    **tensorflow_dense(f"{_ATTENTION}/output_dense", f"{_LAYER}/context_projection_layer"),
+    **tensorflow_layer_norm(names.norm(_FEED_FORWARD, 0), f"{_LAYER}/LayerNorm_mlp_ln0"),
+    **tensorflow_dense(f"{_FEED_FORWARD}/intermediate_dense", f"{_LAYER}/intermediate"),
+    **tensorflow_dense(f"{_FEED_FORWARD}/output_dense", f"{_LAYER}/output"),
+    **tensorflow_layer_norm(names.norm(_FEED_FORWARD, 1), f"{_LAYER}/LayerNorm_mlp_ln1"),
+})

@@ -2,86 +2,68 @@
 are stored the same way, and ALBERT, which differs only in its shared
 block) onto this library's variables.
 
-Keys are Keras variable paths (`{layer}` stands for the block index); values
-are the checkpoint names. Weights no checkpoint holds (talking-heads mixing,
-KERPLE's parameters) are declared by their layers and keep their initial
-values, so the table has no rows for them. Kernels are stored as
-`(in, out)`, as Keras keeps them, except the next-sentence (ALBERT:
-sentence-order) weights.
 A block of its own per layer (`Transformer-{layer}-...`) reads BERT's
 `bert/encoder/layer_{layer}`, or else ALBERT's one shared block (the
 `albert_unshared` variant: each layer starts from a copy, as bert4keras's
-`ALBERT_Unshared` loads it).
-Google's release always ties the masked-LM decoder to the token embedding,
-so an untied `MLM-Decoder` has no name here: a model built with
+`ALBERT_Unshared` loads it). Kernels are stored `(in, out)`, as Keras keeps
+them, except the next-sentence (ALBERT: sentence-order) weights. Google's
+release always ties the masked-LM decoder to the token embedding, so an
+untied `MLM-Decoder` has no name here: a model built with
 `tie_word_embeddings=False` is refused rather than left random.
 """
 
+from keras_attn import layer_names as names
+from keras_attn.checkpoints.name_table import NameTable
 from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import bert_block
+from keras_attn.checkpoints.source import tensorflow_dense
+from keras_attn.checkpoints.source import tensorflow_layer_norm
+from keras_attn.checkpoints.source import under_scope
 
-_LAYER = "bert/encoder/layer_{layer}"
-_ALBERT = "bert/encoder/transformer/group_0/inner_group_0"
+# Where a block's layers are stored, by role (see `source.block_layers`).
+BERT_LAYER = under_scope("bert/encoder/layer_{layer}", {
+    "query": "attention/self/query",
+    "key": "attention/self/key",
+    "value": "attention/self/value",
+    "attention_output": "attention/output/dense",
+    "attention_norm": "attention/output/LayerNorm",
+    "intermediate": "intermediate/dense",
+    "output": "output/dense",
+    "feed_forward_norm": "output/LayerNorm",
+}, "/")
+# ALBERT's one block, shared by every layer (Google's group 0, inner layer 0;
+# released ALBERTs have no other).
+ALBERT_LAYER = under_scope("bert/encoder/transformer/group_0/inner_group_0", {
+    "query": "attention_1/self/query",
+    "key": "attention_1/self/key",
+    "value": "attention_1/self/value",
+    "attention_output": "attention_1/output/dense",
+    "attention_norm": "LayerNorm",
+    "intermediate": "ffn_1/intermediate/dense",
+    "output": "ffn_1/intermediate/output/dense",
+    "feed_forward_norm": "LayerNorm_1",
+}, "/")
 
-TABLE = {
-    "Embedding-Token/embeddings": Source("bert/embeddings/word_embeddings"),
-    "Embedding-Segment/embeddings": Source("bert/embeddings/token_type_embeddings"),
-    "Embedding-Position/embeddings": Source("bert/embeddings/position_embeddings"),
-    "Embedding-Norm/gamma": Source("bert/embeddings/LayerNorm/gamma"),
-    "Embedding-Norm/beta": Source("bert/embeddings/LayerNorm/beta"),
-    "Embedding-Mapping/kernel": Source("bert/encoder/embedding_hidden_mapping_in/kernel"),
-    "Embedding-Mapping/bias": Source("bert/encoder/embedding_hidden_mapping_in/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_LAYER}/attention/self/query/kernel", f"{_ALBERT}/attention_1/self/query/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/query_dense/bias": Source(f"{_LAYER}/attention/self/query/bias", f"{_ALBERT}/attention_1/self/query/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_LAYER}/attention/self/key/kernel", f"{_ALBERT}/attention_1/self/key/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/key_dense/bias": Source(f"{_LAYER}/attention/self/key/bias", f"{_ALBERT}/attention_1/self/key/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_LAYER}/attention/self/value/kernel", f"{_ALBERT}/attention_1/self/value/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/value_dense/bias": Source(f"{_LAYER}/attention/self/value/bias", f"{_ALBERT}/attention_1/self/value/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_LAYER}/attention/output/dense/kernel", f"{_ALBERT}/attention_1/output/dense/kernel"),
-    "Transformer-{layer}-MultiHeadSelfAttention/output_dense/bias": Source(f"{_LAYER}/attention/output/dense/bias", f"{_ALBERT}/attention_1/output/dense/bias"),
-    "Transformer-{layer}-MultiHeadSelfAttention-Norm/gamma": Source(f"{_LAYER}/attention/output/LayerNorm/gamma", f"{_ALBERT}/LayerNorm/gamma"),
-    "Transformer-{layer}-MultiHeadSelfAttention-Norm/beta": Source(f"{_LAYER}/attention/output/LayerNorm/beta", f"{_ALBERT}/LayerNorm/beta"),
-    "Transformer-{layer}-FeedForward/intermediate_dense/kernel": Source(f"{_LAYER}/intermediate/dense/kernel", f"{_ALBERT}/ffn_1/intermediate/dense/kernel"),
-    "Transformer-{layer}-FeedForward/intermediate_dense/bias": Source(f"{_LAYER}/intermediate/dense/bias", f"{_ALBERT}/ffn_1/intermediate/dense/bias"),
-    "Transformer-{layer}-FeedForward/output_dense/kernel": Source(f"{_LAYER}/output/dense/kernel", f"{_ALBERT}/ffn_1/intermediate/output/dense/kernel"),
-    "Transformer-{layer}-FeedForward/output_dense/bias": Source(f"{_LAYER}/output/dense/bias", f"{_ALBERT}/ffn_1/intermediate/output/dense/bias"),
-    "Transformer-{layer}-FeedForward-Norm/gamma": Source(f"{_LAYER}/output/LayerNorm/gamma", f"{_ALBERT}/LayerNorm_1/gamma"),
-    "Transformer-{layer}-FeedForward-Norm/beta": Source(f"{_LAYER}/output/LayerNorm/beta", f"{_ALBERT}/LayerNorm_1/beta"),
-    # ALBERT's one block, shared by every layer (Google's group 0, inner
-    # layer 0; released ALBERTs have no other).
-    "Transformer-MultiHeadSelfAttention/query_dense/kernel": Source(f"{_ALBERT}/attention_1/self/query/kernel"),
-    "Transformer-MultiHeadSelfAttention/query_dense/bias": Source(f"{_ALBERT}/attention_1/self/query/bias"),
-    "Transformer-MultiHeadSelfAttention/key_dense/kernel": Source(f"{_ALBERT}/attention_1/self/key/kernel"),
-    "Transformer-MultiHeadSelfAttention/key_dense/bias": Source(f"{_ALBERT}/attention_1/self/key/bias"),
-    "Transformer-MultiHeadSelfAttention/value_dense/kernel": Source(f"{_ALBERT}/attention_1/self/value/kernel"),
-    "Transformer-MultiHeadSelfAttention/value_dense/bias": Source(f"{_ALBERT}/attention_1/self/value/bias"),
-    "Transformer-MultiHeadSelfAttention/output_dense/kernel": Source(f"{_ALBERT}/attention_1/output/dense/kernel"),
-    "Transformer-MultiHeadSelfAttention/output_dense/bias": Source(f"{_ALBERT}/attention_1/output/dense/bias"),
-    "Transformer-MultiHeadSelfAttention-Norm/gamma": Source(f"{_ALBERT}/LayerNorm/gamma"),
-    "Transformer-MultiHeadSelfAttention-Norm/beta": Source(f"{_ALBERT}/LayerNorm/beta"),
-    "Transformer-FeedForward/intermediate_dense/kernel": Source(f"{_ALBERT}/ffn_1/intermediate/dense/kernel"),
-    "Transformer-FeedForward/intermediate_dense/bias": Source(f"{_ALBERT}/ffn_1/intermediate/dense/bias"),
-    "Transformer-FeedForward/output_dense/kernel": Source(f"{_ALBERT}/ffn_1/intermediate/output/dense/kernel"),
-    "Transformer-FeedForward/output_dense/bias": Source(f"{_ALBERT}/ffn_1/intermediate/output/dense/bias"),
-    "Transformer-FeedForward-Norm/gamma": Source(f"{_ALBERT}/LayerNorm_1/gamma"),
-    "Transformer-FeedForward-Norm/beta": Source(f"{_ALBERT}/LayerNorm_1/beta"),
-    "Pooler-Dense/kernel": Source("bert/pooler/dense/kernel"),
-    "Pooler-Dense/bias": Source("bert/pooler/dense/bias"),
-    "NSP/kernel": Source("cls/seq_relationship/output_weights", transpose=True),
-    "NSP/bias": Source("cls/seq_relationship/output_bias"),
-    "MLM-Dense/kernel": Source("cls/predictions/transform/dense/kernel"),
-    "MLM-Dense/bias": Source("cls/predictions/transform/dense/bias"),
-    "MLM-Norm/gamma": Source("cls/predictions/transform/LayerNorm/gamma"),
-    "MLM-Norm/beta": Source("cls/predictions/transform/LayerNorm/beta"),
-    "MLM-Bias/bias": Source("cls/predictions/output_bias"),
+EMBEDDINGS = {
+    f"{names.EMBEDDING_TOKEN}/embeddings": Source("bert/embeddings/word_embeddings"),
+    f"{names.EMBEDDING_SEGMENT}/embeddings": Source("bert/embeddings/token_type_embeddings"),
+    f"{names.EMBEDDING_POSITION}/embeddings": Source("bert/embeddings/position_embeddings"),
+    **tensorflow_layer_norm(names.EMBEDDING_NORM, "bert/embeddings/LayerNorm"),
+    **tensorflow_dense(names.EMBEDDING_MAPPING, "bert/encoder/embedding_hidden_mapping_in"),
 }
 
-# Stored alongside the weights by training, never model variables.
-IGNORED = ("global_step", "/adam_m", "/adam_v", "good_steps", "loss_scale")
-
-# Google's release ties the masked-LM decoder and stores no copies.
-DUPLICATES = {}
-
-
-def candidates(name):
-    """Google's checkpoints spell every name one way."""
-    return (name,)
+NAME_TABLE = NameTable(
+    entries={
+        **EMBEDDINGS,
+        **bert_block("{layer}", BERT_LAYER, ALBERT_LAYER),
+        **bert_block(None, ALBERT_LAYER),
+        **tensorflow_dense(names.POOLER, "bert/pooler/dense"),
+        f"{names.NSP}/kernel": Source("cls/seq_relationship/output_weights", transpose=True),
+        f"{names.NSP}/bias": Source("cls/seq_relationship/output_bias"),
+        **tensorflow_dense(names.MLM_DENSE, "cls/predictions/transform/dense"),
+        **tensorflow_layer_norm(names.MLM_NORM, "cls/predictions/transform/LayerNorm"),
+        f"{names.MLM_BIAS}/bias": Source("cls/predictions/output_bias"),
+    },
+    # Stored alongside the weights by training, never model variables.
+    ignored=("global_step", "/adam_m", "/adam_v", "good_steps", "loss_scale"),
+)

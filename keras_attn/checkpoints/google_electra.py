@@ -12,23 +12,24 @@ ELECTRA reads the discriminator's names. Kernels are `(in, out)`, as in
 Keras.
 """
 
-from types import SimpleNamespace
-
+from keras_attn import layer_names as names
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import tensorflow_dense
+from keras_attn.checkpoints.source import tensorflow_layer_norm
 
 
 def _renamed(source, old, new):
     """`source`'s BERT names (not ALBERT's) with `old` replaced by `new`."""
-    names = [name.replace(old, new) for name in source.names if name.startswith("bert/")]
-    return Source(*names[:1], transpose=source.transpose)
+    renamed = [name.replace(old, new) for name in source.names if name.startswith("bert/")]
+    return Source(*renamed[:1], transpose=source.transpose)
 
 
 # BERT's embeddings, per-layer blocks and pooler (not ALBERT's shared block
 # and BERT's heads), by Keras path.
 _ENCODER = {
-    path: source for path, source in google_bert.TABLE.items()
-    if "{layer}" in path or path.startswith(("Embedding-", "Pooler-"))
+    path: source for path, source in google_bert.NAME_TABLE.entries.items()
+    if "{layer}" in path or path.startswith((names.EMBEDDING_LAYERS, names.POOLER))
 }
 _EMBEDDINGS = {
     path: _renamed(source, "bert/", "electra/")
@@ -37,50 +38,44 @@ _EMBEDDINGS = {
 }
 
 
-def _model(scope):
-    """The encoder of the model stored under `scope` (`electra`,
-    `generator`), on the shared embeddings."""
-    return {
-        **{
-            path: _renamed(source, "bert/", f"{scope}/")
-            for path, source in _ENCODER.items() if path not in _EMBEDDINGS
+def _model(scope, head, ignored):
+    """The table of the model stored under `scope` (`electra`, `generator`)
+    on the shared embeddings, with its `head` entries; `ignored`: the other
+    model's names."""
+    return google_bert.NAME_TABLE.replace(
+        entries={
+            **{
+                path: _renamed(source, "bert/", f"{scope}/")
+                for path, source in _ENCODER.items() if path not in _EMBEDDINGS
+            },
+            **_EMBEDDINGS,
+            **tensorflow_dense(names.EMBEDDING_MAPPING, f"{scope}/embeddings_project"),
+            **head,
         },
-        **_EMBEDDINGS,
-        "Embedding-Mapping/kernel": Source(f"{scope}/embeddings_project/kernel"),
-        "Embedding-Mapping/bias": Source(f"{scope}/embeddings_project/bias"),
-    }
+        ignored=google_bert.NAME_TABLE.ignored + ignored,
+    )
 
 
-DISCRIMINATOR = SimpleNamespace(
-    TABLE={
-        **_model("electra"),
-        "Discriminator-Dense/kernel": Source("discriminator_predictions/dense/kernel"),
-        "Discriminator-Dense/bias": Source("discriminator_predictions/dense/bias"),
-        "Discriminator-Prediction/kernel": Source("discriminator_predictions/dense_1/kernel"),
-        "Discriminator-Prediction/bias": Source("discriminator_predictions/dense_1/bias"),
+DISCRIMINATOR = _model(
+    "electra",
+    {
+        **tensorflow_dense(names.DISCRIMINATOR_DENSE, "discriminator_predictions/dense"),
+        **tensorflow_dense(names.DISCRIMINATOR_PREDICTION, "discriminator_predictions/dense_1"),
     },
-    # The generator's weights, stored beside the discriminator's.
-    IGNORED=google_bert.IGNORED + ("generator/", "generator_predictions/"),
-    DUPLICATES={},
-    candidates=google_bert.candidates,
+    ignored=("generator/", "generator_predictions/"),
 )
 
-GENERATOR = SimpleNamespace(
-    TABLE={
-        **_model("generator"),
-        "MLM-Dense/kernel": Source("generator_predictions/dense/kernel"),
-        "MLM-Dense/bias": Source("generator_predictions/dense/bias"),
-        "MLM-Norm/gamma": Source("generator_predictions/LayerNorm/gamma"),
-        "MLM-Norm/beta": Source("generator_predictions/LayerNorm/beta"),
-        "MLM-Bias/bias": Source("generator_predictions/output_bias"),
+GENERATOR = _model(
+    "generator",
+    {
+        **tensorflow_dense(names.MLM_DENSE, "generator_predictions/dense"),
+        **tensorflow_layer_norm(names.MLM_NORM, "generator_predictions/LayerNorm"),
+        f"{names.MLM_BIAS}/bias": Source("generator_predictions/output_bias"),
     },
-    # The discriminator's weights, stored beside the generator's.
-    IGNORED=google_bert.IGNORED + (
+    ignored=(
         "electra/encoder/", "electra/embeddings_project/", "electra/pooler/",
         "discriminator_predictions/",
     ),
-    DUPLICATES={},
-    candidates=google_bert.candidates,
 )
 
 # The table of each application: the generator is the masked-LM model.

@@ -12,25 +12,22 @@ The norms have no parameters and the masked-LM head is the tied token
 embedding, so nothing else is stored. Kernels are `(in, out)`, as in Keras.
 """
 
+from keras_attn import layer_names as names
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import tensorflow_dense
 
 _GAU = "GAU_alpha/encoder/layer_{layer}/gau"
-_LAYER = "Transformer-{layer}-GatedAttentionUnit"
+_LAYER = names.gated_attention_unit("{layer}")
 
-TABLE = {
-    "Embedding-Token/embeddings": Source("bert/embeddings/word_embeddings"),
-    "Embedding-Segment/embeddings": Source("bert/embeddings/token_type_embeddings"),
-    f"{_LAYER}/input_dense/kernel": Source(f"{_GAU}/i_dense/kernel"),
-    f"{_LAYER}/input_dense/bias": Source(f"{_GAU}/i_dense/bias"),
-    f"{_LAYER}/query_scale": Source(f"{_GAU}/q_scaleoffset/gamma"),
-    f"{_LAYER}/query_offset": Source(f"{_GAU}/q_scaleoffset/beta"),
-    f"{_LAYER}/key_scale": Source(f"{_GAU}/k_scaleoffset/gamma"),
-    f"{_LAYER}/key_offset": Source(f"{_GAU}/k_scaleoffset/beta"),
-    f"{_LAYER}/output_dense/kernel": Source(f"{_GAU}/o_dense/kernel"),
-    f"{_LAYER}/output_dense/bias": Source(f"{_GAU}/o_dense/bias"),
-}
-
-IGNORED = google_bert.IGNORED
-DUPLICATES = {}
-candidates = google_bert.candidates
+NAME_TABLE = google_bert.NAME_TABLE.replace(entries={
+    f"{names.EMBEDDING_TOKEN}/embeddings": Source("bert/embeddings/word_embeddings"),
+    f"{names.EMBEDDING_SEGMENT}/embeddings": Source("bert/embeddings/token_type_embeddings"),
+    **tensorflow_dense(f"{_LAYER}/input_dense", f"{_GAU}/i_dense"),
+    **{
+        f"{_LAYER}/{side}_{weight}": Source(f"{_GAU}/{side[0]}_scaleoffset/{stored}")
+        for side in ("query", "key")
+        for weight, stored in (("scale", "gamma"), ("offset", "beta"))
+    },
+    **tensorflow_dense(f"{_LAYER}/output_dense", f"{_GAU}/o_dense"),
+})

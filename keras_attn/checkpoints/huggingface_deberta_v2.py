@@ -14,66 +14,62 @@ legacy head) or `lm_predictions.lm_head`, the sequence classifier's
 `(out, in)`, hence the transposes.
 """
 
-from keras_attn.checkpoints.source import Source, torch_layer_norm, torch_linear
+from keras_attn import layer_names as names
+from keras_attn.checkpoints import huggingface_bert
+from keras_attn.checkpoints.name_table import NameTable
+from keras_attn.checkpoints.name_table import under
+from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import merged
+from keras_attn.checkpoints.source import torch_layer_norm
+from keras_attn.checkpoints.source import torch_linear
 
 _LAYER = "encoder.layer.{layer}"
-_ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
-_FEED_FORWARD = "Transformer-{layer}-FeedForward"
+_ATTENTION = names.attention("{layer}")
+_FEED_FORWARD = names.feed_forward("{layer}")
+# `DebertaV2ForMaskedLM`'s head, legacy (`cls.predictions`) or not
+# (`lm_predictions.lm_head`); the decoder is the token embedding.
+_HEADS = ("cls.predictions.transform", "lm_predictions.lm_head")
 
-
-TABLE = {
-    "Embedding-Token/embeddings": Source("embeddings.word_embeddings.weight"),
-    "Embedding-Segment/embeddings": Source("embeddings.token_type_embeddings.weight"),
-    "Embedding-Position/embeddings": Source("embeddings.position_embeddings.weight"),
-    **torch_layer_norm("Embedding-Norm", "embeddings.LayerNorm"),
-    "Relative-Embedding/embeddings": Source("encoder.rel_embeddings.weight"),
-    **torch_layer_norm("Relative-Embedding/norm", "encoder.LayerNorm"),
-    **torch_linear(f"{_ATTENTION}/query_dense", f"{_LAYER}.attention.self.query_proj"),
-    **torch_linear(f"{_ATTENTION}/key_dense", f"{_LAYER}.attention.self.key_proj"),
-    **torch_linear(f"{_ATTENTION}/value_dense", f"{_LAYER}.attention.self.value_proj"),
-    **torch_linear(f"{_ATTENTION}/position_key_dense", f"{_LAYER}.attention.self.pos_key_proj"),
-    **torch_linear(
-        f"{_ATTENTION}/position_query_dense", f"{_LAYER}.attention.self.pos_query_proj"
-    ),
-    **torch_linear(f"{_ATTENTION}/output_dense", f"{_LAYER}.attention.output.dense"),
-    **torch_layer_norm(f"{_ATTENTION}-Norm", f"{_LAYER}.attention.output.LayerNorm"),
-    **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_LAYER}.intermediate.dense"),
-    **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_LAYER}.output.dense"),
-    **torch_layer_norm(f"{_FEED_FORWARD}-Norm", f"{_LAYER}.output.LayerNorm"),
-    # `DebertaV2ForSequenceClassification`'s `ContextPooler`.
-    **torch_linear("Pooler-Dense", "pooler.dense"),
-    # `DebertaV2ForMaskedLM`'s head, legacy (`cls.predictions`) or not
-    # (`lm_predictions.lm_head`); the decoder is the token embedding.
-    "MLM-Dense/kernel": Source(
-        "cls.predictions.transform.dense.weight", "lm_predictions.lm_head.dense.weight",
-        transpose=True,
-    ),
-    "MLM-Dense/bias": Source(
-        "cls.predictions.transform.dense.bias", "lm_predictions.lm_head.dense.bias"
-    ),
-    "MLM-Norm/gamma": Source(
-        "cls.predictions.transform.LayerNorm.weight", "lm_predictions.lm_head.LayerNorm.weight"
-    ),
-    "MLM-Norm/beta": Source(
-        "cls.predictions.transform.LayerNorm.bias", "lm_predictions.lm_head.LayerNorm.bias"
-    ),
-    # safetensors stores one of the tied pair `decoder.bias` / `bias`.
-    "MLM-Bias/bias": Source(
-        "cls.predictions.decoder.bias", "cls.predictions.bias", "lm_predictions.lm_head.bias"
-    ),
-}
-
-# Position ids are a buffer; `mask_predictions` is the replaced-token
-# detection head some checkpoints keep, which transformers drops too.
-IGNORED = ("embeddings.position_ids", "mask_predictions.")
-
-# A tied decoder is the token embedding.
-DUPLICATES = {"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight"}
-
-
-def candidates(name):
-    """Bare (`DebertaV2Model`) or under `deberta.` (the task models); the
-    heads are stored at the top."""
-    if name.startswith(("cls.", "lm_predictions.", "pooler.")):
-        return (name,)
-    return (name, f"deberta.{name}")
+NAME_TABLE = NameTable(
+    entries={
+        **huggingface_bert.EMBEDDINGS,
+        f"{names.RELATIVE_EMBEDDING}/embeddings": Source("encoder.rel_embeddings.weight"),
+        **torch_layer_norm(f"{names.RELATIVE_EMBEDDING}/norm", "encoder.LayerNorm"),
+        **merged(
+            torch_linear(f"{_ATTENTION}/{projection}_dense", f"{_LAYER}.attention.self.{stored}")
+            for projection, stored in (
+                ("query", "query_proj"), ("key", "key_proj"), ("value", "value_proj"),
+                ("position_key", "pos_key_proj"), ("position_query", "pos_query_proj"),
+            )
+        ),
+        **torch_linear(f"{_ATTENTION}/output_dense", f"{_LAYER}.attention.output.dense"),
+        **torch_layer_norm(names.norm(_ATTENTION), f"{_LAYER}.attention.output.LayerNorm"),
+        **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_LAYER}.intermediate.dense"),
+        **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_LAYER}.output.dense"),
+        **torch_layer_norm(names.norm(_FEED_FORWARD), f"{_LAYER}.output.LayerNorm"),
+        # `DebertaV2ForSequenceClassification`'s `ContextPooler`.
+        **torch_linear(names.POOLER, "pooler.dense"),
+        f"{names.MLM_DENSE}/kernel": Source(
+            *(f"{head}.dense.weight" for head in _HEADS), transpose=True
+        ),
+        f"{names.MLM_DENSE}/bias": Source(*(f"{head}.dense.bias" for head in _HEADS)),
+        f"{names.MLM_NORM}/gamma": Source(
+            "cls.predictions.transform.LayerNorm.weight", "lm_predictions.lm_head.LayerNorm.weight"
+        ),
+        f"{names.MLM_NORM}/beta": Source(
+            "cls.predictions.transform.LayerNorm.bias", "lm_predictions.lm_head.LayerNorm.bias"
+        ),
+        # safetensors stores one of the tied pair `decoder.bias` / `bias`.
+        f"{names.MLM_BIAS}/bias": Source(
+            "cls.predictions.decoder.bias", "cls.predictions.bias", "lm_predictions.lm_head.bias"
+        ),
+    },
+    # Bare (`DebertaV2Model`) or under `deberta.` (the task models); the
+    # heads are stored at the top.
+    spellings=under("deberta.", "cls.", "lm_predictions.", "pooler."),
+    # Position ids are a buffer; `mask_predictions` is the replaced-token
+    # detection head some checkpoints keep, which transformers drops too.
+    ignored=("embeddings.position_ids", "mask_predictions."),
+    # A tied decoder is the token embedding.
+    duplicates={"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight"},
+)

@@ -11,20 +11,16 @@ table holds them). Every norm stores `w` of Gemma's `x * (1 + w)`, read as
 it is (`RMSNormalization(scale_offset=1.0)` adds the one).
 """
 
+from keras_attn import layer_names as names
 from keras_attn.checkpoints import huggingface_llama
-from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.huggingface_llama import ATTENTION
+from keras_attn.checkpoints.huggingface_llama import BLOCK
+from keras_attn.checkpoints.huggingface_llama import FEED_FORWARD
+from keras_attn.checkpoints.source import rms_norm
 
-_BLOCK = "layers.{layer}"
-_ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
-_FEED_FORWARD = "Transformer-{layer}-FeedForward"
-
-TABLE = {
-    **huggingface_llama.TABLE,
-    f"{_ATTENTION}-Post-Norm/scale": Source(f"{_BLOCK}.post_attention_layernorm.weight"),
-    f"{_FEED_FORWARD}-Norm/scale": Source(f"{_BLOCK}.pre_feedforward_layernorm.weight"),
-    f"{_FEED_FORWARD}-Post-Norm/scale": Source(f"{_BLOCK}.post_feedforward_layernorm.weight"),
-}
-
-IGNORED = huggingface_llama.IGNORED
-DUPLICATES = huggingface_llama.DUPLICATES
-candidates = huggingface_llama.candidates
+NAME_TABLE = huggingface_llama.NAME_TABLE.replace(entries={
+    **huggingface_llama.NAME_TABLE.entries,
+    **rms_norm(names.post_norm(ATTENTION), f"{BLOCK}.post_attention_layernorm.weight"),
+    **rms_norm(names.norm(FEED_FORWARD), f"{BLOCK}.pre_feedforward_layernorm.weight"),
+    **rms_norm(names.post_norm(FEED_FORWARD), f"{BLOCK}.post_feedforward_layernorm.weight"),
+})

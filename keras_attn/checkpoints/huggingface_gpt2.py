@@ -6,45 +6,47 @@ is transposed; `c_attn` holds the query, key and value projections side by
 side, `(hidden, 3 * hidden)`, read here as three `part`s.
 """
 
+from keras_attn import layer_names as names
+from keras_attn.checkpoints.name_table import NameTable
+from keras_attn.checkpoints.name_table import under
 from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import dense
+from keras_attn.checkpoints.source import fused
+from keras_attn.checkpoints.source import torch_layer_norm
 
 _BLOCK = "h.{layer}"
-_ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
-_FEED_FORWARD = "Transformer-{layer}-FeedForward"
-
-TABLE = {
-    "Embedding-Token/embeddings": Source("wte.weight"),
-    "Embedding-Position/embeddings": Source("wpe.weight"),
-    f"{_ATTENTION}-Norm/gamma": Source(f"{_BLOCK}.ln_1.weight"),
-    f"{_ATTENTION}-Norm/beta": Source(f"{_BLOCK}.ln_1.bias"),
-    f"{_ATTENTION}/query_dense/kernel": Source(f"{_BLOCK}.attn.c_attn.weight", part=(0, 3)),
-    f"{_ATTENTION}/query_dense/bias": Source(f"{_BLOCK}.attn.c_attn.bias", part=(0, 3)),
-    f"{_ATTENTION}/key_dense/kernel": Source(f"{_BLOCK}.attn.c_attn.weight", part=(1, 3)),
-    f"{_ATTENTION}/key_dense/bias": Source(f"{_BLOCK}.attn.c_attn.bias", part=(1, 3)),
-    f"{_ATTENTION}/value_dense/kernel": Source(f"{_BLOCK}.attn.c_attn.weight", part=(2, 3)),
-    f"{_ATTENTION}/value_dense/bias": Source(f"{_BLOCK}.attn.c_attn.bias", part=(2, 3)),
-    f"{_ATTENTION}/output_dense/kernel": Source(f"{_BLOCK}.attn.c_proj.weight"),
-    f"{_ATTENTION}/output_dense/bias": Source(f"{_BLOCK}.attn.c_proj.bias"),
-    f"{_FEED_FORWARD}-Norm/gamma": Source(f"{_BLOCK}.ln_2.weight"),
-    f"{_FEED_FORWARD}-Norm/beta": Source(f"{_BLOCK}.ln_2.bias"),
-    f"{_FEED_FORWARD}/intermediate_dense/kernel": Source(f"{_BLOCK}.mlp.c_fc.weight"),
-    f"{_FEED_FORWARD}/intermediate_dense/bias": Source(f"{_BLOCK}.mlp.c_fc.bias"),
-    f"{_FEED_FORWARD}/output_dense/kernel": Source(f"{_BLOCK}.mlp.c_proj.weight"),
-    f"{_FEED_FORWARD}/output_dense/bias": Source(f"{_BLOCK}.mlp.c_proj.bias"),
-    "Output-Norm/gamma": Source("ln_f.weight"),
-    "Output-Norm/beta": Source("ln_f.bias"),
-    # An untied head (`tie_word_embeddings: false`), stored `(vocab, hidden)`
-    # as a torch `Linear`.
-    "MLM-Decoder/kernel": Source("lm_head.weight", transpose=True),
-}
-
-# Older files store the causal mask as buffers.
-IGNORED = (".attn.bias", ".attn.masked_bias")
-
-# A tied language-model head is the token embedding.
-DUPLICATES = {"lm_head.weight": "wte.weight"}
+_ATTENTION = names.attention("{layer}")
+_FEED_FORWARD = names.feed_forward("{layer}")
 
 
-def candidates(name):
-    """Bare (`GPT2Model`) or under `transformer.` (`GPT2LMHeadModel`)."""
-    return (name, f"transformer.{name}")
+def _conv1d(layer, stored, part=None):
+    """The entries of a Keras `Dense` stored as GPT-2's `Conv1D` `stored`."""
+    return dense(layer, f"{stored}.weight", f"{stored}.bias", part=part)
+
+
+NAME_TABLE = NameTable(
+    entries={
+        f"{names.EMBEDDING_TOKEN}/embeddings": Source("wte.weight"),
+        f"{names.EMBEDDING_POSITION}/embeddings": Source("wpe.weight"),
+        **torch_layer_norm(names.norm(_ATTENTION), f"{_BLOCK}.ln_1"),
+        **fused(
+            (f"{_ATTENTION}/{projection}_dense" for projection in ("query", "key", "value")),
+            f"{_BLOCK}.attn.c_attn",
+            _conv1d,
+        ),
+        **_conv1d(f"{_ATTENTION}/output_dense", f"{_BLOCK}.attn.c_proj"),
+        **torch_layer_norm(names.norm(_FEED_FORWARD), f"{_BLOCK}.ln_2"),
+        **_conv1d(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.c_fc"),
+        **_conv1d(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.c_proj"),
+        **torch_layer_norm(names.OUTPUT_NORM, "ln_f"),
+        # An untied head (`tie_word_embeddings: false`), stored `(vocab,
+        # hidden)` as a torch `Linear`.
+        f"{names.MLM_DECODER}/kernel": Source("lm_head.weight", transpose=True),
+    },
+    # Bare (`GPT2Model`) or under `transformer.` (`GPT2LMHeadModel`).
+    spellings=under("transformer."),
+    # Older files store the causal mask as buffers.
+    ignored=(".attn.bias", ".attn.masked_bias"),
+    # A tied language-model head is the token embedding.
+    duplicates={"lm_head.weight": "wte.weight"},
+)

@@ -14,42 +14,41 @@ The gated feed-forward's activated branch (`intermediate_dense`) is
 `FeedForward(gated=True)`.
 """
 
+from keras_attn import layer_names as names
+from keras_attn.checkpoints.name_table import NameTable
+from keras_attn.checkpoints.name_table import under
 from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import merged
+from keras_attn.checkpoints.source import rms_norm
 from keras_attn.checkpoints.source import torch_linear
 
-_BLOCK = "layers.{layer}"
-_ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
-_FEED_FORWARD = "Transformer-{layer}-FeedForward"
+BLOCK = "layers.{layer}"
+ATTENTION = names.attention("{layer}")
+FEED_FORWARD = names.feed_forward("{layer}")
 
-
-TABLE = {
-    "Embedding-Token/embeddings": Source("embed_tokens.weight"),
-    f"{_ATTENTION}-Norm/scale": Source(f"{_BLOCK}.input_layernorm.weight"),
-    **torch_linear(f"{_ATTENTION}/query_dense", f"{_BLOCK}.self_attn.q_proj"),
-    **torch_linear(f"{_ATTENTION}/key_dense", f"{_BLOCK}.self_attn.k_proj"),
-    **torch_linear(f"{_ATTENTION}/value_dense", f"{_BLOCK}.self_attn.v_proj"),
-    **torch_linear(f"{_ATTENTION}/output_dense", f"{_BLOCK}.self_attn.o_proj"),
-    f"{_ATTENTION}/query_norm/scale": Source(f"{_BLOCK}.self_attn.q_norm.weight"),
-    f"{_ATTENTION}/key_norm/scale": Source(f"{_BLOCK}.self_attn.k_norm.weight"),
-    f"{_FEED_FORWARD}-Norm/scale": Source(f"{_BLOCK}.post_attention_layernorm.weight"),
-    **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.gate_proj"),
-    **torch_linear(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.up_proj"),
-    **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.down_proj"),
-    "Output-Norm/scale": Source("norm.weight"),
-    # An untied head (`tie_word_embeddings: false`), `(vocab, hidden)`.
-    "MLM-Decoder/kernel": Source("lm_head.weight", transpose=True),
-}
-
-# Older files store the rotary frequencies as a buffer.
-IGNORED = (".rotary_emb.inv_freq",)
-
-# A tied head is the token embedding.
-DUPLICATES = {"lm_head.weight": "embed_tokens.weight"}
-
-
-def candidates(name):
-    """Bare (`LlamaModel`) or under `model.` (`LlamaForCausalLM`); the head
-    is stored at the top."""
-    if name.startswith("lm_head."):
-        return (name,)
-    return (name, f"model.{name}")
+NAME_TABLE = NameTable(
+    entries={
+        f"{names.EMBEDDING_TOKEN}/embeddings": Source("embed_tokens.weight"),
+        **rms_norm(names.norm(ATTENTION), f"{BLOCK}.input_layernorm.weight"),
+        **merged(
+            torch_linear(f"{ATTENTION}/{projection}_dense", f"{BLOCK}.self_attn.{projection[0]}_proj")
+            for projection in ("query", "key", "value", "output")
+        ),
+        **rms_norm(f"{ATTENTION}/query_norm", f"{BLOCK}.self_attn.q_norm.weight"),
+        **rms_norm(f"{ATTENTION}/key_norm", f"{BLOCK}.self_attn.k_norm.weight"),
+        **rms_norm(names.norm(FEED_FORWARD), f"{BLOCK}.post_attention_layernorm.weight"),
+        **torch_linear(f"{FEED_FORWARD}/intermediate_dense", f"{BLOCK}.mlp.gate_proj"),
+        **torch_linear(f"{FEED_FORWARD}/gate_dense", f"{BLOCK}.mlp.up_proj"),
+        **torch_linear(f"{FEED_FORWARD}/output_dense", f"{BLOCK}.mlp.down_proj"),
+        **rms_norm(names.OUTPUT_NORM, "norm.weight"),
+        # An untied head (`tie_word_embeddings: false`), `(vocab, hidden)`.
+        f"{names.MLM_DECODER}/kernel": Source("lm_head.weight", transpose=True),
+    },
+    # Bare (`LlamaModel`) or under `model.` (`LlamaForCausalLM`); the head
+    # is stored at the top.
+    spellings=under("model.", "lm_head."),
+    # Older files store the rotary frequencies as a buffer.
+    ignored=(".rotary_emb.inv_freq",),
+    # A tied head is the token embedding.
+    duplicates={"lm_head.weight": "embed_tokens.weight"},
+)

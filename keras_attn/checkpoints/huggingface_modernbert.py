@@ -14,43 +14,42 @@ halves, the activated one (`intermediate_dense`) first, then the linear one
 `norm_bias: true`, projection biases with `attention_bias`/`mlp_bias`.
 """
 
-from keras_attn.checkpoints.source import Source, torch_layer_norm, torch_linear
+from keras_attn import layer_names as names
+from keras_attn.checkpoints.name_table import NameTable
+from keras_attn.checkpoints.name_table import under
+from keras_attn.checkpoints.source import Source
+from keras_attn.checkpoints.source import fused
+from keras_attn.checkpoints.source import torch_layer_norm
+from keras_attn.checkpoints.source import torch_linear
 
 _BLOCK = "layers.{layer}"
-_ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
-_FEED_FORWARD = "Transformer-{layer}-FeedForward"
+_ATTENTION = names.attention("{layer}")
+_FEED_FORWARD = names.feed_forward("{layer}")
+_QKV = tuple(f"{_ATTENTION}/{name}_dense" for name in ("query", "key", "value"))
+# The gated feed-forward's activated branch, then its linear one.
+_GATED = (f"{_FEED_FORWARD}/intermediate_dense", f"{_FEED_FORWARD}/gate_dense")
 
-
-TABLE = {
-    "Embedding-Token/embeddings": Source("embeddings.tok_embeddings.weight"),
-    **torch_layer_norm("Embedding-Norm", "embeddings.norm"),
-    **torch_layer_norm(f"{_ATTENTION}-Norm", f"{_BLOCK}.attn_norm"),
-    **torch_linear(f"{_ATTENTION}/query_dense", f"{_BLOCK}.attn.Wqkv", part=(0, 3)),
-    **torch_linear(f"{_ATTENTION}/key_dense", f"{_BLOCK}.attn.Wqkv", part=(1, 3)),
-    **torch_linear(f"{_ATTENTION}/value_dense", f"{_BLOCK}.attn.Wqkv", part=(2, 3)),
-    **torch_linear(f"{_ATTENTION}/output_dense", f"{_BLOCK}.attn.Wo"),
-    **torch_layer_norm(f"{_FEED_FORWARD}-Norm", f"{_BLOCK}.mlp_norm"),
-    **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.Wi", part=(0, 2)),
-    **torch_linear(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.Wi", part=(1, 2)),
-    **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.Wo"),
-    **torch_layer_norm("Output-Norm", "final_norm"),
-    # `ModernBertForMaskedLM`'s head.
-    **torch_linear("MLM-Dense", "head.dense"),
-    **torch_layer_norm("MLM-Norm", "head.norm"),
-    "MLM-Bias/bias": Source("decoder.bias"),
-    # An untied decoder (`tie_word_embeddings: false`), `(vocab, hidden)`.
-    "MLM-Decoder/kernel": Source("decoder.weight", transpose=True),
-}
-
-IGNORED = ()
-
-# A tied decoder is the token embedding.
-DUPLICATES = {"decoder.weight": "embeddings.tok_embeddings.weight"}
-
-
-def candidates(name):
-    """Bare (`ModernBertModel`) or under `model.` (`ModernBertForMaskedLM`);
-    the head and the decoder are stored at the top."""
-    if name.startswith(("head.", "decoder.")):
-        return (name,)
-    return (name, f"model.{name}")
+NAME_TABLE = NameTable(
+    entries={
+        f"{names.EMBEDDING_TOKEN}/embeddings": Source("embeddings.tok_embeddings.weight"),
+        **torch_layer_norm(names.EMBEDDING_NORM, "embeddings.norm"),
+        **torch_layer_norm(names.norm(_ATTENTION), f"{_BLOCK}.attn_norm"),
+        **fused(_QKV, f"{_BLOCK}.attn.Wqkv", torch_linear),
+        **torch_linear(f"{_ATTENTION}/output_dense", f"{_BLOCK}.attn.Wo"),
+        **torch_layer_norm(names.norm(_FEED_FORWARD), f"{_BLOCK}.mlp_norm"),
+        **fused(_GATED, f"{_BLOCK}.mlp.Wi", torch_linear),
+        **torch_linear(f"{_FEED_FORWARD}/output_dense", f"{_BLOCK}.mlp.Wo"),
+        **torch_layer_norm(names.OUTPUT_NORM, "final_norm"),
+        # `ModernBertForMaskedLM`'s head.
+        **torch_linear(names.MLM_DENSE, "head.dense"),
+        **torch_layer_norm(names.MLM_NORM, "head.norm"),
+        f"{names.MLM_BIAS}/bias": Source("decoder.bias"),
+        # An untied decoder (`tie_word_embeddings: false`), `(vocab, hidden)`.
+        f"{names.MLM_DECODER}/kernel": Source("decoder.weight", transpose=True),
+    },
+    # Bare (`ModernBertModel`) or under `model.` (`ModernBertForMaskedLM`);
+    # the head and the decoder are stored at the top.
+    spellings=under("model.", "head.", "decoder."),
+    # A tied decoder is the token embedding.
+    duplicates={"decoder.weight": "embeddings.tok_embeddings.weight"},
+)

@@ -13,27 +13,20 @@ halves, as transformers' `Phi3MLP` chunks it.
 """
 
 from keras_attn.checkpoints import huggingface_llama
+from keras_attn.checkpoints.huggingface_llama import ATTENTION
+from keras_attn.checkpoints.huggingface_llama import BLOCK
+from keras_attn.checkpoints.huggingface_llama import FEED_FORWARD
+from keras_attn.checkpoints.source import fused
 from keras_attn.checkpoints.source import torch_linear
 
-_BLOCK = "layers.{layer}"
-_ATTENTION = "Transformer-{layer}-MultiHeadSelfAttention"
-_FEED_FORWARD = "Transformer-{layer}-FeedForward"
-_QKV = tuple(f"{_ATTENTION}/{name}_dense" for name in ("query", "key", "value"))
+_QKV = tuple(f"{ATTENTION}/{name}_dense" for name in ("query", "key", "value"))
 
-TABLE = {
-    **huggingface_llama.TABLE,
-    **{
-        projection: source
-        for index, layer in enumerate(_QKV)
-        for projection, source in torch_linear(
-            layer, f"{_BLOCK}.self_attn.qkv_proj", part=(index, _QKV)
-        ).items()
-    },
-    **torch_linear(f"{_FEED_FORWARD}/intermediate_dense", f"{_BLOCK}.mlp.gate_up_proj",
-                   part=(0, 2)),
-    **torch_linear(f"{_FEED_FORWARD}/gate_dense", f"{_BLOCK}.mlp.gate_up_proj", part=(1, 2)),
-}
-
-IGNORED = huggingface_llama.IGNORED
-DUPLICATES = huggingface_llama.DUPLICATES
-candidates = huggingface_llama.candidates
+NAME_TABLE = huggingface_llama.NAME_TABLE.replace(entries={
+    **huggingface_llama.NAME_TABLE.entries,
+    **fused(_QKV, f"{BLOCK}.self_attn.qkv_proj", torch_linear, widths_from_model=True),
+    **fused(
+        (f"{FEED_FORWARD}/intermediate_dense", f"{FEED_FORWARD}/gate_dense"),
+        f"{BLOCK}.mlp.gate_up_proj",
+        torch_linear,
+    ),
+})

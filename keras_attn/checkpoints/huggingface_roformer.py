@@ -8,27 +8,23 @@ frozen parameter (`encoder.embed_positions.weight`) from which transformers
 takes the rotation angles, and which this library's rotary layers compute.
 `check_stored` compares the stored table with the standard one and
 refuses a checkpoint whose table differs (it would change the outputs).
-Factorised embeddings
-(`embedding_size` other than `hidden_size`) are mapped to the hidden width
-by `embeddings_project`, BERT's `Embedding-Mapping`.
+Factorised embeddings (`embedding_size` other than `hidden_size`) are
+mapped to the hidden width by `embeddings_project`, BERT's
+`Embedding-Mapping`.
 """
 
 import numpy as np
 
+from keras_attn import layer_names as names
 from keras_attn.checkpoints import huggingface_bert
-from keras_attn.checkpoints.source import Source
-
-TABLE = {
-    **huggingface_bert.TABLE,
-    "Embedding-Mapping/kernel": Source("embeddings_project.weight", transpose=True),
-    "Embedding-Mapping/bias": Source("embeddings_project.bias"),
-}
+from keras_attn.checkpoints.name_table import prefixed
+from keras_attn.checkpoints.source import torch_linear
 
 PREFIXES = ("", "roformer.")
+candidates = prefixed(*PREFIXES)
 
-IGNORED = ("encoder.embed_positions.weight",)
-
-DUPLICATES = {"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight"}
+# The stored sinusoids, read by `check_stored` only.
+SINUSOIDS = "encoder.embed_positions.weight"
 
 
 # The largest difference from the standard sinusoids a stored table may
@@ -49,7 +45,7 @@ def check_stored(reader, model):
     """Why the checkpoint's stored sinusoid table is not the one this
     library's rotary positions compute (a list of sentences, empty when it
     is, or when there is none)."""
-    name = next((c for c in candidates(IGNORED[0]) if c in reader), None)
+    name = next((c for c in candidates(SINUSOIDS) if c in reader), None)
     if name is None:
         return []
     table = np.asarray(reader.read(name), np.float64)
@@ -69,7 +65,14 @@ def check_stored(reader, model):
     return []
 
 
-def candidates(name):
-    """Every spelling under which `name` may be stored."""
-    for prefix in PREFIXES:
-        yield prefix + name
+NAME_TABLE = huggingface_bert.NAME_TABLE.replace(
+    entries={
+        **huggingface_bert.ENTRIES,
+        **torch_linear(names.EMBEDDING_MAPPING, "embeddings_project"),
+    },
+    spellings=candidates,
+    prefixes=PREFIXES,
+    ignored=(SINUSOIDS,),
+    duplicates={"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight"},
+    check_stored=check_stored,
+)

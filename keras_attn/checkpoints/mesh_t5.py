@@ -7,52 +7,30 @@ Kernels are stored `(in, out)` as in Keras; the relative position biases
 where T5 spells them `layer_norm`; both are accepted.
 """
 
+from keras_attn import layer_names as names
+from keras_attn.checkpoints import huggingface_t5
+from keras_attn.checkpoints.name_table import NameTable
 from keras_attn.checkpoints.source import Source
 
-
-def _attention(layer, stack, index, module):
-    prefix = f"{stack}/block_{{layer:03d}}/layer_{index:03d}"
-    return {
-        f"{layer}/{projection}_dense/kernel": Source(f"{prefix}/{module}/{short}")
-        for projection, short in (("query", "q"), ("key", "k"), ("value", "v"), ("output", "o"))
-    } | {f"{layer}-Norm/scale": Source(f"{prefix}/layer_norm/scale")}
+# What follows a stored weight's path, by its first part.
+_SUFFIXES = {"layer_norm": "/scale", "DenseReluDense": "/kernel"}
 
 
-def _feed_forward(layer, stack, index):
-    prefix = f"{stack}/block_{{layer:03d}}/layer_{index:03d}"
-    dense = f"{prefix}/DenseReluDense"
-    return {
-        f"{layer}/intermediate_dense/kernel": Source(f"{dense}/wi/kernel", f"{dense}/wi_0/kernel"),
-        f"{layer}/gate_dense/kernel": Source(f"{dense}/wi_1/kernel"),
-        f"{layer}/output_dense/kernel": Source(f"{dense}/wo/kernel"),
-        f"{layer}-Norm/scale": Source(f"{prefix}/layer_norm/scale"),
-    }
+def _stored(stack, index, *path):
+    return (
+        f"{stack}/block_{{layer:03d}}/layer_{index:03d}/" + "/".join(path)
+        + _SUFFIXES.get(path[0], "")
+    )
 
 
-TABLE = {
-    "Embedding-Token/embeddings": Source("shared/embedding"),
-    "Encoder-Embedding-Relative-Position/embeddings": Source(
-        "encoder/block_000/layer_000/SelfAttention/relative_attention_bias", transpose=True
-    ),
-    "Decoder-Embedding-Relative-Position/embeddings": Source(
-        "decoder/block_000/layer_000/SelfAttention/relative_attention_bias", transpose=True
-    ),
-    **_attention("Encoder-Transformer-{layer}-MultiHeadSelfAttention", "encoder", 0, "SelfAttention"),
-    **_feed_forward("Encoder-Transformer-{layer}-FeedForward", "encoder", 1),
-    "Encoder-Output-Norm/scale": Source("encoder/final_layer_norm/scale", "encoder/rms_norm/scale"),
-    **_attention("Decoder-Transformer-{layer}-MultiHeadSelfAttention", "decoder", 0, "SelfAttention"),
-    **_attention("Decoder-Transformer-{layer}-MultiHeadCrossAttention", "decoder", 1, "EncDecAttention"),
-    **_feed_forward("Decoder-Transformer-{layer}-FeedForward", "decoder", 2),
-    "Decoder-Output-Norm/scale": Source("decoder/final_layer_norm/scale", "decoder/rms_norm/scale"),
-    "Decoder-Output-LM/kernel": Source("decoder/logits/kernel"),
-}
+def _final_norm(stack):
+    return Source(f"{stack}/final_layer_norm/scale", f"{stack}/rms_norm/scale")
 
-# Optimizer slots and training state.
-IGNORED = ("global_step", "_slot_", "/adafactor", "/adam")
 
-DUPLICATES = {}
-
-OPTIONAL_PARTS = ("Decoder-",)
+def _relative(stack):
+    return Source(
+        f"{stack}/block_000/layer_000/SelfAttention/relative_attention_bias", transpose=True
+    )
 
 
 def candidates(name):
@@ -60,3 +38,20 @@ def candidates(name):
     yield name
     if "layer_norm" in name:
         yield name.replace("layer_norm", "rms_norm")
+
+
+NAME_TABLE = NameTable(
+    entries={
+        f"{names.EMBEDDING_TOKEN}/embeddings": Source("shared/embedding"),
+        f"{names.relative_position(names.ENCODER)}/embeddings": _relative("encoder"),
+        f"{names.relative_position(names.DECODER)}/embeddings": _relative("decoder"),
+        **huggingface_t5.blocks(_stored, transpose=False),
+        f"{names.in_stack(names.OUTPUT_NORM, names.ENCODER)}/scale": _final_norm("encoder"),
+        f"{names.in_stack(names.OUTPUT_NORM, names.DECODER)}/scale": _final_norm("decoder"),
+        f"{names.DECODER_OUTPUT_LM}/kernel": Source("decoder/logits/kernel"),
+    },
+    spellings=candidates,
+    # Optimizer slots and training state.
+    ignored=("global_step", "_slot_", "/adafactor", "/adam"),
+    optional_parts=huggingface_t5.OPTIONAL_PARTS,
+)

@@ -7,7 +7,9 @@ import warnings
 import numpy as np
 
 from keras_attn import keras_internals
+from keras_attn import layer_names as names
 from keras_attn.checkpoints import families
+from keras_attn.checkpoints.name_table import NameTable
 from keras_attn.checkpoints.readers import CheckpointError
 from keras_attn.checkpoints.readers import SkippedWeightsWarning
 from keras_attn.checkpoints.readers import UnusedWeightsWarning
@@ -17,16 +19,18 @@ from keras_attn.checkpoints.source import Source  # noqa: F401  (where it was de
 # `keep_tokens` selects entries along it and `compound_tokens` appends
 # averaged entries to it.
 VOCABULARY_VARIABLES = {
-    "Embedding-Token/embeddings": 0,
-    "MLM-Bias/bias": 0,
-    "MLM-Decoder/kernel": 1,
-    "Decoder-Output-LM/kernel": 1,
+    f"{names.EMBEDDING_TOKEN}/embeddings": 0,
+    f"{names.MLM_BIAS}/bias": 0,
+    f"{names.MLM_DECODER}/kernel": 1,
+    f"{names.DECODER_OUTPUT_LM}/kernel": 1,
 }
 
 # Heads a model is built with or without (`with_pool`, `with_nsp`,
 # `application`): their checkpoint weights are left out by choice, not
 # reported as unused.
-OPTIONAL_HEADS = ("Pooler-Dense/", "NSP/", "MLM-", "Discriminator-")
+OPTIONAL_HEADS = (
+    f"{names.POOLER}/", f"{names.NSP}/", names.MLM_LAYERS, names.DISCRIMINATOR_LAYERS
+)
 
 
 def name_prefix(model):
@@ -215,22 +219,15 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
 
     All names and shapes are checked, and all arrays read, before the first
     variable is assigned, so a failed load leaves the model as it was.
+    Variables a layer declares checkpoint-free (see `checkpoint_free_paths`)
+    are not looked up and keep their values.
 
     Args:
         model: a built `keras.Model`.
         reader: a `keras_attn.checkpoints.CheckpointReader`.
-        name_table: a format's name-table module (`google_bert`,
-            `huggingface_bert`), which defines
-            - `TABLE`: dict of Keras variable path (with `{layer}`) ->
-              `Source`;
-            - `candidates(name)`: every stored spelling of a name;
-            - `IGNORED`: substrings of checkpoint names that are never model
-              variables (optimizer slots, buffers), left out of the list of
-              unused names;
-            - `DUPLICATES`: dict of checkpoint name -> the name it may be a
-              copy of (a tied decoder and the token embedding); an unused
-              name is left out of the list only when its partner is stored
-              with equal values, so a decoder that differs is reported.
+        name_table: the format's `NameTable` (a module or namespace of
+            the older `TABLE`, `candidates`, `IGNORED`, `DUPLICATES` is read
+            with a `DeprecationWarning`).
         keep_tokens: optional list of vocabulary ids; the token embedding,
             the masked-LM bias and an untied decoder keep these entries, in
             this order.
@@ -246,11 +243,6 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         CheckpointError: listing every variable not found, every shape that
             disagrees (name, expected, found), every model variable the table
             does not cover, and the checkpoint's unused names.
-
-    Variables a layer declares checkpoint-free (see `checkpoint_free_paths`)
-    are not looked up and keep their values.
-
-    Raises:
         ValueError: a `skip_missing` pattern that matches no variable.
 
     Warns:
@@ -267,9 +259,9 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         built without (a discriminator head under `application="encoder"`),
         sorted; `keras-attn-convert` reports them.
     """
-    table, candidates = name_table.TABLE, name_table.candidates
-    ignored = name_table.IGNORED
-    compiled = _compile(table)
+    name_table = NameTable.of(name_table)
+    candidates = name_table.candidates
+    compiled = _compile(name_table.entries)
     stored = set(reader.names())
     checkpoint_free = checkpoint_free_paths(model)
     patterns, may_skip = skip_patterns(model, skip_missing)
@@ -288,18 +280,18 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
         if source is None:
             unmapped.append(path)
             continue
-        names = [name.format(layer=layer) for name in source.names]
+        looked_for = [name.format(layer=layer) for name in source.names]
         found = next(
-            (c for name in names for c in candidates(name) if c in stored), None
+            (c for name in looked_for for c in candidates(name) if c in stored), None
         )
         if found is None:
             if may_skip(path):
                 skipped.append(path)
             else:
-                missing.append(f"{path} (looked for {' or '.join(names)})")
+                missing.append(f"{path} (looked for {' or '.join(looked_for)})")
             continue
         used.add(found)
-        alternatives.update(c for name in names for c in candidates(name))
+        alternatives.update(c for name in looked_for for c in candidates(name))
         widths = None
         if source.parts is not None:
             widths = tuple(widths_of.get(part.format(layer=layer), 0) for part in source.parts)
@@ -326,11 +318,11 @@ def port_weights(model, reader, name_table, keep_tokens=None, skip_missing=None,
     unused = sorted(
         name
         for name in stored - used - alternatives
-        if not any(pattern in name for pattern in ignored)
+        if not any(pattern in name for pattern in name_table.ignored)
     )
     # Stored arrays that no variable takes but that must hold what the
     # model computes itself (RoFormer's sinusoid table).
-    check_stored = getattr(name_table, "check_stored", None)
+    check_stored = name_table.check_stored
     differing = [] if check_stored is None else check_stored(reader, model)
     if missing or mismatched or unmapped or differing:
         other_family = _other_family_hint(stored, name_table)
@@ -386,7 +378,7 @@ def _other_family_hint(stored, name_table):
     None."""
     own = " ".join(
         spelling
-        for source in name_table.TABLE.values()
+        for source in name_table.entries.values()
         for name in source.names
         for spelling in name_table.candidates(name)
     )
@@ -443,21 +435,21 @@ def _reportable(unused, reader, name_table, model_paths):
     """The unused names worth a warning (not the weights of a head the model
     was built without, not an equal copy of a stored partner), and the
     names of those heads' weights."""
-    table, candidates = name_table.TABLE, name_table.candidates
+    candidates = name_table.candidates
     absent = tuple(
-        head for head in OPTIONAL_HEADS + tuple(getattr(name_table, "OPTIONAL_PARTS", ()))
+        head for head in OPTIONAL_HEADS + name_table.optional_parts
         if not any(p.startswith(head) for p in model_paths)
     )
     heads = [
         re.compile(re.sub(r"\\\{layer[^}]*\\\}", r"\\d+", re.escape(candidate)))
-        for path, source in table.items()
+        for path, source in name_table.entries.items()
         if path.startswith(absent)
         for name in source.names
         for candidate in candidates(name)
     ]
     stored = set(reader.names())
     copies = {}
-    for name, partner in name_table.DUPLICATES.items():
+    for name, partner in name_table.duplicates.items():
         original = next((c for c in candidates(partner) if c in stored), None)
         for copy in candidates(name):
             copies[copy] = original

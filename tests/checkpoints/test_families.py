@@ -5,13 +5,13 @@ declarations replaced."""
 
 import json
 import re
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import keras_attn
 from keras_attn.checkpoints import families
+from keras_attn.checkpoints.name_table import NameTable
 from keras_attn.checkpoints.porting import checkpoint_free_paths
 from keras_attn.checkpoints.porting import port_weights
 from keras_attn.checkpoints.readers import CheckpointError
@@ -172,8 +172,8 @@ def declared_tables():
 def stored_names(table):
     """The names a checkpoint of `table`'s format stores (block 0), once per
     task-model prefix the format has."""
-    names = [source.names[0].format(layer=0) for source in table.TABLE.values()]
-    return [{prefix + name for name in names} for prefix in getattr(table, "PREFIXES", ("",))]
+    names = [source.names[0].format(layer=0) for source in table.entries.values()]
+    return [{prefix + name for name in names} for prefix in table.prefixes]
 
 
 def test_the_markers_are_those_before_and_give_the_same_hints():
@@ -185,7 +185,7 @@ def test_the_markers_are_those_before_and_give_the_same_hints():
     for own_table in tables:
         own = " ".join(
             spelling
-            for source in own_table.TABLE.values()
+            for source in own_table.entries.values()
             for name in source.names
             for spelling in own_table.candidates(name)
         )
@@ -200,12 +200,7 @@ def test_the_markers_are_those_before_and_give_the_same_hints():
 # behind `toy.`, with `model_type: toy-bert`.
 def toy_table(model):
     templates = {re.sub(r"^Transformer-\d+-", "Transformer-{layer}-", w.path) for w in model.weights}
-    return SimpleNamespace(
-        TABLE={template: Source(f"toy.{template}") for template in sorted(templates)},
-        candidates=lambda name: (name,),
-        IGNORED=(),
-        DUPLICATES={},
-    )
+    return NameTable(entries={template: Source(f"toy.{template}") for template in sorted(templates)})
 
 
 @pytest.fixture
@@ -256,3 +251,74 @@ def test_a_family_declared_in_a_test_loads_its_checkpoints(registries, tmp_path)
         np.asarray(source.predict(inputs, verbose=0)),
         atol=1e-6,
     )
+
+
+def test_the_registry_holds_the_built_in_list_in_its_order():
+    assert tuple(DECLARED.values())[: len(families.BUILT_IN)] == families.BUILT_IN
+    assert families.names()[: len(families.BUILT_IN)] == tuple(
+        family.name for family in families.BUILT_IN
+    )
+
+
+# A Google-format config that two families' `recognises_config` claim
+# (ALBERT's `num_hidden_groups`, NEZHA's `use_relative_position`).
+CLAIMED_TWICE = {"num_hidden_groups": 1, "use_relative_position": True}
+
+
+def test_the_priority_list_decides_which_family_recognises_a_config(registries):
+    assert families.recognise_config(CLAIMED_TWICE) == "albert"
+    families.FAMILIES.clear()
+    for family in reversed(families.BUILT_IN):
+        families.register_family(family)
+    assert families.recognise_config(CLAIMED_TWICE) == "nezha"
+
+
+def test_the_order_of_importing_the_declarations_changes_nothing():
+    """The declarations' modules, imported in reverse order before the
+    package, register nothing of their own: the registry is `BUILT_IN`'s."""
+    import subprocess
+    import sys
+
+    reversed_imports = "; ".join(
+        f"import keras_attn.checkpoints.families.{name}"
+        for name in reversed(["bert", "roberta", "albert", "nezha", "llama", "qwen2", "qwen3"])
+    )
+    script = (
+        f"{reversed_imports}; from keras_attn.checkpoints import families; "
+        "print(' '.join(families.names())); "
+        f"print(families.recognise_config({CLAIMED_TWICE!r}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    order, recognised = result.stdout.split("\n")[-3:-1]
+    assert order.split() == [family.name for family in families.BUILT_IN]
+    assert recognised == "albert"
+
+
+# The map `keras-attn-convert` kept before the declarations held it.
+ARCHITECTURE_APPLICATIONS_BEFORE = {
+    "ElectraForPreTraining": "discriminator",
+    "ElectraForMaskedLM": "mlm",
+    "ModernBertForMaskedLM": "mlm",
+    "DebertaV2ForMaskedLM": "mlm",
+}
+
+
+def test_the_declarations_say_which_application_holds_a_classs_head():
+    for architecture, application in ARCHITECTURE_APPLICATIONS_BEFORE.items():
+        assert families.application_for_architecture(architecture) == application
+    assert families.application_for_architecture("BertForMaskedLM") is None
+    for family in DECLARED.values():
+        for application in family.architecture_applications.values():
+            assert any(
+                application in REGISTERED[variant].applications
+                for variant in variants_of(family.name)
+            ), (family.name, application)
+
+
+def test_the_converters_old_map_is_deprecated_and_the_same():
+    from keras_attn import convert
+
+    with pytest.warns(DeprecationWarning, match="architecture_applications"):
+        assert convert.ARCHITECTURE_APPLICATIONS == ARCHITECTURE_APPLICATIONS_BEFORE

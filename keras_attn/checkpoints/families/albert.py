@@ -3,13 +3,13 @@ embeddings."""
 
 from keras_attn.checkpoints.families.bert import BERT
 from keras_attn.checkpoints.families.family import CheckpointFamily
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 
 # Fields only ALBERT configs have: a Google `albert_config.json` (which names
 # no `model_type`) holding one is an ALBERT checkpoint.
 ALBERT_FIELDS = ("num_hidden_groups", "inner_group_num")
 
-ALBERT = register_family(CheckpointFamily(
+ALBERT = CheckpointFamily(
     name="albert",
     title="ALBERT",
     description="ALBERT's (Google `albert_config.json`, `model_type: albert`): "
@@ -18,5 +18,5 @@ ALBERT = register_family(CheckpointFamily(
     recognises_config=lambda values: any(key in values for key in ALBERT_FIELDS),
     default_variant="albert",
     name_tables=BERT.name_tables,
-    references={"encoder": ("AutoModel", "last_hidden_state")},
-))
+    references=ENCODER_REFERENCE,
+)

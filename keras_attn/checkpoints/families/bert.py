@@ -4,9 +4,10 @@ own is read as."""
 
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints import huggingface_bert
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
 
 def default_variant(config):
@@ -17,7 +18,7 @@ def default_variant(config):
     return "bert"
 
 
-BERT = register_family(CheckpointFamily(
+BERT = CheckpointFamily(
     name="bert",
     title="BERT",
     description="BERT's names and layout (Google `bert_model.ckpt`, Hugging Face "
@@ -25,16 +26,12 @@ BERT = register_family(CheckpointFamily(
     model_types=("bert",),
     google_format=True,
     default_variant=default_variant,
-    name_tables={
-        "tensorflow": google_bert,
-        "safetensors": huggingface_bert,
-        "torch": huggingface_bert,
-    },
+    name_tables=name_tables(huggingface_bert.NAME_TABLE, tensorflow=google_bert.NAME_TABLE),
     markers=(
         Marker("bert.encoder.layer.", "'bert'", kind="prefixed"),
         Marker("bert/encoder/layer_", "'bert'", kind="prefixed"),
         # The blocks of every Hugging Face BERT-layout model (RoFormer's too).
         Marker("encoder.layer.", "'bert' or 'roberta'", kind="shared"),
     ),
-    references={"encoder": ("AutoModel", "last_hidden_state")},
-))
+    references=ENCODER_REFERENCE,
+)

@@ -3,9 +3,12 @@ BERT's block layout under DeBERTa's names (`huggingface_deberta_v2`), with
 disentangled attention over a shared table of relative embeddings."""
 
 from keras_attn.checkpoints import huggingface_deberta_v2
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import MLM_REFERENCE
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
+from keras_attn.checkpoints.families.family import set_defaults
 
 # DebertaV2Config's spellings.
 CONFIG_ALIASES = {
@@ -104,15 +107,16 @@ def prepare_config(values, model_type):
     return values
 
 
-def config_defaults(fields):
-    """DebertaV2Config's defaults for what a config leaves out."""
-    fields.setdefault("segment_vocab_size", 0)
-    fields.setdefault("layer_norm_epsilon", LAYER_NORM_EPSILON)
-    fields.setdefault("max_position", MAX_POSITION)
-    fields.setdefault("hidden_act", "gelu")
+# DebertaV2Config's defaults for what a config leaves out.
+config_defaults = set_defaults({
+    "segment_vocab_size": 0,
+    "layer_norm_epsilon": LAYER_NORM_EPSILON,
+    "max_position": MAX_POSITION,
+    "hidden_act": "gelu",
+})
 
 
-DEBERTA_V2 = register_family(CheckpointFamily(
+DEBERTA_V2 = CheckpointFamily(
     name="deberta_v2",
     title="DeBERTa-v2",
     description="DeBERTa v2's and v3's (Hugging Face `model_type: deberta-v2`: "
@@ -123,10 +127,8 @@ DEBERTA_V2 = register_family(CheckpointFamily(
     config_defaults=config_defaults,
     ignored_keys=IGNORED_KEYS,
     default_variant="deberta_v2",
-    name_tables={"safetensors": huggingface_deberta_v2, "torch": huggingface_deberta_v2},
+    name_tables=name_tables(huggingface_deberta_v2.NAME_TABLE),
     markers=(Marker("attention.self.query_proj", "'deberta_v2'"),),
-    references={
-        "mlm": ("AutoModelForMaskedLM", "logits"),
-        "encoder": ("AutoModel", "last_hidden_state"),
-    },
-))
+    references={**MLM_REFERENCE, **ENCODER_REFERENCE},
+    architecture_applications={"DebertaV2ForMaskedLM": "mlm"},
+)

@@ -4,11 +4,12 @@ side."""
 
 from keras_attn.checkpoints import google_electra
 from keras_attn.checkpoints import huggingface_bert
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
-ELECTRA = register_family(CheckpointFamily(
+ELECTRA = CheckpointFamily(
     name="electra",
     title="ELECTRA",
     description="ELECTRA's (Google `electra/` names, Hugging Face `model_type: electra`): "
@@ -17,14 +18,11 @@ ELECTRA = register_family(CheckpointFamily(
     # Google's ELECTRA configs name no `model_type`.
     google_format=True,
     default_variant="electra",
-    name_tables={
-        "tensorflow": google_electra.BY_APPLICATION,
-        "safetensors": huggingface_bert,
-        "torch": huggingface_bert,
-    },
+    name_tables=name_tables(huggingface_bert.NAME_TABLE, tensorflow=google_electra.BY_APPLICATION),
     markers=(Marker("discriminator_predictions", "'electra'"),),
-    references={
-        "encoder": ("AutoModel", "last_hidden_state"),
-        "discriminator": ("ElectraForPreTraining", "logits"),
+    references={**ENCODER_REFERENCE, "discriminator": ("ElectraForPreTraining", "logits")},
+    architecture_applications={
+        "ElectraForPreTraining": "discriminator",
+        "ElectraForMaskedLM": "mlm",
     },
-))
+)

@@ -71,14 +71,19 @@ class CheckpointFamily:
             variant of the family cannot read this config (a T5 head tied
             otherwise than the config says), or None.
         name_tables: reader format (`"tensorflow"`, `"safetensors"`,
-            `"torch"`) -> name-table module (see `porting.port_weights`), or
-            a dict of them by application, where one checkpoint stores
-            several models (ELECTRA's generator and discriminator).
+            `"torch"`) -> `NameTable` (see `name_tables`), or a dict of them
+            by application, where one checkpoint stores several models
+            (ELECTRA's generator and discriminator).
         markers: `Marker`s of names only its checkpoints store.
         references: application -> `(transformers class, output field)`
             that `keras-attn-convert` compares a Hugging Face source with.
         reference_overrides: application -> `model_type` -> the class read
             instead (mT5's `MT5EncoderModel`).
+        architecture_applications: Hugging Face class (a config's
+            `architectures`) -> the application holding its head, where that
+            is not the variant's first (`ElectraForPreTraining`:
+            `"discriminator"`); `keras-attn-convert` converts such a folder
+            with its head.
     """
 
     name: str
@@ -98,14 +103,48 @@ class CheckpointFamily:
     markers: tuple = ()
     references: Mapping = dataclasses.field(default_factory=dict)
     reference_overrides: Mapping = dataclasses.field(default_factory=dict)
+    architecture_applications: Mapping = dataclasses.field(default_factory=dict)
 
 
-# Family name -> `CheckpointFamily`, in registration order.
+def name_tables(huggingface=None, tensorflow=None):
+    """The `name_tables` of a family whose Hugging Face checkpoints
+    (safetensors or PyTorch) the `NameTable` `huggingface` reads and whose
+    TensorFlow ones `tensorflow` reads (a `NameTable`, or a dict of them by
+    application)."""
+    tables = {} if tensorflow is None else {"tensorflow": tensorflow}
+    if huggingface is not None:
+        tables.update(safetensors=huggingface, torch=huggingface)
+    return tables
+
+
+# What `keras-attn-convert` compares an encoder and a causal language model
+# with (`references`).
+ENCODER_REFERENCE = {"encoder": ("AutoModel", "last_hidden_state")}
+LM_REFERENCE = {"lm": ("AutoModelForCausalLM", "logits")}
+MLM_REFERENCE = {"mlm": ("AutoModelForMaskedLM", "logits")}
+
+
+def set_defaults(values):
+    """A `config_defaults` that gives each field of the dict `values` to a
+    config that leaves it out."""
+
+    def config_defaults(fields):
+        for key, value in values.items():
+            fields.setdefault(key, value)
+
+    return config_defaults
+
+
+# Family name -> `CheckpointFamily`, in registration order, which is the
+# order of priority: `keras_attn.checkpoints.families` registers the
+# built-in families from one list, `BUILT_IN`.
 FAMILIES = {}
 
 
 def register_family(family):
-    """Adds `family` (a `CheckpointFamily`) to the registry and returns it.
+    """Adds `family` (a `CheckpointFamily`) to the registry, after every
+    family registered before it in priority (the built-in ones are
+    `keras_attn.checkpoints.families.BUILT_IN`), and returns it.
 
     Raises:
         TypeError: `family` is not a `CheckpointFamily`.
@@ -165,8 +204,8 @@ def for_model_type(model_type):
 
 
 def recognise_config(values):
-    """The name of the first family whose `recognises_config` claims a
-    config's raw `values`, or None."""
+    """The name of the first family, by priority, whose `recognises_config`
+    claims a config's raw `values`, or None."""
     return next(
         (
             family.name
@@ -207,6 +246,20 @@ def variant_mismatch(config, variant_class):
 
 def markers():
     """`(family, marker)` for every declared marker, in the order the hint
-    tries them: by `MARKER_KINDS`, then by registration."""
+    tries them: by `MARKER_KINDS`, then by priority."""
     pairs = [(family, marker) for family in FAMILIES.values() for marker in family.markers]
     return sorted(pairs, key=lambda pair: MARKER_KINDS.index(pair[1].kind))
+
+
+def application_for_architecture(architecture):
+    """The application holding the head of the Hugging Face class
+    `architecture` where a family declares one (`architecture_applications`),
+    else None."""
+    return next(
+        (
+            family.architecture_applications[architecture]
+            for family in FAMILIES.values()
+            if architecture in family.architecture_applications
+        ),
+        None,
+    )

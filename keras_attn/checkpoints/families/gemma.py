@@ -4,7 +4,6 @@ and the config reading Gemma 2 and Gemma 3 (`families.gemma2`,
 `families.gemma3`) build on."""
 
 from keras_attn.checkpoints.families import llama
-from keras_attn.checkpoints.families.family import register_family
 
 
 def check_causal(values, model_type):
@@ -49,13 +48,11 @@ def defaults(max_position):
     return config_defaults
 
 
-GEMMA = register_family(llama.derived(
+GEMMA = llama.derived(
     name="gemma",
     title="Gemma",
     description="Gemma's (Hugging Face `model_type: gemma`): LLaMA's names, `1 + w` RMS "
     "norms, a GeGLU feed-forward",
-    model_types=("gemma",),
     prepare_config=prepare_config,
     config_defaults=defaults(8192),
-    default_variant="gemma",
-))
+)

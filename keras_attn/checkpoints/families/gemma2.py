@@ -7,7 +7,7 @@ from keras_attn.checkpoints import huggingface_gemma2
 from keras_attn.checkpoints.families import gemma
 from keras_attn.checkpoints.families import llama
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
 # Gemma2Config's spellings, beside LLaMA's.
 CONFIG_ALIASES = {
@@ -66,17 +66,15 @@ def prepare_config(values, model_type):
     return layer_types(values, every=2, num_layers=NUM_LAYERS)
 
 
-GEMMA2 = register_family(llama.derived(
+GEMMA2 = llama.derived(
     name="gemma2",
     title="Gemma 2",
     description="Gemma 2's (Hugging Face `model_type: gemma2`): Gemma's names plus "
     "`post_attention_layernorm`, `pre_feedforward_layernorm` and "
     "`post_feedforward_layernorm`",
-    model_types=("gemma2",),
     config_aliases=CONFIG_ALIASES,
     prepare_config=prepare_config,
     config_defaults=gemma.defaults(8192),
-    default_variant="gemma2",
-    name_tables={"safetensors": huggingface_gemma2, "torch": huggingface_gemma2},
+    name_tables=name_tables(huggingface_gemma2.NAME_TABLE),
     markers=(Marker("pre_feedforward_layernorm", "'gemma2' or 'gemma3'"),),
-))
+)

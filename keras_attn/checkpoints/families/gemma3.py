@@ -6,7 +6,6 @@ the global layers only."""
 from keras_attn.checkpoints.families import gemma
 from keras_attn.checkpoints.families import gemma2
 from keras_attn.checkpoints.families import llama
-from keras_attn.checkpoints.families.family import register_family
 
 # What Gemma3TextConfig gives a config that leaves these out.
 NUM_LAYERS = 26
@@ -82,7 +81,7 @@ def prepare_config(values, model_type):
     return values
 
 
-GEMMA3 = register_family(llama.derived(
+GEMMA3 = llama.derived(
     name="gemma3",
     title="Gemma 3",
     description="Gemma 3's (Hugging Face `model_type: gemma3_text`): Gemma 2's names plus "
@@ -94,7 +93,6 @@ GEMMA3 = register_family(llama.derived(
     # transformers' private copy of `sliding_window_pattern`, which
     # `layer_types` (written beside it) already says.
     ignored_keys=llama.IGNORED_KEYS | {"_sliding_window_pattern"},
-    default_variant="gemma3",
     # (Gemma 2's marker, `pre_feedforward_layernorm`, names this family too.)
     name_tables=gemma2.GEMMA2.name_tables,
-))
+)

@@ -2,12 +2,12 @@
 
 from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints.families.family import CheckpointFamily
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
-GPT = register_family(CheckpointFamily(
+GPT = CheckpointFamily(
     name="gpt",
     title="GPT",
     description="bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
     google_format=True,
-    name_tables={"tensorflow": bert4keras_gpt.GPT},
-))
+    name_tables=name_tables(tensorflow=bert4keras_gpt.GPT),
+)

@@ -3,9 +3,11 @@ converted GPT-2 (`gpt/` names with `input/LayerNorm`)."""
 
 from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints import huggingface_gpt2
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import LM_REFERENCE
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
 # GPT2Config's spellings (its `attribute_map` and more).
 CONFIG_ALIASES = {
@@ -52,7 +54,7 @@ def config_defaults(fields):
     fields.setdefault("segment_vocab_size", 0)
 
 
-GPT2 = register_family(CheckpointFamily(
+GPT2 = CheckpointFamily(
     name="gpt2",
     title="GPT-2",
     description="GPT-2's (Hugging Face `model_type: gpt2`, bert4keras's `gpt/` names "
@@ -66,14 +68,7 @@ GPT2 = register_family(CheckpointFamily(
     required_values={"scale_attn_weights": True},
     ignored_keys=IGNORED_KEYS,
     default_variant="gpt2",
-    name_tables={
-        "tensorflow": bert4keras_gpt.GPT2,
-        "safetensors": huggingface_gpt2,
-        "torch": huggingface_gpt2,
-    },
+    name_tables=name_tables(huggingface_gpt2.NAME_TABLE, tensorflow=bert4keras_gpt.GPT2),
     markers=(Marker("attn.c_attn", "'gpt2'"),),
-    references={
-        "lm": ("AutoModelForCausalLM", "logits"),
-        "encoder": ("AutoModel", "last_hidden_state"),
-    },
-))
+    references={**LM_REFERENCE, **ENCODER_REFERENCE},
+)

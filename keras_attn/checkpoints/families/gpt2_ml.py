@@ -3,13 +3,13 @@
 from keras_attn.checkpoints import bert4keras_gpt
 from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
-GPT2_ML = register_family(CheckpointFamily(
+GPT2_ML = CheckpointFamily(
     name="gpt2_ml",
     title="GPT2-ML",
     description="GPT2-ML's (its TensorFlow `newslm/` names)",
     google_format=True,
-    name_tables={"tensorflow": bert4keras_gpt.GPT2_ML},
+    name_tables=name_tables(tensorflow=bert4keras_gpt.GPT2_ML),
     markers=(Marker("newslm/", "'gpt2_ml'"),),
-))
+)

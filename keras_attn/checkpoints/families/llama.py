@@ -5,9 +5,12 @@ reading that Mistral, Qwen2 and Qwen3, which store the same names, share
 import dataclasses
 
 from keras_attn.checkpoints import huggingface_llama
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import LM_REFERENCE
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
+from keras_attn.checkpoints.families.family import set_defaults
 
 # LlamaConfig's spellings (and its siblings').
 CONFIG_ALIASES = {
@@ -23,12 +26,9 @@ IGNORED_KEYS = frozenset({
 })
 
 # What transformers compares a LLaMA-layout model with.
-REFERENCES = {
-    "lm": ("AutoModelForCausalLM", "logits"),
-    "encoder": ("AutoModel", "last_hidden_state"),
-}
+REFERENCES = {**LM_REFERENCE, **ENCODER_REFERENCE}
 
-NAME_TABLES = {"safetensors": huggingface_llama, "torch": huggingface_llama}
+NAME_TABLES = name_tables(huggingface_llama.NAME_TABLE)
 
 
 def prepare_config(values, model_type):
@@ -47,21 +47,19 @@ def defaults(max_position):
     """The `config_defaults` of a family whose configs default
     `max_position_embeddings` to `max_position`: the values transformers'
     config classes give what a `config.json` leaves out."""
-
-    def config_defaults(fields):
-        fields.setdefault("pad_token_id", None)
-        fields.setdefault("segment_vocab_size", 0)
-        fields.setdefault("dropout_rate", 0.0)
-        fields.setdefault("attention_dropout_rate", 0.0)
-        fields.setdefault("layer_norm_epsilon", 1e-6)
-        fields.setdefault("tie_word_embeddings", False)
-        fields.setdefault("hidden_act", "silu")
-        fields.setdefault("max_position", max_position)
-
-    return config_defaults
+    return set_defaults({
+        "pad_token_id": None,
+        "segment_vocab_size": 0,
+        "dropout_rate": 0.0,
+        "attention_dropout_rate": 0.0,
+        "layer_norm_epsilon": 1e-6,
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+        "max_position": max_position,
+    })
 
 
-LLAMA = register_family(CheckpointFamily(
+LLAMA = CheckpointFamily(
     name="llama",
     title="LLaMA",
     description="LLaMA's (Hugging Face `model_type: llama`: `model.layers.{i}.self_attn."
@@ -75,13 +73,15 @@ LLAMA = register_family(CheckpointFamily(
     name_tables=NAME_TABLES,
     markers=(Marker("self_attn.q_proj", "'llama', 'mistral', 'qwen2' or 'qwen3'", kind="shared"),),
     references=REFERENCES,
-))
+)
 
 
-def derived(**differences):
+def derived(name, **differences):
     """The declaration of a family that stores LLaMA's names (Mistral,
-    Qwen2, Qwen3): LLaMA's config spellings, ignored keys, name tables and
-    transformers references, with `differences` (its name, `model_types`,
-    config reading, default variant, ...; no marker unless given: LLaMA's
-    names already say "one of these four")."""
-    return dataclasses.replace(LLAMA, **{"markers": (), **differences})
+    Qwen2, Qwen3, Gemma, Phi-3): LLaMA's config spellings, ignored keys,
+    name tables and transformers references, with `differences` (its
+    title, config reading, ...). The `model_types` and the default variant
+    are `name` unless given; no marker unless given (LLaMA's names already
+    say "one of these")."""
+    defaults = {"model_types": (name,), "default_variant": name, "markers": ()}
+    return dataclasses.replace(LLAMA, name=name, **{**defaults, **differences})

@@ -2,7 +2,6 @@
 names, and a sliding window (`sliding_window`) in every layer."""
 
 from keras_attn.checkpoints.families import llama
-from keras_attn.checkpoints.families.family import register_family
 
 
 def prepare_config(values, model_type):
@@ -20,16 +19,14 @@ def prepare_config(values, model_type):
     return values
 
 
-MISTRAL = register_family(llama.derived(
+MISTRAL = llama.derived(
     name="mistral",
     title="Mistral",
     description="Mistral's (Hugging Face `model_type: mistral`): LLaMA's names, a "
     "sliding attention window",
-    model_types=("mistral",),
     # Query i sees keys i - sliding_window < j <= i (transformers'
     # `sliding_window_overlay`), the causal band of `attention_window`.
     config_aliases={**llama.CONFIG_ALIASES, "sliding_window": "attention_window"},
     prepare_config=prepare_config,
     config_defaults=llama.defaults(4096 * 32),
-    default_variant="mistral",
-))
+)

@@ -3,9 +3,12 @@ query/key/value and gated feed-forward projections, global and local
 attention layers with RoPE bases of their own."""
 
 from keras_attn.checkpoints import huggingface_modernbert
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 from keras_attn.checkpoints.families.family import CheckpointFamily
+from keras_attn.checkpoints.families.family import MLM_REFERENCE
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
+from keras_attn.checkpoints.families.family import set_defaults
 
 # ModernBertConfig's spellings.
 CONFIG_ALIASES = {
@@ -139,18 +142,23 @@ def config_defaults(fields):
     id where the vocabulary has it)."""
     has_pad = fields.get("vocab_size", 0) > PAD_TOKEN_ID
     fields.setdefault("pad_token_id", PAD_TOKEN_ID if has_pad else None)
-    fields.setdefault("segment_vocab_size", 0)
-    fields.setdefault("dropout_rate", 0.0)
-    fields.setdefault("attention_dropout_rate", 0.0)
-    fields.setdefault("layer_norm_epsilon", 1e-5)
-    fields.setdefault("hidden_act", "gelu")
-    fields.setdefault("max_position", 8192)
-    fields.setdefault("norm_bias", False)
-    fields.setdefault("attention_bias", False)
-    fields.setdefault("mlp_bias", False)
+    _DEFAULTS(fields)
 
 
-MODERNBERT = register_family(CheckpointFamily(
+_DEFAULTS = set_defaults({
+    "segment_vocab_size": 0,
+    "dropout_rate": 0.0,
+    "attention_dropout_rate": 0.0,
+    "layer_norm_epsilon": 1e-5,
+    "hidden_act": "gelu",
+    "max_position": 8192,
+    "norm_bias": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+})
+
+
+MODERNBERT = CheckpointFamily(
     name="modernbert",
     title="ModernBERT",
     description="ModernBERT's (Hugging Face `model_type: modernbert`: `layers.{i}.attn."
@@ -162,10 +170,8 @@ MODERNBERT = register_family(CheckpointFamily(
     required_values=REQUIRED_VALUES,
     ignored_keys=IGNORED_KEYS,
     default_variant="modernbert",
-    name_tables={"safetensors": huggingface_modernbert, "torch": huggingface_modernbert},
+    name_tables=name_tables(huggingface_modernbert.NAME_TABLE),
     markers=(Marker("attn.Wqkv", "'modernbert'"),),
-    references={
-        "mlm": ("AutoModelForMaskedLM", "logits"),
-        "encoder": ("AutoModel", "last_hidden_state"),
-    },
-))
+    references={**MLM_REFERENCE, **ENCODER_REFERENCE},
+    architecture_applications={"ModernBertForMaskedLM": "mlm"},
+)

@@ -3,9 +3,9 @@ position table)."""
 
 from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints.families.family import CheckpointFamily
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
-NEZHA = register_family(CheckpointFamily(
+NEZHA = CheckpointFamily(
     name="nezha",
     title="NEZHA",
     description="NEZHA's (Google `bert_config.json` with `use_relative_position`, "
@@ -15,5 +15,5 @@ NEZHA = register_family(CheckpointFamily(
     # NEZHA's bert_config.json names no model type but says this.
     recognises_config=lambda values: values.get("use_relative_position") is True,
     default_variant="nezha",
-    name_tables={"tensorflow": google_bert},
-))
+    name_tables=name_tables(tensorflow=google_bert.NAME_TABLE),
+)

@@ -5,7 +5,7 @@ in every layer, and LongRoPE (`rope_scaling` of type `longrope`, or `su`)."""
 from keras_attn.checkpoints import huggingface_phi3
 from keras_attn.checkpoints.families import llama
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
 # Phi3Config's default `original_max_position_embeddings`.
 ORIGINAL_MAX_POSITION = 4096
@@ -66,12 +66,11 @@ def config_defaults(fields):
     llama.defaults(MAX_POSITION)(fields)
 
 
-PHI3 = register_family(llama.derived(
+PHI3 = llama.derived(
     name="phi3",
     title="Phi-3",
     description="Phi-3's (Hugging Face `model_type: phi3`): LLaMA's names with fused "
     "`qkv_proj` and `gate_up_proj`, LongRoPE",
-    model_types=("phi3",),
     # Query i sees keys i - sliding_window < j <= i, as Mistral's.
     config_aliases={
         **llama.CONFIG_ALIASES,
@@ -82,7 +81,6 @@ PHI3 = register_family(llama.derived(
     config_defaults=config_defaults,
     # Phi3Model applies no embedding dropout.
     ignored_keys=llama.IGNORED_KEYS | {"embd_pdrop"},
-    default_variant="phi3",
-    name_tables={"safetensors": huggingface_phi3, "torch": huggingface_phi3},
+    name_tables=name_tables(huggingface_phi3.NAME_TABLE),
     markers=(Marker("self_attn.qkv_proj", "'phi3'"),),
-))
+)

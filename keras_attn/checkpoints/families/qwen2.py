@@ -4,7 +4,6 @@ with query, key and value biases."""
 import numbers
 
 from keras_attn.checkpoints.families import llama
-from keras_attn.checkpoints.families.family import register_family
 
 # The keys that say which layers attend within a window.
 WINDOW_KEYS = ("layer_types", "use_sliding_window", "max_window_layers", "sliding_window")
@@ -85,13 +84,11 @@ def prepare_config(values, model_type):
     return values
 
 
-QWEN2 = register_family(llama.derived(
+QWEN2 = llama.derived(
     name="qwen2",
     title="Qwen2",
     description="Qwen2's (Hugging Face `model_type: qwen2`): LLaMA's names, query/key/value "
     "biases",
-    model_types=("qwen2",),
     prepare_config=prepare_config,
     config_defaults=llama.defaults(32768),
-    default_variant="qwen2",
-))
+)

@@ -4,7 +4,6 @@ and a per-head RMS norm of the queries and keys (`q_norm`, `k_norm`)."""
 from keras_attn.checkpoints.families import llama
 from keras_attn.checkpoints.families import qwen2
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
 
 
 def prepare_config(values, model_type):
@@ -12,14 +11,12 @@ def prepare_config(values, model_type):
     return qwen2.sliding_layers(llama.prepare_config(values, model_type), model_type)
 
 
-QWEN3 = register_family(llama.derived(
+QWEN3 = llama.derived(
     name="qwen3",
     title="Qwen3",
     description="Qwen3's (Hugging Face `model_type: qwen3`): LLaMA's names, per-head "
     "query/key RMS norms",
-    model_types=("qwen3",),
     prepare_config=prepare_config,
     config_defaults=llama.defaults(32768),
-    default_variant="qwen3",
     markers=(Marker("self_attn.q_norm", "'qwen3'"),),
-))
+)

@@ -3,9 +3,9 @@ row (so no other variant reads them)."""
 
 from keras_attn.checkpoints.families.bert import BERT
 from keras_attn.checkpoints.families.family import CheckpointFamily
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import ENCODER_REFERENCE
 
-ROBERTA = register_family(CheckpointFamily(
+ROBERTA = CheckpointFamily(
     name="roberta",
     title="RoBERTa",
     description="RoBERTa's (`model_type: roberta`, `xlm-roberta`, `camembert`): BERT's "
@@ -13,5 +13,5 @@ ROBERTA = register_family(CheckpointFamily(
     model_types=("roberta", "xlm-roberta", "camembert"),
     default_variant="roberta",
     name_tables=BERT.name_tables,
-    references={"encoder": ("AutoModel", "last_hidden_state")},
-))
+    references=ENCODER_REFERENCE,
+)

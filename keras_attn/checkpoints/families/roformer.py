@@ -5,9 +5,9 @@ from keras_attn.checkpoints import google_bert
 from keras_attn.checkpoints import huggingface_roformer
 from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
-ROFORMER = register_family(CheckpointFamily(
+ROFORMER = CheckpointFamily(
     name="roformer",
     title="RoFormer",
     description="RoFormer's (Hugging Face `model_type: roformer`, bert4keras's "
@@ -15,10 +15,6 @@ ROFORMER = register_family(CheckpointFamily(
     model_types=("roformer",),
     google_format=True,
     default_variant="roformer",
-    name_tables={
-        "tensorflow": google_bert,
-        "safetensors": huggingface_roformer,
-        "torch": huggingface_roformer,
-    },
+    name_tables=name_tables(huggingface_roformer.NAME_TABLE, tensorflow=google_bert.NAME_TABLE),
     markers=(Marker("roformer.encoder.layer.", "'roformer'", kind="prefixed"),),
-))
+)

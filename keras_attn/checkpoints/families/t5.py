@@ -5,7 +5,7 @@ from keras_attn.checkpoints import huggingface_t5
 from keras_attn.checkpoints import mesh_t5
 from keras_attn.checkpoints.families.family import CheckpointFamily
 from keras_attn.checkpoints.families.family import Marker
-from keras_attn.checkpoints.families.family import register_family
+from keras_attn.checkpoints.families.family import name_tables
 
 # T5Config's spellings (mT5's are the same).
 CONFIG_ALIASES = {
@@ -68,7 +68,7 @@ def variant_mismatch(config, variant_class):
     return None
 
 
-T5 = register_family(CheckpointFamily(
+T5 = CheckpointFamily(
     name="t5",
     title="T5",
     description="T5's (Hugging Face `model_type: t5`/`mt5`, Mesh TensorFlow names as "
@@ -81,7 +81,7 @@ T5 = register_family(CheckpointFamily(
     ignored_keys=IGNORED_KEYS,
     default_variant=default_variant,
     variant_mismatch=variant_mismatch,
-    name_tables={"tensorflow": mesh_t5, "safetensors": huggingface_t5, "torch": huggingface_t5},
+    name_tables=name_tables(huggingface_t5.NAME_TABLE, tensorflow=mesh_t5.NAME_TABLE),
     markers=(Marker("EncDecAttention", "'t5', 't5.1.1' or 'mt5.1.1'"),),
     # T5's `AutoModel` is the encoder-decoder without its head; its encoder
     # alone is `T5EncoderModel`, mT5's `MT5EncoderModel`.
@@ -90,4 +90,4 @@ T5 = register_family(CheckpointFamily(
         "encoder": ("T5EncoderModel", "last_hidden_state"),
     },
     reference_overrides={"encoder": {"mt5": "MT5EncoderModel"}},
-))
+)
