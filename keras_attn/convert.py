@@ -203,7 +203,7 @@ def convert(source, output, config=None, variant=None, application=None,
     from keras_attn.checkpoints.porting import port_weights
     from keras_attn.checkpoints.readers import open_checkpoint
     from keras_attn.models.builder import build_transformer_model
-    from keras_attn.models.transformer_config import load_config
+    from keras_attn.models.config_files import load_config
 
     log = log or _Log(quiet=True)
     if format == "keras" and not output.endswith(".keras"):
@@ -304,7 +304,7 @@ def _saved_application(config_source, config, variant):
     from keras_attn.checkpoints import families
     from keras_attn.models.builder import select_variant
     from keras_attn.models.registry import VARIANTS
-    from keras_attn.models.transformer_config import find_config_file
+    from keras_attn.models.config_files import find_config_file
 
     path = find_config_file(config_source) if os.path.isdir(config_source) else config_source
     if path is None or not os.path.isfile(path):
@@ -399,7 +399,7 @@ def _other_checkpoint_files(output):
     not write, and weights files other than the `model.weights.h5` beside a
     configuration it wrote. A directory this command wrote, even with other
     files added (a tokenizer's), has none."""
-    from keras_attn.models.transformer_config import CONFIG_FILE_NAMES
+    from keras_attn.models.config_files import CONFIG_FILE_NAMES
 
     if not os.path.isdir(output):
         return []
