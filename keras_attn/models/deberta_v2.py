@@ -1,6 +1,7 @@
 """DeBERTa v2 and v3 (He et al., 2021): BERT's post-LN encoder with
 disentangled attention over a shared table of relative positions."""
 
+from keras_attn import layer_names as names
 from keras_attn import layers
 from keras_attn.layers.disentangled_attention import DisentangledAttention
 from keras_attn.layers.relative_embedding import RelativeEmbedding
@@ -85,7 +86,7 @@ class DebertaV2(Transformer):
             normalize=self.config.relative_embedding_norm,
             epsilon=self.norm_epsilon(),
             embeddings_initializer=self.initializer(),
-            name="Relative-Embedding",
+            name=names.RELATIVE_EMBEDDING,
         )
 
     def make_attention(self, index):

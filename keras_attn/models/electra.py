@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn import layer_names as names
 from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer
@@ -66,10 +67,10 @@ class Electra(Transformer):
                 self.config.hidden_size,
                 activation=resolve_activation(self.hidden_act()),
                 kernel_initializer=self.initializer(),
-                name="Discriminator-Dense",
+                name=names.DISCRIMINATOR_DENSE,
             )
             head["discriminator_prediction"] = keras.layers.Dense(
-                1, kernel_initializer=self.initializer(), name="Discriminator-Prediction"
+                1, kernel_initializer=self.initializer(), name=names.DISCRIMINATOR_PREDICTION
             )
         return head
 

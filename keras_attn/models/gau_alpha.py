@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_attn import layer_names as names
 from keras_attn import layers
 from keras_attn.models.registry import register_variant
 from keras_attn.models.roformer_v2 import RoformerV2
@@ -48,7 +49,7 @@ class GauAlpha(RoformerV2):
     default_hidden_act = "swish"
 
     def attention_name(self, index):
-        return f"{self.block_prefix(index)}-GatedAttentionUnit"
+        return names.gated_attention_unit(self.block_index(index))
 
     def make_attention(self, index):
         config = self.config
@@ -73,13 +74,13 @@ class GauAlpha(RoformerV2):
         return TransformerBlock(
             attention=self.make_attention(index),
             feed_forward=None,
-            attention_norm=self.layer_norm(f"{name}-Norm"),
+            attention_norm=self.layer_norm(names.norm(name)),
             feed_forward_norm=None,
             attention_dropout=keras.layers.Dropout(
-                self.config.dropout_rate, name=f"{name}-Dropout"
+                self.config.dropout_rate, name=names.dropout(name)
             ),
             feed_forward_dropout=None,
-            attention_add=keras.layers.Add(name=f"{name}-Add"),
+            attention_add=keras.layers.Add(name=names.add(name)),
             feed_forward_add=None,
             norm_first=self.norm_first,
         )

@@ -1,5 +1,6 @@
 """GPT2-ML (imcaspar/gpt2-ml), as bert4keras builds it."""
 
+from keras_attn import layer_names as names
 from keras_attn.models.gpt import Gpt
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer_block import TransformerBlock
@@ -30,16 +31,16 @@ class Gpt2Ml(Gpt):
 
     def make_block(self, index):
         block = super().make_block(index)
-        feed_forward = f"{self.block_prefix(index)}-FeedForward"
+        feed_forward = names.feed_forward(self.block_index(index))
         return TransformerBlock(
             attention=block.attention,
             feed_forward=block.feed_forward,
             attention_norm=None,
-            feed_forward_norm=self.layer_norm(f"{feed_forward}-Norm-0"),
+            feed_forward_norm=self.layer_norm(names.norm(feed_forward, 0)),
             attention_dropout=block.attention_dropout,
             feed_forward_dropout=block.feed_forward_dropout,
             attention_add=block.attention_add,
             feed_forward_add=block.feed_forward_add,
             norm_first=True,
-            feed_forward_output_norm=self.layer_norm(f"{feed_forward}-Norm-1"),
+            feed_forward_output_norm=self.layer_norm(names.norm(feed_forward, 1)),
         )

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn import layer_names as names
 from keras_attn import layers
 from keras_attn.layers import masking
 from keras_attn.torch_runtime.direct_call import layer_caller
@@ -82,7 +83,7 @@ class T5(Transformer):
     head = "embedding"
     # The stack the template's walk runs, whose layers are named after it:
     # the decoder, attending to the encoder (`T5Encoder`: the encoder).
-    stack = "Decoder"
+    stack = names.DECODER
 
     def __init__(self, config, application="seq2seq", **kwargs):
         if kwargs.get("prefix"):
@@ -124,17 +125,16 @@ class T5(Transformer):
         """Block `index` of `stack` (`"Encoder"` or `"Decoder"`), with
         bert4keras's layer names."""
         config = self.config
-        prefix = f"{stack}-Transformer-{index}"
-        attention = f"{prefix}-MultiHeadSelfAttention"
-        feed_forward = f"{prefix}-FeedForward"
+        attention = names.attention(index, stack)
+        feed_forward = names.feed_forward(index, stack)
         cross = {}
-        if stack == "Decoder":
-            name = f"{prefix}-MultiHeadCrossAttention"
+        if stack == names.DECODER:
+            name = names.cross_attention(index, stack)
             cross = {
                 "cross_attention": self.attention(name),
-                "cross_attention_norm": self.layer_norm(f"{name}-Norm"),
-                "cross_attention_dropout": self.dropout(f"{name}-Dropout"),
-                "cross_attention_add": keras.layers.Add(name=f"{name}-Add"),
+                "cross_attention_norm": self.layer_norm(names.norm(name)),
+                "cross_attention_dropout": self.dropout(names.dropout(name)),
+                "cross_attention_add": keras.layers.Add(name=names.add(name)),
             }
         return TransformerBlock(
             attention=self.attention(attention),
@@ -146,12 +146,12 @@ class T5(Transformer):
                 kernel_initializer=self.initializer(),
                 name=feed_forward,
             ),
-            attention_norm=self.layer_norm(f"{attention}-Norm"),
-            feed_forward_norm=self.layer_norm(f"{feed_forward}-Norm"),
-            attention_dropout=self.dropout(f"{attention}-Dropout"),
-            feed_forward_dropout=self.dropout(f"{feed_forward}-Dropout"),
-            attention_add=keras.layers.Add(name=f"{attention}-Add"),
-            feed_forward_add=keras.layers.Add(name=f"{feed_forward}-Add"),
+            attention_norm=self.layer_norm(names.norm(attention)),
+            feed_forward_norm=self.layer_norm(names.norm(feed_forward)),
+            attention_dropout=self.dropout(names.dropout(attention)),
+            feed_forward_dropout=self.dropout(names.dropout(feed_forward)),
+            attention_add=keras.layers.Add(name=names.add(attention)),
+            feed_forward_add=keras.layers.Add(name=names.add(feed_forward)),
             norm_first=True,
             **cross,
         )
@@ -162,9 +162,9 @@ class T5(Transformer):
             config.num_heads,
             num_buckets=config.relative_attention_num_buckets,
             max_distance=config.relative_attention_max_distance,
-            bidirectional=stack == "Encoder",
+            bidirectional=stack == names.ENCODER,
             embeddings_initializer=self.initializer(),
-            name=f"{stack}-Embedding-Relative-Position",
+            name=names.relative_position(stack),
         )
 
     # The template's hooks (its one walk builds T5 as every variant): the
@@ -181,26 +181,26 @@ class T5(Transformer):
                 self.config.vocab_size,
                 self.config.hidden_size,
                 embeddings_initializer=self.initializer(),
-                name="Embedding-Token",
+                name=names.EMBEDDING_TOKEN,
             ),
             "position": None,
-            "dropout": self.dropout(f"{self.stack}-Embedding-Dropout"),
+            "dropout": self.dropout(names.in_stack(names.EMBEDDING_DROPOUT, self.stack)),
         }
 
     def make_encoder(self):
-        if self.stack == "Encoder":
+        if self.stack == names.ENCODER:
             return None
         encoder = {
-            "dropout": self.dropout("Encoder-Embedding-Dropout"),
-            "position_bias": self.position_bias_layer("Encoder"),
-            "norm": self.layer_norm("Encoder-Output-Norm"),
-            "output_dropout": self.dropout("Encoder-Output-Dropout"),
+            "dropout": self.dropout(names.in_stack(names.EMBEDDING_DROPOUT, names.ENCODER)),
+            "position_bias": self.position_bias_layer(names.ENCODER),
+            "norm": self.layer_norm(names.in_stack(names.OUTPUT_NORM, names.ENCODER)),
+            "output_dropout": self.dropout(names.in_stack(names.OUTPUT_DROPOUT, names.ENCODER)),
         }
-        blocks = [self.stack_block("Encoder", index) for index in range(self.config.num_layers)]
+        blocks = [self.stack_block(names.ENCODER, index) for index in range(self.config.num_layers)]
         return encoder, blocks
 
     def stack_depth(self):
-        return self.config.decoder_layers if self.stack == "Decoder" else self.config.num_layers
+        return self.config.decoder_layers if self.stack == names.DECODER else self.config.num_layers
 
     def make_position_bias(self):
         return self.position_bias_layer(self.stack)
@@ -209,10 +209,10 @@ class T5(Transformer):
         return self.stack_block(self.stack, index)
 
     def make_output_norm(self):
-        return self.layer_norm(f"{self.stack}-Output-Norm")
+        return self.layer_norm(names.in_stack(names.OUTPUT_NORM, self.stack))
 
     def make_output_dropout(self):
-        return self.dropout(f"{self.stack}-Output-Dropout")
+        return self.dropout(names.in_stack(names.OUTPUT_DROPOUT, self.stack))
 
     def make_head_layers(self):
         if self.tied_head or not self.with_mlm:
@@ -222,7 +222,7 @@ class T5(Transformer):
                 self.config.vocab_size,
                 use_bias=False,
                 kernel_initializer=self.initializer(),
-                name="Decoder-Output-LM",
+                name=names.DECODER_OUTPUT_LM,
             )
         }
 
@@ -236,7 +236,8 @@ class T5(Transformer):
         valid = masking.real_tokens(token_ids, self.config.pad_token_id, padding_mask)
         hidden = self.embedding_layers["token"](token_ids)
         # The padding as the embeddings' Keras mask (see `embedding_mask`).
-        hidden = encoder["dropout"](self.embedding_mask(name="Encoder-Embedding-Mask")(hidden, mask=valid))
+        mask = self.embedding_mask(name=names.in_stack(names.embedding_mask(), names.ENCODER))
+        hidden = encoder["dropout"](mask(hidden, mask=valid))
         distance_bias = encoder["position_bias"](hidden, by_distance=True)
         mask = ops.expand_dims(valid, 1)
         for block in self.encoder_blocks:
@@ -255,7 +256,7 @@ class T5(Transformer):
             return layer_caller(True)(self.embedding_layers["token"], token_ids)
         valid = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
         hidden = self.embedding_layers["token"](token_ids)
-        hidden = self.embedding_mask(name=f"{self.stack}-Embedding-Mask")(hidden, mask=valid)
+        hidden = self.embedding_mask(name=names.in_stack(names.embedding_mask(), self.stack))(hidden, mask=valid)
         return self.embedding_layers["dropout"](hidden)
 
     def language_model_head(self, hidden, condition=None, cache_step=None):
@@ -325,7 +326,7 @@ class T5Encoder(T5):
     reported unused)."""
 
     applications = ("encoder",)
-    stack = "Encoder"
+    stack = names.ENCODER
 
     def __init__(self, config, application="encoder", **kwargs):
         super().__init__(config, application=application, **kwargs)

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import keras
 from keras import ops
 
+from keras_attn import layer_names as names
 from keras_attn import layers
 from keras_attn.checkpoints import families
 from keras_attn.layers import masking
@@ -71,11 +72,7 @@ CHECKPOINT_FAMILIES = {name: families.get(name).description for name in families
 
 # The `OutputMask` layer of each sequence output (`"output"` when the model
 # has one).
-MASK_LAYER_NAMES = {
-    "output": "Output-Mask",
-    "sequence_output": "Sequence-Output-Mask",
-    "mlm_logits": "MLM-Logits-Mask",
-}
+MASK_LAYER_NAMES = names.OUTPUT_MASKS
 
 
 class Transformer:
@@ -408,7 +405,7 @@ class Transformer:
             return None
         if self.position_embedding == "sinusoidal":
             return layers.SinusoidalPositionEmbedding(
-                config.embedding_width, name="Embedding-Position"
+                config.embedding_width, name=names.EMBEDDING_POSITION
             )
         after_padding = {}
         if self.position_embedding == "learned_after_padding":
@@ -419,22 +416,22 @@ class Transformer:
             **after_padding,
             hierarchical=config.hierarchical_position,
             embeddings_initializer=self.initializer(),
-            name="Embedding-Position",
+            name=names.EMBEDDING_POSITION,
         )
 
     def make_embedding_norm(self):
         """The norm of the summed embeddings (`Embedding-Norm`) with
         `embedding_norm`, else None."""
-        return self.layer_norm("Embedding-Norm") if self.embedding_norm else None
+        return self.layer_norm(names.EMBEDDING_NORM) if self.embedding_norm else None
 
     def make_output_norm(self):
         """The norm after the last block (`Output-Norm`, GPT-2's `ln_f`)
         with `final_norm`, else None."""
-        return self.layer_norm("Output-Norm") if self.final_norm else None
+        return self.layer_norm(names.OUTPUT_NORM) if self.final_norm else None
 
     def make_output_dropout(self):
         """The dropout after `make_output_norm`'s norm (`Output-Dropout`)."""
-        return keras.layers.Dropout(self.config.dropout_rate, name="Output-Dropout")
+        return keras.layers.Dropout(self.config.dropout_rate, name=names.OUTPUT_DROPOUT)
 
     def make_attention_mask(self):
         """The layer computing the blocks' attention mask from the token
@@ -444,7 +441,7 @@ class Transformer:
             self.mask_mode,
             pad_token_id=self.config.pad_token_id,
             mask_diagonal=self.mask_diagonal,
-            name="Attention-Mask",
+            name=names.ATTENTION_MASK,
         )
 
     def make_encoder(self):
@@ -482,10 +479,10 @@ class Transformer:
         if kind is None:
             return None
         if kind == "alibi":
-            return layers.ALiBiBias(heads, causal=self.causal, name="Position-Bias")
+            return layers.ALiBiBias(heads, causal=self.causal, name=names.POSITION_BIAS)
         if kind in ("kerple_log", "kerple_power"):
-            return layers.KerpleBias(heads, form=kind.split("_")[1], name="Position-Bias")
-        return layers.SandwichBias(dim=2 * (self.config.head_size // 2), name="Position-Bias")
+            return layers.KerpleBias(heads, form=kind.split("_")[1], name=names.POSITION_BIAS)
+        return layers.SandwichBias(dim=2 * (self.config.head_size // 2), name=names.POSITION_BIAS)
 
     def make_attention(self, index):
         return self.attention_layer(**self.attention_arguments(index))
@@ -508,7 +505,7 @@ class Transformer:
             position=self.make_position(index),
             log_n_train_length=config.log_n_train_length,
             kernel_initializer=self.initializer(),
-            name=f"{self.block_prefix(index)}-MultiHeadSelfAttention",
+            name=names.attention(self.block_index(index)),
         )
         if config.num_key_value_heads not in (None, config.num_heads):
             arguments["key_value_heads"] = config.num_key_value_heads
@@ -582,7 +579,7 @@ class Transformer:
             gated=self.feed_forward_gated(),
             use_bias=self.use_bias if config.mlp_bias is None else config.mlp_bias,
             kernel_initializer=self.initializer(),
-            name=f"{self.block_prefix(index)}-FeedForward",
+            name=names.feed_forward(self.block_index(index)),
         )
 
     def make_block(self, index):
@@ -596,24 +593,24 @@ class Transformer:
         def post_norm(name):
             return self.layer_norm(name) if self.sublayer_post_norms else None
 
-        attention = f"{self.block_prefix(index)}-MultiHeadSelfAttention"
-        feed_forward = f"{self.block_prefix(index)}-FeedForward"
+        attention = names.attention(self.block_index(index))
+        feed_forward = names.feed_forward(self.block_index(index))
         return TransformerBlock(
             attention=self.make_attention(index),
             feed_forward=self.make_feed_forward(index),
-            attention_norm=self.layer_norm(f"{attention}-Norm"),
-            feed_forward_norm=self.layer_norm(f"{feed_forward}-Norm"),
+            attention_norm=self.layer_norm(names.norm(attention)),
+            feed_forward_norm=self.layer_norm(names.norm(feed_forward)),
             attention_dropout=keras.layers.Dropout(
-                config.dropout_rate, name=f"{attention}-Dropout"
+                config.dropout_rate, name=names.dropout(attention)
             ),
             feed_forward_dropout=keras.layers.Dropout(
-                config.dropout_rate, name=f"{feed_forward}-Dropout"
+                config.dropout_rate, name=names.dropout(feed_forward)
             ),
-            attention_add=keras.layers.Add(name=f"{attention}-Add"),
-            feed_forward_add=keras.layers.Add(name=f"{feed_forward}-Add"),
+            attention_add=keras.layers.Add(name=names.add(attention)),
+            feed_forward_add=keras.layers.Add(name=names.add(feed_forward)),
             norm_first=self.norm_first,
-            attention_post_norm=post_norm(f"{attention}-Post-Norm"),
-            feed_forward_post_norm=post_norm(f"{feed_forward}-Post-Norm"),
+            attention_post_norm=post_norm(names.post_norm(attention)),
+            feed_forward_post_norm=post_norm(names.post_norm(feed_forward)),
         )
 
     def attention_value(self, hidden, index):
@@ -913,11 +910,11 @@ class Transformer:
                 config.embedding_width,
                 embeddings_initializer=self.initializer(),
                 **scale,
-                name="Embedding-Token",
+                name=names.EMBEDDING_TOKEN,
             ),
             "position": self.make_position_embedding(),
             "norm": self.make_embedding_norm(),
-            "dropout": keras.layers.Dropout(config.dropout_rate, name="Embedding-Dropout"),
+            "dropout": keras.layers.Dropout(config.dropout_rate, name=names.EMBEDDING_DROPOUT),
         }
         if config.hierarchical_position and not getattr(
             embedding_layers["position"], "hierarchical", False
@@ -931,14 +928,14 @@ class Transformer:
                 config.segment_vocab_size,
                 config.embedding_width,
                 embeddings_initializer=self.initializer(),
-                name="Embedding-Segment",
+                name=names.EMBEDDING_SEGMENT,
             )
         if config.embedding_width != config.hidden_size:
             embedding_layers["mapping"] = keras.layers.Dense(
                 config.hidden_size,
                 use_bias=self.use_bias,
                 kernel_initializer=self.initializer(),
-                name="Embedding-Mapping",
+                name=names.EMBEDDING_MAPPING,
             )
         return embedding_layers
 
@@ -956,7 +953,7 @@ class Transformer:
         variant's second stream (T-TA's queries)."""
         if stream not in self.embedding_adds:
             self.embedding_adds[stream] = self.own(
-                keras.layers.Add(name=f"Embedding-Add{stream}")
+                keras.layers.Add(name=names.embedding_add(stream))
             )
         return self.embedding_adds[stream]
 
@@ -970,7 +967,7 @@ class Transformer:
         padding. (Keras' `Add` drops a mask that not all its inputs have, so
         the mask goes on after the embeddings' sum, not on the token lookup.)
         """
-        name = name or f"Embedding-Mask{stream}"
+        name = name or names.embedding_mask(stream)
         masks = vars(self).setdefault("embedding_masks", {})
         if name not in masks:
             masks[name] = self.own(layers.OutputMask(name=name))
@@ -1069,10 +1066,15 @@ class Transformer:
             return self.config.layer_norm_epsilon
         return self.family_layer_norm_epsilon
 
+    def block_index(self, index):
+        """The index in block `index`'s layer names: None (no index) for
+        every block when the variant shares one block (ALBERT)."""
+        return None if self.shared_block else index
+
     def block_prefix(self, index):
         """The name prefix of block `index`'s layers: `Transformer-{index}`,
         or `Transformer` for every index when the variant shares one block."""
-        return "Transformer" if self.shared_block else f"Transformer-{index}"
+        return names.block(self.block_index(index))
 
     def apply_main_layer(self, hidden, index, attention_mask, distance_bias=None, source=None):
         """Block `index` on `hidden` (see `TransformerBlock`); an
@@ -1102,11 +1104,11 @@ class Transformer:
                 config.hidden_size,
                 activation=self.pool_activation,
                 kernel_initializer=self.initializer(),
-                name="Pooler-Dense",
+                name=names.POOLER,
             )
             if self.with_nsp:
                 head["nsp"] = keras.layers.Dense(
-                    2, kernel_initializer=self.initializer(), name="NSP"
+                    2, kernel_initializer=self.initializer(), name=names.NSP
                 )
         if self.with_mlm and self.head == "embedding":
             head.update(self.make_embedding_head_layers())
@@ -1116,21 +1118,21 @@ class Transformer:
                 activation=resolve_activation(self.hidden_act()),
                 use_bias=self.mlm_dense_bias,
                 kernel_initializer=self.initializer(),
-                name="MLM-Dense",
+                name=names.MLM_DENSE,
             )
-            head["mlm_norm"] = self.layer_norm("MLM-Norm")
+            head["mlm_norm"] = self.layer_norm(names.MLM_NORM)
             if not config.tie_word_embeddings:
                 # `tie_word_embeddings: false`: the checkpoint's own decoder.
                 head["mlm_decoder"] = keras.layers.Dense(
                     config.vocab_size,
                     use_bias=False,
                     kernel_initializer=self.initializer(),
-                    name="MLM-Decoder",
+                    name=names.MLM_DECODER,
                 )
-            head["mlm_bias"] = layers.BiasAdd(name="MLM-Bias")
+            head["mlm_bias"] = layers.BiasAdd(name=names.MLM_BIAS)
         cap = self.config.final_logit_soft_cap
         if self.with_mlm and self.logit_soft_caps and cap is not None:
-            head["soft_cap"] = layers.LogitSoftCap(cap, name="MLM-Soft-Cap")
+            head["soft_cap"] = layers.LogitSoftCap(cap, name=names.MLM_SOFT_CAP)
         return head
 
     def make_embedding_head_layers(self):
@@ -1145,7 +1147,7 @@ class Transformer:
                     config.vocab_size,
                     use_bias=False,
                     kernel_initializer=self.initializer(),
-                    name="MLM-Decoder",
+                    name=names.MLM_DECODER,
                 )
             }
         if config.embedding_width == config.hidden_size:
@@ -1155,7 +1157,7 @@ class Transformer:
                 config.embedding_width,
                 use_bias=False,
                 kernel_initializer=self.initializer(),
-                name="Output-Mapping",
+                name=names.OUTPUT_MAPPING,
             )
         }
 
