@@ -44,12 +44,12 @@ Each contender is warmed up before its timed run: the engine by
 `--max-batch` short requests (its programs have fixed shapes); static
 batching by generating every batch of the workload once (on JAX and
 TensorFlow each batch shape compiles); transformers by two short requests.
-On torch the engine's step is compiled during its warm-up by default
-(`--engine-torch-compile 1`; `0` runs it eagerly), and static batching's
-decoding step runs eagerly by default (`--static-torch-compile 0`); for
-both, `auto` is the library's default rule (a shape compiles once its eager
-steps took what compiling costs, which can happen inside the timed run) and
-`1` compiles every shape during the warm-up.
+On torch the engine's step is eager (not compiled), and static batching's
+decoding step runs eagerly too by default (`--static-torch-compile 0`), so
+both keras_attn contenders run the same eager layers; `auto` is the
+library's default rule (a shape compiles once its eager steps took what
+compiling costs, which can happen inside the timed run) and `1` compiles
+every shape during the warm-up.
 
 Reported per contender: throughput (generated tokens over the whole run,
 first arrival to last token), time to first token (TTFT, from arrival)
@@ -128,23 +128,11 @@ def wait_until(moment):
         time.sleep(delay)
 
 
-def run_engine(model, requests, max_batch, max_length, torch_compile="1"):
+def run_engine(model, requests, max_batch, max_length):
     """Contender (a): per request its tokens and their delivery times
-    (perf_counter), and the run's start. On torch its step follows
-    `torch_compile` (`KERAS_ATTN_TORCH_COMPILE`'s values, read when the
-    engine is made)."""
-    previous = os.environ.get("KERAS_ATTN_TORCH_COMPILE")
-    if BACKEND == "torch":
-        os.environ["KERAS_ATTN_TORCH_COMPILE"] = torch_compile
-    try:
-        engine = Engine(model, max_batch=max_batch, max_length=max_length,
-                        block_size=BLOCK_SIZE, prefill_chunk=PREFILL_CHUNK, end_token_ids=(),
-                        seed=0)
-    finally:
-        if previous is None:
-            os.environ.pop("KERAS_ATTN_TORCH_COMPILE", None)
-        else:
-            os.environ["KERAS_ATTN_TORCH_COMPILE"] = previous
+    (perf_counter), and the run's start."""
+    engine = Engine(model, max_batch=max_batch, max_length=max_length, block_size=BLOCK_SIZE,
+                    prefill_chunk=PREFILL_CHUNK, end_token_ids=(), seed=0)
     engine.start()
     try:
         # Warm-up: the decoding and prompt programs (fixed shapes).
@@ -345,8 +333,7 @@ def serve(family, args):
           f"{sum(r[2] for r in requests)} tokens to generate")
     rows, outputs, notes = [], {}, {}
     (start, tokens, stamps), load = measured(
-        "engine", lambda: run_engine(
-            model, requests, args.max_batch, max_length, args.engine_torch_compile))
+        "engine", lambda: run_engine(model, requests, args.max_batch, max_length))
     rows.append(summarize("keras_attn Engine", requests, start, tokens, stamps, load))
     outputs["engine"] = tokens
     (start, tokens, stamps, step_seconds), load = measured(
@@ -439,11 +426,6 @@ def main():
              "decoding step eagerly, as the engine's; auto compiles a shape once its eager steps "
              "took what compiling costs (which can fall inside the timed run); 1 compiles every "
              "shape during the warm-up")
-    parser.add_argument(
-        "--engine-torch-compile", choices=["0", "auto", "1"], default="1",
-        help="KERAS_ATTN_TORCH_COMPILE for the engine on torch: 1 (default) compiles its two "
-             "step shapes during the warm-up, as a served engine has after its first seconds; "
-             "0 runs its step eagerly; auto is the library's rule")
     parser.add_argument("--output-name", default=None)
     args = parser.parse_args()
     if args.small:
@@ -454,7 +436,7 @@ def main():
     result = {}
     if BACKEND == "torch":
         result["static_batching_torch_compile"] = args.static_torch_compile
-        result["engine_torch_compile"] = args.engine_torch_compile
+        result["engine_torch_step"] = "eager"
     for family in args.models:  # written after each model, so a cut run keeps what it measured
         result[family] = serve(family, args)
         write_result(result, None, args.output_name or f"serving_{BACKEND}.json")

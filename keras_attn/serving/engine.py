@@ -22,7 +22,6 @@ from keras_attn.serving.block_pool import BlockPool
 from keras_attn.serving.sampling import SamplingParams
 from keras_attn.serving.sampling import choose_token
 from keras_attn.serving.streaming import TextStream
-from keras_attn.torch_runtime import compiled_step
 
 # The shared clock is rebased below this (float32 holds its integers
 # exactly, for XPOS's decay).
@@ -658,10 +657,8 @@ def unsupported(forward):
 
 def compile_program(program, model):
     """`program(pools, *arrays)` as one XLA program on JAX (pools donated) and
-    TensorFlow; on torch under `torch.no_grad()`, pools written in place,
-    compiled by `torch.compile` as the decoding step of `generate` is
-    (`CompiledStep`, `KERAS_ATTN_TORCH_COMPILE`: at once, once a shape's
-    eager steps have taken what compiling costs, or never)."""
+    TensorFlow; on torch eagerly under `torch.no_grad()`, pools written in
+    place."""
     backend = keras.config.backend()
     if backend == "jax":
         import jax
@@ -681,13 +678,6 @@ def compile_program(program, model):
         return lambda pools, *args: compiled(pools, *[tf.convert_to_tensor(a) for a in args])
     if backend == "torch":
         import torch
-
-        mode = compiled_step.torch_compile_mode()
-        if mode != "never":
-            # No CUDA graphs: the step writes the pools, its inputs, in place.
-            program = compiled_step.CompiledStep(
-                program, mode, graphs=False, name="the serving engine's step"
-            )
 
         def run(pools, *args):
             with torch.no_grad():

@@ -29,31 +29,26 @@ class CompiledStep:
     once and the step runs eagerly from then on (the same numbers). See
     docs/generation.md and docs/torch.md."""
 
-    def __init__(self, step, mode="always", graphs=True, name="the decoding step"):
+    def __init__(self, step, mode="always"):
         import torch
 
         self.step = step
-        code = getattr(step, "__func__", step)
         function = types.FunctionType(
-            code.__code__.replace(), code.__globals__, code.__name__, code.__defaults__,
-            code.__closure__,
+            step.__code__.replace(), step.__globals__, step.__name__, step.__defaults__,
         )
-        if hasattr(step, "__self__"):  # a bound method: its copy bound alike
-            function = types.MethodType(function, step.__self__)
         compile_cache.ensure()
         self.compiled = torch.compile(function, dynamic=False)
         self.failure = None
         self.mode = mode
-        self.name = name
         # Per shape: the seconds its eager steps took so far, and the shapes
         # compiled (`mode="auto"`).
         self.eager_seconds = {}
         self.compiled_shapes = set()
         # On a GPU, per shape in this `generate` call: its `StepGraph`, or
         # None after its first, ungraphed step; and why graphs are off for
-        # this model (`graphs=False`: a step writing its inputs in place).
+        # this model, if a capture failed.
         self.graphs = {}
-        self.no_graphs = None if graphs else "graphs=False"
+        self.no_graphs = None
 
     def new_run(self):
         """Forgets the CUDA graphs of the previous `generate` call: a graph
@@ -75,9 +70,9 @@ class CompiledStep:
                 first_line = (str(error).splitlines() or ["(no message)"])[0]
                 self.failure = f"{type(error).__name__}: {first_line}"
                 logging.getLogger("keras_attn").warning(
-                    "keras_attn: torch.compile failed for %s (%s); "
-                    "running it eagerly instead (same results, slower).",
-                    self.name, self.failure,
+                    "keras_attn: torch.compile failed for the decoding step (%s); "
+                    "decoding eagerly instead (same results, slower).",
+                    self.failure,
                 )
         if self.mode != "auto":
             return self.step(*args)
@@ -121,7 +116,7 @@ class CompiledStep:
             return False
         self.compiled_shapes.add(shape)
         progress.say(
-            f"compiling {self.name} for this shape (torch.compile, "
+            f"compiling the decoding step for this shape (torch.compile, "
             f"once per shape): its eager steps have taken {spent:.1f} s, about what "
             "compiling costs; KERAS_ATTN_TORCH_COMPILE=1 compiles at once, 0 never."
         )

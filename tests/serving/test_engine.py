@@ -68,40 +68,6 @@ def test_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
-@pytest.mark.skipif(BACKEND != "torch", reason="the XLA backends compile every step")
-def test_the_compiled_torch_step_gives_the_eager_tokens(monkeypatch):
-    """The engine's step compiled by torch.compile (a rotary grouped-query
-    model with windows: Gemma 2) gives each request the tokens of
-    `generate`'s eager steps, with rows reused and prompts in chunks."""
-    import torch
-
-    compile_, compiled_calls = torch.compile, []
-
-    def counting_compile(function, **kwargs):
-        compiled = compile_(function, **kwargs)
-
-        def run(*args):
-            compiled_calls.append(args[1].shape)
-            return compiled(*args)
-
-        return run
-
-    model = model_for("gemma2")
-    monkeypatch.setattr(torch, "compile", counting_compile)
-    monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "1")
-    engine = Engine(model, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[])
-    requests = [engine.submit(prompt, max_new_tokens=n) for prompt, n in zip(PROMPTS, STEPS)]
-    steps = 0
-    while engine.busy:
-        engine.step()
-        steps += 1
-    # Every step ran its programs compiled: a decoding one, a prompt chunk's.
-    assert {tuple(shape) for shape in compiled_calls} == {(2, 1), (1, 4)}
-    assert len(compiled_calls) >= steps
-    monkeypatch.setattr(torch, "compile", compile_)
-    assert [r.tokens for r in requests] == alone(model, PROMPTS, STEPS, monkeypatch)
-
-
 @pytest.mark.parametrize("variant", sorted(REFUSED))
 def test_a_variant_it_cannot_serve_is_refused(variant):
     with pytest.raises(ValueError, match=REFUSED[variant]):
