@@ -6,79 +6,38 @@ library's own files and verified against its source.
         [--no-verify] [--quiet]
 
 The console script is `keras_attn_cli.convert`, which parses the arguments
-before importing keras_attn (so `--help` works where Keras' backend is not
-installed, and that failure is one line) and then calls `run` here.
+before importing keras_attn and then calls `run` here.
 
-`SOURCE` is anything `build_transformer_model` reads as a checkpoint: a
-Hugging Face directory (or its `.safetensors`/`.bin` file) of any family
-declared in `keras_attn.checkpoints.families` (the help lists them), a
-Google TensorFlow checkpoint prefix (`.../bert_model.ckpt`) or a directory
-holding one. The configuration is
-`--config`, else the `config.json` or `bert_config.json` beside the
-checkpoint. `--variant` and `--application` default to the config's
-variant and that variant's first application (`"encoder"` for the BERT
-family, `"lm"` for GPT-2, `"seq2seq"` for T5; `"lm"` for a decoder's
-config, `is_decoder: true`, as BertLMHeadModel saves), except for the
-Hugging Face classes whose head another application holds (the family
-declarations' `architecture_applications`: an `ElectraForPreTraining`
-folder converts as `"discriminator"`, an `ElectraForMaskedLM` one as
-`"mlm"`). Checkpoint
-weights of heads the converted model does not have (a BERT's masked-LM
-head under `"encoder"`) are listed in the summary line.
+`SOURCE` is anything `build_transformer_model` reads as a checkpoint (a
+Hugging Face directory or file of a family in
+`keras_attn.checkpoints.families`, a TensorFlow checkpoint prefix or its
+directory). The configuration is `--config`, else the `config.json` or
+`bert_config.json` beside it. `--variant` and `--application` default to
+the config's variant and that variant's first application (`"lm"` for a
+decoder's config; the family's `architecture_applications` for a Hugging
+Face class whose head another application holds). Checkpoint weights the
+converted model lacks are listed in the summary line.
 
 `--format weights` (the default) writes the directory `OUTPUT` with
-`config.json` (the builder's fields) and `model.weights.h5`; reload with
-`build_transformer_model("OUTPUT/config.json", "OUTPUT/model.weights.h5",
-variant=..., application=...)`. `--format keras` writes the single file
-`OUTPUT` (ending in `.keras`); reload with `keras.saving.load_model` after
-`import keras_attn` (Keras finds only registered classes, and importing
-keras_attn registers its own). The command ends by printing these lines
-for the files it wrote.
+`config.json` and `model.weights.h5`; `--format keras` writes the single
+file `OUTPUT` (ending in `.keras`). The command ends by printing the lines
+that reload them. Writing is all or nothing (`keras_attn.files`); other
+files in an OUTPUT directory are kept.
 
-Writing is all or nothing (`keras_attn.files`): the new files are written
-whole beside OUTPUT and then take its place by renames, so OUTPUT holds
-either its previous files or the new ones, never new weights beside an old
-`config.json`; a run that fails (a full disk, an interrupt) leaves a
-previous OUTPUT as it was and no temporary file. Other files in an OUTPUT
-directory (a tokenizer's) are kept.
+Before anything is read, OUTPUT is checked: it must be writable (missing
+parents are created); it must not be or contain SOURCE's or the
+`--config` file's directory; a directory holding another checkpoint's files
+is refused unless `--overwrite` (a directory this command wrote is replaced).
 
-Before anything is read, OUTPUT is checked (exit status 1, the message
-naming OUTPUT and why):
-- it must be writable: not a file where a directory is written (or the
-  other way round), not under a file, its directory writable (missing
-  parent directories are created);
-- nothing the run reads may be written over: an OUTPUT directory that is
-  or contains SOURCE's directory (or the `--config` file's) is refused; a
-  new directory beside SOURCE or inside it is fine;
-- an OUTPUT directory holding another checkpoint's files (a `config.json`
-  this command did not write, such as a Hugging Face model's, or weights
-  files other than its own `model.weights.h5`) is refused unless
-  `--overwrite` is given, which replaces those files. A directory this
-  command wrote before is replaced without `--overwrite`: running the same
-  command again updates its output, as a build does.
+Verification (unless `--no-verify`): the written files, reloaded, must
+reproduce the model built from `SOURCE` to 1e-6 on a small padded batch;
+for a Hugging Face source with `transformers` installed, also the
+`transformers` model's output (the family's `references`) on the real
+positions to 1e-4 or 1e-5 of its largest |output|, whichever is larger.
 
-Verification (unless `--no-verify`): the written files are reloaded into a
-fresh model, which must reproduce the model built from `SOURCE` exactly (to
-1e-6) on a small batch of each of its inputs (see `_verification_inputs`:
-padded where the model reads padding; for an encoder-decoder a source and a
-target of different lengths). For a Hugging Face source, with
-`transformers` installed, the reloaded model's output must also equal
-the `transformers` model's on the real (unpadded) positions to 1e-4 or 1e-5 of
-its largest |output|, whichever is larger (float32 rounding grows with the
-logits' size), for the applications its checkpoint family's declaration
-lists (`references`, see `keras_attn.checkpoints.families`: an encoder
-against `AutoModel`'s `last_hidden_state`, a language model against
-`AutoModelForCausalLM`'s `logits`, ...). The last line says which of these
-ran.
-
-Progress goes to stderr: a line per step (building the model, writing,
-reloading, loading the reference) and one per checkpoint array read.
-
-Exit status: 0 converted (and verified where asked), 1 an error (a missing
-file, a checkpoint that does not fit: the message names the file and the
-variables; an OUTPUT refused as above; keras_attn that cannot be imported,
-as where Keras' backend is not installed: the message says which backend
-to choose or install), 3 a verification that failed, 2 bad arguments.
+Progress goes to stderr. Exit status: 0 converted (and verified where
+asked), 1 an error (the message names the file, variables or OUTPUT), 2 bad
+arguments, 3 a verification that failed.
 """
 
 import json
@@ -116,9 +75,7 @@ class VerificationError(Exception):
 
 def main(argv=None):
     """Runs the command on `argv` (default `sys.argv[1:]`); returns the exit
-    status (see the module docstring). The same as the console script,
-    `keras_attn_cli.convert`, which parses the arguments before importing
-    keras_attn."""
+    status (see the module docstring)."""
     return keras_attn_cli.convert(argv)
 
 
@@ -329,10 +286,8 @@ def _write_keras_file(model, output):
 
 def _write_weights_directory(model, config, output, leave_out=()):
     """Writes `output/config.json` and `output/model.weights.h5` as one
-    change of `output` (see `keras_attn.files.atomic_directory`): `output`
-    holds either its previous files or the new ones, never a new weights
-    file beside an old configuration. Its other files are kept, except
-    `leave_out`."""
+    change of `output` (`keras_attn.files.atomic_directory`), keeping its
+    other files except `leave_out`."""
     with atomic_directory(output, leave_out=leave_out) as staging:
         with open(os.path.join(staging, "config.json"), "w", encoding="utf-8") as file:
             json.dump(config.to_dict(), file, indent=2)
@@ -355,11 +310,9 @@ def _check_output_location(output, format):
 
 
 def _unwritable_reason(output, format):
-    """Why `output` cannot be written, or None where nothing says so: a file
-    where `--format weights` writes a directory, a directory where
-    `--format keras` writes a file, a file among its parents, or the
-    directory it would be written in (or created in: missing parents are
-    created) not writable."""
+    """Why `output` cannot be written (a file where a directory goes or the
+    other way round, a file among its parents, an unwritable directory), or
+    None."""
     path = os.path.abspath(output)
     if format == "weights" and os.path.isfile(path):
         return "it is a file; --format weights writes a directory (config.json and model.weights.h5)"
@@ -395,10 +348,8 @@ WEIGHTS_FILE_ENDINGS = (
 
 def _other_checkpoint_files(output):
     """The names of another checkpoint's files in the directory `output`
-    (sorted; none where it does not exist): a configuration this command did
-    not write, and weights files other than the `model.weights.h5` beside a
-    configuration it wrote. A directory this command wrote, even with other
-    files added (a tokenizer's), has none."""
+    (sorted): a configuration this command did not write, and weights files
+    other than the `model.weights.h5` beside one it wrote."""
     from keras_attn.models.config_files import CONFIG_FILE_NAMES
 
     if not os.path.isdir(output):
@@ -434,17 +385,8 @@ def _written_by_this_command(config_path):
 
 def _check_output(source, config, output, format):
     """Raises a ValueError, before anything is read or written, where
-    writing `output` could overwrite a file the run reads.
-
-    The run reads every file of the source's directory (`open_checkpoint`
-    picks the checkpoint there, `load_config` its `config.json`,
-    `transformers` both) and the `--config` file (or a `--config`
-    directory's files). `--format weights` writes `OUTPUT/config.json` and
-    `OUTPUT/model.weights.h5`: OUTPUT may be a new directory beside the
-    source or inside it, but not the source's directory, nor a directory
-    that contains it, nor the directory of the `--config` file.
-    `--format keras` writes the one file OUTPUT, which must not be the
-    `--config` file."""
+    writing `output` could overwrite a file the run reads: the source's
+    directory (or one containing it) or the `--config` file's."""
     read_directories = {os.path.realpath(_source_directory(source))}
     read_files = set()
     if os.path.isdir(config):
@@ -507,16 +449,9 @@ class _ProgressReader:
 
 def _verification_inputs(model, config, batch=2, length=16):
     """A batch within the model's contract, and the real tokens of each ids
-    input: a dict of ids input name -> boolean `(batch, its length)`.
-
-    Each group of inputs (`InputContract.groups`: an encoder-decoder's
-    source and target) has a length of its own, 16, 11, ..., so that a
-    model that mixed them up fails. Ids are random in the vocabulary; the
-    second row ends in padding where the model reads padding: from its
-    `padding_mask` input if it takes one, else from the pad id (never where
-    `pad_token_id` is None, as in GPT-2, and never in a decoder's ids, which
-    start with the decoder start token, the pad id in T5). Other inputs
-    (`segment_ids`) are zeros.
+    input (name -> boolean `(batch, its length)`): each input group its own
+    length (16, 11, ...), random ids, the second row ending in padding where
+    the model reads padding, other inputs (`segment_ids`) zeros.
     """
     contract = model.input_contract
     pad = config.pad_token_id

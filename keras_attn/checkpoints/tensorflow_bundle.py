@@ -4,27 +4,19 @@ A TensorFlow checkpoint `PREFIX` (Google's `bert_model.ckpt`, what
 `tf.train.Checkpoint` and `tf.compat.v1.train.Saver` write) is a "tensor
 bundle" of files:
 
-- `PREFIX.index`: a table in LevelDB's SSTable layout. Data blocks hold
-  sorted keys, each stored as the length it shares with the previous key
-  plus the rest, with restart points (full keys) every few entries; an index
-  block points at the data blocks; a metaindex block (empty); a 48-byte
-  footer holding the two blocks' handles and the magic number
-  `0xdb4775248b80fb57`. Every block ends with a compression byte and the
-  masked CRC32C of its bytes. TensorFlow writes the blocks of a checkpoint
-  uncompressed.
-- The table's empty key holds a `BundleHeaderProto` (number of data files,
-  byte order, format version); every other key is a variable name holding a
-  `BundleEntryProto`: dtype, shape, data file, offset, size, the masked
-  CRC32C of the bytes and, for a variable saved in slices, the slices.
-- `PREFIX.data-0000N-of-0000M`: the variables' bytes, in the byte order the
-  header names. String tensors are their varint64 lengths, a masked CRC32C
-  of the lengths, then the bytes.
+- `PREFIX.index`: a table in LevelDB's SSTable layout (data blocks of
+  prefix-compressed sorted keys, an index block, an empty metaindex block,
+  a 48-byte footer with magic `0xdb4775248b80fb57`; every block ends with a
+  compression byte and a masked CRC32C).
+- The table's empty key holds a `BundleHeaderProto`; every other key is a
+  variable name holding a `BundleEntryProto` (dtype, shape, data file,
+  offset, size, masked CRC32C, slices).
+- `PREFIX.data-0000N-of-0000M`: the variables' bytes.
 
 Both protobuf messages are decoded here from the wire format, and CRC32C is
-computed with numpy (many byte lanes at once, combined through the CRC's
-linearity), so reading needs neither TensorFlow nor protobuf. Every read
-checks the variable's checksum; a file that is truncated or damaged raises
-`CheckpointError` naming the file and, where known, the variable.
+computed with numpy, so reading needs neither TensorFlow nor protobuf. A
+file that is truncated or damaged raises `CheckpointError` naming the file
+and, where known, the variable.
 """
 
 import contextlib
@@ -598,12 +590,7 @@ def mask(crc):
 def crc32c(data, crc=0):
     """CRC32C of `data` (bytes-like or a numpy array's bytes), extending
     `crc`, the CRC32C of the bytes before it (TensorFlow's
-    `crc32c::Extend`).
-
-    The CRC register is a linear function of the data over GF(2): each
-    chunk is split into 64-byte lanes whose CRCs are computed together, two
-    bytes per table lookup, and combined by advancing each lane's CRC over
-    the bytes after it (`_advance`).
+    `crc32c::Extend`), computed over 64-byte lanes at once.
 
     Example: `crc32c(b"123456789") == 0xE3069283`.
     """

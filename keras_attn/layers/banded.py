@@ -49,15 +49,10 @@ def layout_for_call(
     return_scores,
 ):
     """The `BandLayout` for a call of an attention layer with
-    `attention_window=window`, or None where the call must take the dense
-    masked path (which gives the same numbers).
-
-    Banding needs a window, self-attention lengths, masks that are per key
-    (padding) rather than per (query, key) pair, no `(query, key)` bias (a
-    bias by distance, the same for every sequence of the batch, is banded
-    too) and no returned score matrix; and it pays only when the sequence is
-    longer than the keys each query block would see. `query`, `key`: the
-    layer's `(batch, length, features)` inputs.
+    `attention_window=window` on `query`, `key` `(batch, length, features)`,
+    or None where the call must take the dense masked path (same numbers):
+    no window, cross-attention, a per-pair mask or bias, returned scores, or
+    a sequence too short to gain.
     """
     if window is None or attention_bias is not None or return_scores:
         return None

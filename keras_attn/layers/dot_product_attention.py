@@ -1,18 +1,6 @@
 """The attention kernel: the one place where attention logits become
-probabilities, for the fused, einsum and banded paths alike.
-
-`DotProductAttention` takes per-head queries, keys and values in the
-`(batch, length, heads, size)` layout, one merged boolean mask (see
-`masking.merge_attention_masks`) and one additive bias, and owns everything
-between them and the attention result: log-n scaling, the `1/sqrt(key_size)`
-scale, logit soft-capping, folding the mask into the scores, the float32 normalisation (softmax,
-or GAU's squared ReLU and softmax-plus), the rule that a
-query row with no visible key gets a zero result, dropout, optional mixing of
-scores across heads, and the choice between the backend's fused kernel
-(`keras.ops.dot_product_attention`) and an einsum.
-
-Both paths give the same numbers (up to float reordering), including zero
-rows for fully masked queries.
+probabilities, for the fused, einsum and banded paths alike (see
+`DotProductAttention`).
 """
 
 import contextlib
@@ -51,29 +39,17 @@ LARGE_NEGATIVES = _large_negatives()
 
 
 def large_negative(dtype):
-    """A finite large negative number representable in `dtype`.
-
-    Used to fold a boolean mask into the scores. `-0.7 * max` rather than the
-    dtype's lowest value so that adding a bounded logit to it cannot overflow
-    to `-inf` (which would turn a fully masked row into NaN).
-    """
+    """A finite large negative number in `dtype` (`-0.7 * max`, so adding a
+    bounded logit cannot overflow to `-inf`)."""
     return LARGE_NEGATIVES[str(dtype).split(".")[-1]]
 
 
 def masked_softmax(logits, mask=None, sink_logits=None):
-    """Softmax over the last axis, in float32, exactly zero where masked.
-
-    `softmax(where(mask, logits, large_negative)) * mask`: the multiplication
-    is exact for partially masked rows (the masked terms underflow to 0
-    already) and turns fully masked rows, which would otherwise be uniform,
-    into rows of zeros. Returns float32 probabilities shaped as `logits`.
-
-    With `sink_logits` `s`, one logit per head (`(heads,)`, `logits` laid
-    out as `(batch, heads, query_length, key_length)`), every row gets an
-    extra column `s[n]` that joins the softmax and is then dropped:
-    `W_ij = exp(L_ij) / (exp(s[n]) + sum_k exp(L_ik))`, so a row's weights
-    sum to less than 1 (attention sinks as gpt-oss learns them). A fully
-    masked row puts all its weight on the sink column: zeros again.
+    """Softmax over the last axis, in float32, exactly zero where masked:
+    `softmax(where(mask, logits, large_negative)) * mask`, so a fully masked
+    row is zeros. With `sink_logits` `s` (`(heads,)`, `logits` as `(batch,
+    heads, query_length, key_length)`), each row gets an extra column `s[n]`
+    that joins the softmax and is then dropped.
     """
     logits = ops.cast(logits, "float32")
     if mask is not None:
@@ -117,11 +93,8 @@ def masked_squared_relu(logits, mask=None):
 
 
 def soft_cap(logits, cap):
-    """`cap * tanh(logits / cap)`: `logits` squashed smoothly into `(-cap,
-    cap)`, nearly unchanged where small (Gemma 2's attention and final
-    logit soft-capping; Bello et al. 2016, "Neural Combinatorial
-    Optimization with Reinforcement Learning", https://arxiv.org/abs/1611.09940).
-    Computed in `logits`' dtype."""
+    """`cap * tanh(logits / cap)`, in `logits`' dtype (Gemma 2's soft-capping;
+    Bello et al. 2016, https://arxiv.org/abs/1611.09940)."""
     cap = ops.cast(cap, logits.dtype)
     return ops.multiply(ops.tanh(ops.divide(logits, cap)), cap)
 
@@ -143,15 +116,9 @@ _HIGHER_ORDER = threading.local()
 
 @contextlib.contextmanager
 def higher_order_gradients():
-    """Within the block, attention is computed on a path whose gradient can
-    itself be differentiated (the einsum path): a gradient penalty
-    differentiates the gradient of a loss, and the fused kernels have no
-    second derivative (torch's flash kernel: "derivative for
-    aten::_scaled_dot_product_flash_attention_for_cpu_backward is not
-    implemented"; cuDNN's on JAX). The einsum path gives the same numbers
-    up to float reordering. Read when the attention is traced or run, so
-    the block must hold the forward pass whose gradient is differentiated.
-    """
+    """Within the block, attention takes the einsum path, whose gradient can
+    itself be differentiated (a gradient penalty; fused kernels have no
+    second derivative). Read when the attention is traced or run."""
     depth = getattr(_HIGHER_ORDER, "depth", 0)
     _HIGHER_ORDER.depth = depth + 1
     try:
@@ -193,59 +160,25 @@ class DotProductAttention:
         W[n]_ij = softmax_j(L[n]_ij) over the keys `mask` keeps, 0 elsewhere
         o_i[n] = sum_j dropout(mix_probabilities(W)[n])_ij v[n]_j
 
-    Guarantees, on every path:
-    - the softmax runs in float32 whatever the compute dtype;
-    - a query row whose keys are all masked gets an attention result of
-      exactly zero (never NaN, never a uniform average), with finite
-      gradients;
-    - with `log_n_train_length`, the queries of a row that sees `n` keys are
-      multiplied by `max(1, log(n) / log(log_n_train_length))`;
-    - with `logit_soft_cap` `c`, every score is capped (`soft_cap`) before
-      the bias and the mask are added, in the full pass, on banded blocks
-      and in a cached decoding step alike;
-    - `n`, wherever a normalisation uses it, counts the keys the row sees
-      under the merged `mask` (padding, causality, windows), so a decoding
-      step against a cache gives what the full pass gives;
-    - queries/keys and values may have different per-head widths.
+    On every path the softmax runs in float32; a query row with every key
+    masked gets exactly zero (never NaN) with finite gradients; `n`, the
+    keys a row sees under the merged `mask`, is the same in a decoding step
+    as in the full pass; with `log_n_train_length` the queries are
+    multiplied by `max(1, log(n) / log(log_n_train_length))`.
 
-    `normalization` replaces the softmax of the second line (both for a
-    row that sees `n` keys, zero where masked):
+    `normalization` replaces the softmax (zero where masked):
+    `"softmax"`; `"squared_relu"`, `W_ij = relu(L_ij)^2 / n` (Hua et al.
+    2022, https://arxiv.org/abs/2202.10447); `"softmax_plus"`,
+    `softmax_j(L_ij * log(max(n, 16)) / log(512))` (Su 2022,
+    https://kexue.fm/archives/8823), applied to the queries.
 
-    - `"softmax"`: as above;
-    - `"squared_relu"`: `W_ij = relu(L_ij)^2 / n` (Hua, Dai, Liu, Le 2022,
-      "Transformer Quality in Linear Time", https://arxiv.org/abs/2202.10447);
-    - `"softmax_plus"`: `W_ij = softmax_j(L_ij * log(max(n, 16)) / log(512))`
-      (Su 2022, https://kexue.fm/archives/8823): log-n scaling with a floor
-      of 16 keys and no `max(1, .)` clamp, applied, like `log_n_train_length`,
-      to the queries, so it stays on the fused path.
-
-    With `sink_logits` (a learned logit `s[n]` per head, gpt-oss's attention
-    sinks; `MultiHeadAttention(attention_sinks=True)`), the softmax of each
-    row runs over its masked scores and one more column, `s[n]`, which is
-    then dropped: `W_ij = exp(L_ij) / (exp(s[n]) + sum_k exp(L_ik))`, the
-    sum over the keys the row sees. A row's weights sum to less than 1; a
-    fully masked row is still zero.
-
-    The fused path (`fused_attention`) is taken when `fused` allows it and
-    nothing needs the einsum: no scores are returned, no `logit_soft_cap`
-    (fused kernels cannot cap the scores), dropout is
-    inactive for this call (`training` falsy or a rate of 0), no mixing hook
-    is set (fused kernels cannot mix heads), the normalisation is a softmax
-    (`"softmax"` or `"softmax_plus"`), there are no `sink_logits` (a fused
-    kernel has no column for them: sink attention takes the einsum path,
-    see `uses_fused_path`), and the computation is not
-    float16 on JAX's CPU backend (XLA's CPU backend lacks the float16 x
-    float16 -> float32 product that kernel asks for under jit), and the
-    call is not inside `higher_order_gradients()` (a gradient penalty: the
-    fused kernels have no second derivative). When the
-    query/key width differs from the value width, the fused path is the
-    default only where `fuses_decoupled_widths()` (measured faster there);
-    `fused=True` takes it everywhere, the narrower side zero-padded on JAX
-    and TensorFlow (which leaves every dot product unchanged; the scale is
-    passed explicitly) and the result sliced back. On torch the fused path calls
-    `torch.nn.functional.scaled_dot_product_attention` itself
-    (`torch_scaled_dot_product`): no copies of the heads, and traceable by
-    `torch.compile`.
+    The fused path (`keras.ops.dot_product_attention`, or torch's
+    `scaled_dot_product_attention` directly) is taken when `fused` allows
+    and nothing needs the einsum: no returned scores, no `logit_soft_cap`,
+    inactive dropout, no mixing hooks, a softmax normalisation, no
+    `sink_logits`, not float16 on JAX's CPU, and not inside
+    `higher_order_gradients()`. Both paths give the same numbers up to
+    float reordering.
 
     Attributes:
         scale: multiplies the scores, usually `1 / sqrt(key_size)`.
@@ -253,40 +186,30 @@ class DotProductAttention:
             `mix_probabilities`), or None.
         fused: None: the fused path where it applies, and for decoupled
             widths where `fuses_decoupled_widths()`; True: also for
-            decoupled widths; False: never.
+            decoupled widths (the narrower heads zero-padded); False: never.
         log_n_train_length: log-n scaling's training length, or None.
         mix_logits: optional `f(logits) -> logits` on float32
             `(batch, heads, query_length, key_length)` scores, applied before
             the bias, the mask and the softmax (talking heads' `P_l`).
-        mix_probabilities: optional `f(probabilities) -> probabilities` on
-            float32 probabilities, applied after the softmax and before
-            dropout (talking heads' `P_w`). Its output's heads must match the
-            values' heads.
+        mix_probabilities: optional `f(probabilities) -> probabilities`,
+            after the softmax and before dropout (talking heads' `P_w`); its
+            output's heads must match the values' heads.
         relative_position: optional `FunctionalRelativePosition` (NEZHA):
-            adds `q_i . a_ij` (of the scaled queries, so before the
-            `1/sqrt(key_size)` scaling as in NEZHA's code) to the logits and
-            `sum_j p_ij a_ij` (with the probabilities the values get) to the
-            result, `a_ij` its embedding at the call's `distance` `i - j`.
-            Einsum path only.
-        position_logits: optional `f(query, key, distance) -> logits`, the
-            float32 `(batch, heads, query_length, key_length)` products
-            computed instead of `q_i . k_j` (of the scaled queries), from
-            the call's `distance`: ReRoPE's clipped rotary scores
-            (`keras_attn.layers.rerope.ClippedRotaryLogits`). Einsum path
-            only.
-        logit_soft_cap: None, or `c > 0`: the scores (after `scale`,
-            `relative_position` and `position_logits`) become `c tanh(S / c)`
-            before `mix_logits`, the bias and the mask (Gemma 2's
-            `attn_logit_softcapping`). Einsum path only; another value is a
-            ValueError naming it.
-        normalization: one of `NORMALIZATIONS` (see above); another value
-            is a ValueError naming them, as is `"softmax_plus"` with
-            `log_n_train_length` (two log-n scalings).
-        sink_logits: None, or the `(heads,)` sink logits (a variable or
-            tensor, one per head of the scores after `mix_logits`), added
-            as an extra softmax column and dropped (see above). Einsum
-            path only; with `normalization="squared_relu"` (no softmax to
-            join) a ValueError.
+            adds `q_i . a_ij` (scaled queries) to the logits and
+            `sum_j p_ij a_ij` to the result, `a_ij` its embedding at
+            `distance` `i - j`. Einsum path only.
+        position_logits: optional `f(query, key, distance) -> logits`
+            computed instead of `q_i . k_j` (ReRoPE's
+            `keras_attn.layers.rerope.ClippedRotaryLogits`). Einsum path only.
+        logit_soft_cap: None, or `c > 0`: the scores become `c tanh(S / c)`
+            before `mix_logits`, the bias and the mask (Gemma 2). Einsum path
+            only; another value is a ValueError.
+        normalization: one of `NORMALIZATIONS`; another value is a
+            ValueError, as is `"softmax_plus"` with `log_n_train_length`.
+        sink_logits: None, or `(heads,)` sink logits `s[n]` (gpt-oss): an
+            extra softmax column, then dropped, so
+            `W_ij = exp(L_ij) / (exp(s[n]) + sum_k exp(L_ik))`. Einsum path
+            only; a ValueError with `normalization="squared_relu"`.
     """
 
     scale: float = 1.0
@@ -324,16 +247,12 @@ class DotProductAttention:
         self, query, key, value, mask=None, bias=None, training=None, return_scores=False,
         distance=None,
     ):
-        """Returns `(attended, probabilities)`: the attention result
-        `(batch, query_length, heads, head_size)` and, when `return_scores`,
-        the probabilities `(batch, heads, query_length, key_length)` before
-        dropout (else None).
-
-        `mask`: boolean, broadcastable to
-        `(batch, heads, query_length, key_length)`; `bias`: additive, finite,
-        broadcastable to the same shape; `distance`: the int
-        `(query_length, key_length)` matrix of `i - j` for `relative_position`
-        and `position_logits` (default: both at `0, 1, ...`).
+        """Returns `(attended, probabilities)`: `(batch, query_length, heads,
+        head_size)` and, when `return_scores`, the probabilities `(batch,
+        heads, query_length, key_length)` before dropout (else None).
+        `mask` (boolean) and `bias` (additive, finite) broadcast to the
+        latter; `distance` is the int `(query_length, key_length)` matrix of
+        `i - j` (default: both at `0, 1, ...`).
         """
         if self.log_n_train_length is not None:
             query = ops.multiply(query, self.log_n_factor(mask, ops.shape(key)[1], query.dtype))
@@ -427,30 +346,18 @@ class DotProductAttention:
 
 
 def fuses_decoupled_widths():
-    """Whether the fused kernel is the default for heads whose query/key
-    width differs from their value width, on this backend: the rule
-    `benchmarks/fused_widths.py` measured (docs/speed.md, "Fused attention
-    for decoupled widths"). The fused kernel needs the narrower heads
-    zero-padded (a RoBERTa+ value product four times wider): on JAX and
-    TensorFlow that was 3-6% slower than the einsum path, on the CPU and on
-    an H100; on torch's CPU its flash kernel was still faster."""
+    """Whether the fused kernel is the default on this backend for heads
+    whose query/key width differs from their value width (docs/speed.md,
+    "Fused attention for decoupled widths")."""
     return keras.config.backend() == "torch"
 
 
 def fused_attention(query, key, value, mask, bias, scale):
     """The backend's fused kernel on `(batch, length, heads, size)` heads,
-    with `mask` (boolean) and `bias` (additive) as `DotProductAttention`
-    takes them; rows without a visible key are the kernel's business (see
-    `zero_rows_without_keys`).
-
-    The narrower of the query/key and value heads is zero-padded on its last
-    axis (no dot product changes; the scale is passed explicitly) and the
-    result sliced back: the fused kernels want one width (torch's
-    `scaled_dot_product_attention` takes a value width of its own, but only
-    in its math kernel, which measured 1.5x slower than the padded flash
-    kernel on the CPU for RoBERTa+'s 256/64 heads, and slower than the
-    einsum path). Then `torch_scaled_dot_product` on torch,
-    `keras.ops.dot_product_attention` elsewhere.
+    with `mask` and `bias` as `DotProductAttention` takes them. The narrower
+    of the query/key and value heads is zero-padded on its last axis (no dot
+    product changes; the scale is passed explicitly) and the result sliced
+    back. Rows without a visible key are left to `zero_rows_without_keys`.
     """
     head_size = value.shape[-1]
     width = max(query.shape[-1], head_size)
@@ -473,10 +380,7 @@ def fused_attention(query, key, value, mask, bias, scale):
 def zero_rows_without_keys(attended, mask):
     """`attended` `(batch, query_length, heads, size)` with zeros in the
     rows whose keys `mask` hides all (fused kernels give them a uniform
-    average). A product with the 0/1 row indicator, one pass over
-    `attended`, where `ops.where` with a zero tensor takes two (the zeros are
-    written first); those rows are finite (the mask is folded in as a finite
-    `large_negative`), so the product is exactly 0 there."""
+    average), as a product with the 0/1 row indicator."""
     if mask is None:
         return attended
     rows_with_any_key = ops.transpose(ops.any(mask, axis=-1), (0, 2, 1))[..., None]
@@ -485,19 +389,10 @@ def zero_rows_without_keys(attended, mask):
 
 def torch_scaled_dot_product(query, key, value, mask, bias, scale):
     """`torch.nn.functional.scaled_dot_product_attention` on
-    `(batch, length, heads, size)` heads, called directly rather than
-    through `keras.ops.dot_product_attention`, for three reasons that
-    matter on torch:
-
-    - the heads go in as transposed views: Keras' op makes them contiguous,
-      which copies a decoding step's whole key/value cache twice per layer
-      and step;
-    - nothing in it breaks a `torch.compile` graph (Keras' op builds a
-      `SDPAParams` object to choose a kernel, which dynamo cannot trace).
-
-    The mask and bias are folded into one additive float mask, finite
-    (`large_negative`), as Keras' op does; rows without a visible key are
-    zeroed by the caller.
+    `(batch, length, heads, size)` heads, called directly: the heads go in
+    as transposed views (no copy of a decoding cache) and nothing breaks a
+    `torch.compile` graph. The mask and bias are folded into one finite
+    additive mask; rows without a visible key are zeroed by the caller.
     """
     import torch
 

@@ -45,23 +45,15 @@ class GatedAttentionUnit(MultiHeadAttention):
       16)) / log(512))`, so attention keeps its entropy on lengths other
       than the training length of 512.
 
-    `n` is the number of keys the query row sees under the merged mask
-    (padding, causal or seq2seq mask, window). For bidirectional attention
-    with padding that is bert4keras's `n`, the unpadded length. Under a
-    causal or seq2seq (unilm) mask bert4keras still counts every unpadded
-    key; counting the visible ones is the only choice under which a cached
-    decoding step equals the full pass (bert4keras's own generation re-runs
-    the full pass on the prefix, so its newest row, the one it samples
-    from, also has `n` = the prefix length).
+    `n` counts the keys the query row sees under the merged mask (padding,
+    causal or seq2seq mask, window), so a cached decoding step equals the
+    full pass (bert4keras counts every unpadded key under a causal mask).
 
     The layer is a `keras_attn.MultiHeadAttention` with one head of
-    `head_size = units` and `key_size`, whose projections are GAU's: the
-    attention kernel (`DotProductAttention`, with its `normalization`),
-    masking, RoPE, windows (`attention_window`) and the cached decoding step
-    (`cache=`, `cache_step=`, returning `(output, cache)`) are the base
-    layer's. It attends within its input only: `value` or `key` other than
-    `query` is a ValueError, and so are `project_key_value` and
-    `attend_projected`.
+    `head_size = units` and `key_size`, whose projections are GAU's; the
+    kernel, masking, RoPE, windows and cached decoding are the base layer's.
+    It attends within its input only: `value` or `key` other than `query` is
+    a ValueError, and so are `project_key_value` and `attend_projected`.
 
     Weights: `input_dense` (`d_in x (2 units + key_size)`, bert4keras's
     `i_dense`), `query_scale`/`key_scale` (`gamma_q`, `gamma_k`, initialised

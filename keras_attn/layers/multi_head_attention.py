@@ -61,10 +61,9 @@ class MultiHeadAttention(keras.layers.Layer):
     head `n` reads head `n // (heads / g)` (grouped-query attention,
     Ainslie et al., 2023, https://arxiv.org/abs/2305.13245).
 
-    The layer projects, encodes positions, updates the cache if any, calls
-    the kernel (`DotProductAttention`, on the scores or on the blocks of a
-    window's band, `banded`) and projects out: one computation for the full
-    pass, a cached decoding step and `attend_projected`.
+    The full pass, a cached decoding step and `attend_projected` are one
+    computation: project, encode positions, update the cache, call the
+    kernel (`DotProductAttention`), project out.
 
     Args:
         heads: number of attention heads.

@@ -214,12 +214,9 @@ class ReRoPE(Position):
     position `i - j` clipped at `window` (or, with `k`, growing by `1 / k`
     past it); see `keras_attn.layers.rerope`.
 
-    Its own object rather than a `Rotary` scaling: no rotation of the
-    queries and keys gives these scores, so it rotates nothing before the
-    cache (which keeps keys unrotated) and hands the kernel a function of
-    the unrotated heads and their distances instead; the kernel takes its
-    einsum path.
-
+    Not a `Rotary` scaling: no rotation of the queries and keys gives these
+    scores, so the cache keeps keys unrotated and the kernel computes the
+    scores on its einsum path.
     Args:
         window: `w`, a positive integer.
         k: None for ReRoPE (positions stay at `w`), or Leaky ReRoPE's `k >= 1`.

@@ -24,24 +24,13 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
 - `dynamic` (`factor`, `L`): NTK-aware scaling whose base follows the
   length `T` being encoded (emozilla's dynamic NTK):
   `base * (factor * T / L - (factor - 1))^(d / (d - 2))` once `T > L`,
-  `base` while `T <= L`. `T` is one length per pass, shared by the rows
-  of a batch: in a full pass its padded length, in a cached decoding step
-  the step's position plus one. `generate` does not pad prompts to a
-  bucket under `dynamic`: its first pass encodes the longest prompt's own
-  length, and, prompts laid out right-padded with each row counting
-  positions from its own first token, every decoding step `T` is each
-  generating row's own length. A single prompt is thus encoded exactly as
-  transformers' `generate` encodes it; in a batch its batch-mates matter
-  only through the longest prompt, when it exceeds `L`. transformers'
-  `generate` pads on the left and takes the longest row's padded length as
-  `T` for every row at every step, so there a row's tokens past `L` depend
-  on the other prompts of its batch at every step. A
-  Hugging Face config's `L` is its `max_position_embeddings`: transformers'
-  dynamic scaling ignores an `original_max_position_embeddings`, and so
-  does reading such a config (with a warning).
+  `base` while `T <= L`. `T` is one length per pass: a full pass's padded
+  length, a decoding step's position plus one (`generate` encodes the
+  longest prompt's own length first, then each row's own length). A
+  Hugging Face config's `L` is its `max_position_embeddings` (an
+  `original_max_position_embeddings` is ignored, with a warning).
 - `yarn` (`factor`, `L`, `beta_fast` 32, `beta_slow` 1, `attention_factor`,
   `mscale`, `mscale_all_dim`, `truncate` True): YaRN (Peng et al., 2023,
-  "YaRN: Efficient Context Window Extension of Large Language Models",
   https://arxiv.org/abs/2309.00071). Pairs that turn more than `beta_fast`
   times over `L` positions keep `w_m`, pairs that turn less than
   `beta_slow` times get `w_m / factor`, and a linear ramp over the pair
@@ -50,9 +39,8 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
   so the scores by its square; by default `0.1 ln(factor) + 1`, or
   `(0.1 mscale ln(factor) + 1) / (0.1 mscale_all_dim ln(factor) + 1)` when
   both `mscale` and `mscale_all_dim` are set (and 1 for `factor <= 1`).
-  `factor` is read as given, as transformers 5 reads it; transformers 4.5x
-  replaced it by `max_position_embeddings / L` when a config gives `L`, so
-  reading a Hugging Face config where the two differ warns, naming both.
+  `factor` is read as given (transformers 5's reading; a Hugging Face
+  config where `max_position_embeddings / L` differs warns).
 - `llama3` (`factor`, `low_freq_factor`, `high_freq_factor`, `L`): Meta's
   Llama 3.1 scaling (https://github.com/meta-llama/llama-models): pairs
   whose wavelength `2 pi / w_m` is shorter than `L / high_freq_factor` keep
@@ -60,25 +48,12 @@ semantics, names and defaults of Hugging Face transformers' `rope_scaling` /
   between `w_m ((1 - s) / factor + s)`, `s = (L / wavelength -
   low_freq_factor) / (high_freq_factor - low_freq_factor)`.
 
-Two types change the scores rather than the frequencies (Su, 2023,
-"ReRoPE", https://kexue.fm/archives/9708 and /9728): the score of query `i`
-and key `j` is `q_i . R(f(i - j)) k_j`, `R(n)` RoPE's rotation by `n`
-positions, with `f(d) = d` inside the window `|d| < window` and, outside,
-
-- `rerope` (`window`): `f(d) = sign(d) window`, relative positions clipped
-  at the window;
-- `leaky_rerope` (`window`, `k`): `f(d) = sign(d) (window + (|d| - window) / k)`,
-  positions that keep growing at slope `1 / k` past the window
-  (`k = 1` is plain RoPE, `k -> inf` is `rerope`).
-
-They are not rotations of the queries and keys alone, so they are a
-position object of their own, `keras_attn.layers.ReRoPE`, whose scores the
-attention kernel computes on its einsum path (`keras_attn.layers.rerope`),
-with unrotated keys in the cache; `Rotary` and `RotaryEmbedding` refuse them.
+`rerope` (`window`) and `leaky_rerope` (`window`, `k`) change the scores
+rather than the frequencies: they are `keras_attn.layers.ReRoPE`'s (see
+`keras_attn.layers.rerope`), and `Rotary` and `RotaryEmbedding` refuse them.
 
 `factor = 1` is plain RoPE for every type but `dynamic`, whose base still
-grows by `(T / L)^(d / (d - 2))` past `L` (transformers' formula); within `L`
-every type with `factor = 1`, and `dynamic` with any factor, is plain RoPE.
+grows by `(T / L)^(d / (d - 2))` past `L`.
 """
 
 import math

@@ -32,33 +32,22 @@ class RotaryEmbedding(keras.layers.Layer):
 
     `layout="half"` pairs feature `m` with feature `m + d/2` instead of
     `2m + 1` (GPT-NeoX's and Hugging Face LLaMA's `rotate_half`): the same
-    rotation of a permuted vector, so the same scores for weights stored in
-    that order. A layout option rather than a permutation of the checkpoint's
-    query/key columns at load time: the variables keep the checkpoint's
-    layout, so a per-head norm of the queries (Qwen3's `q_norm`), LoRA
-    adapters and a converted file read the same as the source.
+    rotation of a permuted vector, so the variables keep the checkpoint's
+    layout.
 
-    XPOS (Sun et al., 2023, "A Length-Extrapolatable Transformer",
-    https://arxiv.org/abs/2212.10554), with `scale_base` set: the pair `m` of
-    the query at position `n` is also scaled by `zeta_m^(n / scale_base)` and
-    the key's by `zeta_m^(-n / scale_base)`, `zeta_m = (2m/d + 0.4) / 1.4`, so
-    the score decays with `i - j` (for `i >= j`; XPOS is for causal models).
-    Positions are centred before exponentiation; the products are unchanged.
+    XPOS (Sun et al., 2023, https://arxiv.org/abs/2212.10554), with
+    `scale_base` set: the pair `m` of the query at position `n` is also
+    scaled by `zeta_m^(n / scale_base)` and the key's by
+    `zeta_m^(-n / scale_base)`, `zeta_m = (2m/d + 0.4) / 1.4`, so the score
+    decays with `i - j` (XPOS is for causal models).
 
     With `scaling`, the frequencies `theta_m` are those of a context-extension
-    scaling (`linear`, `ntk`, `dynamic`, `yarn`, `llama3`, `longrope`; see
-    `keras_attn.layers.rope_scaling`), and YaRN's attention factor multiplies
-    the cosines and sines of queries and keys. The full pass and `rotate` (a
-    cached decoding step) take them from one function. `dynamic` reads the
-    length `T` being encoded: in a full pass, the longer of the query and
-    key sequences (padding included); in `rotate`, `max(positions) + 1` unless given, so a
-    cached step at position `n` uses `T = n + 1`, as transformers' dynamic
-    RoPE does when it generates. The keys already in a cache keep the
-    frequencies of the step that wrote them, so past the original length
-    cached decoding under `dynamic` differs from a full pass over the whole
-    sequence (in transformers too). `longrope` reads `T` as `dynamic` does
-    (its long factors past the original length); every other type is
-    independent of `T`.
+    scaling (see `keras_attn.layers.rope_scaling`), and YaRN's attention
+    factor multiplies the cosines and sines. `dynamic` and `longrope` read
+    the length `T` being encoded: in a full pass the longer of the query and
+    key sequences (padding included), in `rotate` `max(positions) + 1`
+    unless given; cached keys keep the frequencies of the step that wrote
+    them (as in transformers).
 
     Args:
         max_wavelength: RoPE's `base` (10000 in the paper).
@@ -124,12 +113,9 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def decay_pair(self, query, key, query_positions, key_positions, cached=False):
         """XPOS's decay of rotated `query` and `key` at their positions
-        (unchanged without `scale_base`). The products `q_i . k_j` do not
-        depend on the centre, chosen here alone: the middle of the keys in a
-        full pass (factors near 1 on both sides); in a cached step (`cached`)
-        the newest query, so that every key factor is at most 1 however long
-        the generation, keys after it (hidden by the causal mask) decayed at
-        the centre."""
+        (unchanged without `scale_base`), centred on the middle of the keys
+        in a full pass and on the newest query in a cached step (`cached`),
+        so that every key factor is at most 1."""
         if self.scale_base is None:
             return query, key
         if cached:
@@ -171,11 +157,8 @@ class RotaryEmbedding(keras.layers.Layer):
     def decay(self, x, positions, centre, sign):
         """XPOS's scaling of `x`, `(batch, length, heads, size)`: pair `m` at
         position `n` times `zeta_m^(sign (n - centre) / scale_base)`, `sign`
-        `+1` for queries and `-1` for keys. The products `q_i . k_j` do not
-        depend on `centre`; choosing it near the positions keeps the factors
-        near 1. A key/value cache stores keys rotated but not decayed and
-        decays them at each step relative to the newest query, so that every
-        key factor is at most 1 however long the generation."""
+        `+1` for queries and `-1` for keys; the products `q_i . k_j` do not
+        depend on `centre`."""
         size = x.shape[-1]
         pairs = ops.arange(size // 2, dtype="float32")
         zeta = (2.0 * pairs / size + 0.4) / 1.4

@@ -44,24 +44,12 @@ class T5(Transformer):
     `encoder_padding_mask` and `decoder_padding_mask` with
     `padding_mask_input=True`, and returns the decoder's logits. Encoder
     padding is the pad id unless a mask is given; the decoder's ids are
-    never read as padding (its start token is the pad id), so without
-    `decoder_padding_mask` every decoder position is real, as in Hugging
-    Face. `model.generate(sources, ...)` encodes each source once and
-    decodes with a key/value cache (the cross-attention's keys and values
-    computed once per source). `"t5_encoder"` builds the encoder alone.
-
-    Where bert4keras differs (its `T5` class): it also adds the decoder's
-    position bias, at decoder-encoder distances, to the cross-attention
-    scores, and rescales v1.1's untied head by `d_model ** -0.5`; this class
-    computes what the checkpoints were trained with (Hugging Face's and
-    Mesh TensorFlow's T5).
-
-    Checkpoints: Hugging Face `model_type: t5` and `mt5` directories, and
-    Mesh TensorFlow checkpoints by the names bert4keras reads
-    (`shared/embedding`, `encoder/block_000/layer_000/SelfAttention/q`, ...;
-    mT5's `rms_norm` spellings too) with a bert4keras-style config
-    (`attention_head_size`, `hidden_act: ["gelu", "linear"]` for v1.1).
-    Tokenizer: `keras_attn.T5Tokenizer`.
+    never read as padding. `model.generate(sources, ...)` encodes each
+    source once; `"t5_encoder"` builds the encoder alone. It reads Hugging
+    Face `t5`/`mt5` directories and Mesh TensorFlow checkpoints by
+    bert4keras's names. Unlike bert4keras, the cross-attention has no
+    position bias and v1.1's untied head is not rescaled, as the checkpoints
+    were trained. Tokenizer: `keras_attn.T5Tokenizer`.
     """
 
     applications = ("seq2seq",)

@@ -82,68 +82,22 @@ class Transformer:
     (`make_layers`), then the inputs, then calls `apply_embeddings`,
     `apply_main_layer` once per layer and `apply_final_layers`. The
     attention mask and any position bias are computed once and passed to
-    every layer. Each block is a `TransformerBlock`, the one statement of
-    the block's order, and cached decoding (`model.generate`) runs the same
-    `embed`, blocks and `language_model_head` on one token at a time, so the
-    model exists once.
+    every layer; each block is a `TransformerBlock`.
 
     A variant is a subclass registered with `keras_attn.register_variant`
-    that states what it computes as class attributes, its traits, which the
-    hooks below read (`keras_attn.models.traits` says what each means;
-    `traits()` resolves a class's, and docs/variants.md lists every
-    registered variant's):
-
-    - the attention: `attention_layer`, `position_encoding` (`None`,
-      `"rotary"`, `"xpos"`, `"functional_relative"`) and `rotary_layout`,
-      from which `make_position(index)` makes each block's position object
-      (`keras_attn.layers.positions`);
-    - the positions: `position_embedding` (`Embedding-Position`) and
-      `relative_position_bias` (`Position-Bias`, a
-      `keras_attn.layers.RelativePositionBias` whose bias by distance is
-      computed once and given to every block as `distance_bias`);
-    - the norms and the blocks: `norm`, `norm_scale`, `norm_scale_offset`,
-      `norm_first`, `sublayer_post_norms`, `final_norm`, `shared_block`
-      (ALBERT: one block's layers at every index), `use_bias` and the
-      feed-forward's defaults;
-    - the embeddings and the head: `embedding_norm`, `embedding_scale`,
-      `token_types`, `head` (`"transform"` or `"embedding"`),
-      `logit_soft_caps`, `pooler`;
-    - the mask: `mask_diagonal` and `causal` (every application causal);
-    - what it supports: `applications` (keys of `APPLICATIONS`) and
-      `checkpoint_family` (declared in `keras_attn.checkpoints.families`),
-      which decides the checkpoints `build_transformer_model` lets it read.
-
-    What no trait states, a hook computes: `make_position_embedding`,
-    `make_position_bias`, `attention_arguments(index)`,
+    that states its traits as class attributes (`keras_attn.models.traits`
+    says what each means; docs/variants.md lists every variant's). What no
+    trait states, a hook computes (`make_position(index)`,
     `make_attention(index)`, `make_feed_forward(index)`, `make_block(index)`,
-    `embed`, `language_model_head`, `make_attention_mask` (None: padding
-    alone, T5's), and for an encoder-decoder (`application="seq2seq"`, T5)
-    `make_encoder` and `encode` (run once on the source; the blocks'
-    cross-attention reads it), `stack_depth`, `make_output_norm` and
-    `make_output_dropout`.
-
-    Everything above is what cached decoding runs too (it reads the
-    template's `decoding_plan()`), so a variant that changes only these
-    generates exactly what its full pass computes. The
-    full-pass hooks `apply_embeddings`, `apply_main_layer`,
-    `attention_value` (T-TA: what the queries attend to) and
-    `apply_final_layers` may be overridden too, but decoding does not run
-    them: `generate()` on such a variant raises a `ValueError` naming the
-    override (T-TA, the built-in one, does not generate).
-
-    Weights that no pretrained checkpoint holds are declared by their layer
-    (`checkpoint_free_weights`) and keep their initial values when a
-    checkpoint is loaded; any other weight must be found in the checkpoint.
-
-    Example, a variant in one short file:
+    `embed`, `language_model_head`, `make_attention_mask`, and for T5
+    `make_encoder` and `encode`). Cached decoding runs these same hooks
+    (through `decoding_plan()`); a variant that overrides `apply_embeddings`,
+    `apply_main_layer`, `attention_value` or `apply_final_layers` instead
+    cannot generate: `generate()` raises a `ValueError` naming the override.
 
     ```python
-    import keras_attn
-
     @keras_attn.register_variant("alibi_rotary")
     class AlibiRotary(keras_attn.Transformer):
-        # ALiBi biases and rotary queries/keys, no absolute positions.
-
         position_encoding = "rotary"
         position_embedding = None
         relative_position_bias = "alibi"
@@ -153,46 +107,35 @@ class Transformer:
     )
     ```
 
-    Layer names are stable, since users pick layers by name and checkpoints
-    are mapped onto them: `Embedding-Token`, `Embedding-Segment`,
+    Layer names are stable: `Embedding-Token`, `Embedding-Segment`,
     `Embedding-Position`, `Embedding-Norm`, `Embedding-Mapping`,
-    `Transformer-{i}-MultiHeadSelfAttention` (`-Dropout`, `-Add`, `-Norm`),
-    `Transformer-{i}-FeedForward` (`-Dropout`, `-Add`, `-Norm`) (without
-    the `-{i}` when the variant has `shared_block`, as ALBERT),
+    `Transformer-{i}-MultiHeadSelfAttention` and `Transformer-{i}-FeedForward`
+    (each with `-Dropout`, `-Add`, `-Norm`; no `-{i}` under `shared_block`),
     `Pooler-Dense`, `NSP`, `MLM-Dense`, `MLM-Norm`, `MLM-Decoder` (untied
-    decoders only), `MLM-Bias`, and the `OutputMask` layers that give the
-    sequence outputs their Keras padding mask (`Output-Mask`, or
-    `Sequence-Output-Mask` and `MLM-Logits-Mask` in a dict of outputs).
+    only), `MLM-Bias`, and `Output-Mask` (or `Sequence-Output-Mask` and
+    `MLM-Logits-Mask` for a dict of outputs).
 
     Args:
         config: a `keras_attn.TransformerConfig`.
         application: `"encoder"` (sequence output), `"mlm"` (tied-embedding
-            masked-LM logits), `"lm"` (the same head under a causal mask) or
-            `"unilm"` (the same head under the seq2seq mask of segment ids),
-            or `"discriminator"` (ELECTRA's per-token logits, see `Electra`);
-            one of the variant's `applications`.
-        with_pool: add BERT's pooler, a dense layer on the first token:
-            `True` for BERT's `tanh`, or the name of another Keras
-            activation (`"linear"`, as bert4keras allows).
+            masked-LM logits), `"lm"` (the same head under a causal mask),
+            `"unilm"` (under the seq2seq mask of segment ids) or
+            `"discriminator"` (ELECTRA's per-token logits); one of the
+            variant's `applications`.
+        with_pool: add BERT's pooler on the first token: `True` for `tanh`,
+            or the name of another Keras activation.
         with_nsp: add the next-sentence head (implies `with_pool`).
         padding_mask_input: take an explicit `padding_mask` input instead of
             deriving padding from `config.pad_token_id`.
         conditional_layer_norm: `None`, or the width of a float input
             `"condition"` `(batch, width)` that modulates every LayerNorm
-            (embedding, blocks, masked-LM head), each then a
-            `keras_attn.layers.ConditionalLayerNormalization` (bert4keras's
-            `layer_norm_cond` with the condition in `additional_input_layers`).
-        conditional_layer_norm_hidden_size: optional width of the dense layer
-            each conditional LayerNorm applies to the condition first
-            (bert4keras's `layer_norm_cond_hidden_size`).
-        conditional_layer_norm_activation: that dense layer's activation
-            (bert4keras's `layer_norm_cond_hidden_act`).
-        prefix: a string put before every layer name
-            (`"Successor-Embedding-Token"`, ...), so that two models built
-            from one checkpoint can share a functional graph, as
-            BERT-of-Theseus's predecessor and successor do (bert4keras's
-            `prefix`). Checkpoints are read as if the names had none; the
-            inputs keep their names (`token_ids`, ...).
+            (a `keras_attn.layers.ConditionalLayerNormalization` each).
+        conditional_layer_norm_hidden_size: optional width of a dense layer
+            applied to the condition first.
+        conditional_layer_norm_activation: that dense layer's activation.
+        prefix: a string put before every layer name except the inputs', so
+            two models built from one checkpoint can share a graph
+            (BERT-of-Theseus); checkpoints are read as if it were absent.
 
     Raises:
         ValueError: an `application` the variant does not support; a
@@ -662,9 +605,7 @@ class Transformer:
 
     def make_layers(self):
         """Creates every layer the forward pass uses (or, bound to a built
-        model, adopts the model's layers of the same names): the attention
-        mask, the embeddings, an encoder-decoder's encoder, the position
-        bias, the blocks, the head."""
+        model, adopts the model's layers of the same names)."""
         self.attention_mask_layer = self.own(self.make_attention_mask())
         self.embedding_layers = {
             role: self.own(layer) for role, layer in self.make_embedding_layers().items()
@@ -783,13 +724,8 @@ class Transformer:
         """`(attention_mask, distance_bias)`, what every block of the full
         pass takes (see `apply_main_layer`): the attention mask of `inputs`
         (a dict of `token_ids`, with `segment_ids` and `padding_mask` where
-        the model takes them) and the position bias by distance of the
+        taken, or `model.inputs`) and the position bias by distance of the
         embedded `hidden`, or None for a variant without one.
-
-        With `apply_embeddings` and `apply_main_layer`, this is what a user
-        needs to run a built model's layers on other tensors, e.g. two
-        models' blocks interleaved in one graph (BERT-of-Theseus; build them
-        with distinct `prefix`es):
 
         ```python
         template, inputs = model.template, model.named_inputs
@@ -798,9 +734,6 @@ class Transformer:
         for index in range(template.config.num_layers):
             hidden = template.apply_main_layer(hidden, index, mask, bias)
         ```
-
-        `inputs` may also be bert4keras's list, `model.inputs` (see
-        `inputs_by_name`).
         """
         inputs = self.stream_inputs(inputs)
         if self.attention_mask_layer is None:
@@ -870,11 +803,9 @@ class Transformer:
         return inputs
 
     def inputs_by_name(self, inputs):
-        """`inputs` as the dict `apply_embeddings` and `block_arguments`
-        read: a dict (`model.named_inputs`) as it is; a list or tuple in the
-        model's input order (bert4keras's `model.inputs`, `[token_ids,
-        segment_ids]`, the order of `get_inputs`) by position. Anything else,
-        or a list of another length, is an error naming both forms."""
+        """`inputs` as a dict: a dict (`model.named_inputs`) as it is, a list
+        or tuple in the model's input order (`model.inputs`) by position;
+        anything else is an error naming both forms."""
         if isinstance(inputs, dict):
             return inputs
         names = list(self.get_inputs())
@@ -959,14 +890,8 @@ class Transformer:
 
     def embedding_mask(self, stream="", name=None):
         """The `OutputMask` (`Embedding-Mask{stream}`) that puts the padding
-        on the summed embeddings as their Keras mask in the full pass. Keras
-        carries it through every layer after it (norms, attention, dropout,
-        residual adds, feed-forward, heads), so each named layer's output has
-        it, as bert4keras's had: a CRF or pooling on
-        `get_layer("Transformer-3-FeedForward-Norm").output` skips the
-        padding. (Keras' `Add` drops a mask that not all its inputs have, so
-        the mask goes on after the embeddings' sum, not on the token lookup.)
-        """
+        on the summed embeddings as their Keras mask, which every later layer
+        carries (put after the sum: Keras' `Add` drops a partial mask)."""
         name = name or names.embedding_mask(stream)
         masks = vars(self).setdefault("embedding_masks", {})
         if name not in masks:
@@ -976,15 +901,8 @@ class Transformer:
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
               condition=None, cache_step=None):
         """`Mapping(Dropout(LN(token + segment + position)))`, the mapping only
-        for factorised embeddings.
-
-        The full pass numbers positions itself (from 0, or over real tokens
-        from `padding_mask` for RoBERTa); a decoding step gives its
-        `cache_step` (`CacheStep`), whose `embedding_positions` the position
-        table reads, and runs the layers by `call` (see `direct_call`).
-        `stream` suffixes the names of the parameter-free layers when a
-        variant embeds a second stream.
-        """
+        for factorised embeddings; a decoding step gives its `cache_step`,
+        and `stream` suffixes a second stream's parameter-free layer names."""
         config = self.config
         embedding_layers = self.embedding_layers
         decoding = cache_step is not None

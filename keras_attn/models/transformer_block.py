@@ -13,56 +13,25 @@ class TransformerBlock:
     (an encoder-decoder's decoder), and a feed-forward sub-layer, each with
     dropout, a residual connection and a norm, in one order for every pass.
 
-    Post-LN (BERT, Vaswani et al. 2017):
-
-        x = Norm(x + Drop(Attention(x)))
-        x = Norm(x + Drop(FFN(x)))
-
-    Pre-LN (`norm_first=True`, GPT-2; Xiong et al. 2020, "On Layer
-    Normalization in the Transformer Architecture",
+    Post-LN (BERT) and pre-LN (`norm_first=True`, GPT-2; Xiong et al. 2020,
     https://arxiv.org/abs/2002.04745):
 
-        x = x + Drop(Attention(Norm(x)))
-        x = x + Drop(FFN(Norm(x)))
+        x = Norm(x + Drop(Attention(x)))        x = x + Drop(Attention(Norm(x)))
+        x = Norm(x + Drop(FFN(x)))              x = x + Drop(FFN(Norm(x)))
 
-    With a cross-attention sub-layer, `CrossAttention(x, encoder_output)`
-    takes the same form between the two (Vaswani et al. 2017's decoder).
+    A cross-attention sub-layer, `CrossAttention(x, encoder_output)`, takes
+    the same form between the two. A block may have no feed-forward
+    (GAU-alpha: `x = Norm(x + Drop(GAU(x)))`) and a norm may be None.
+    `feed_forward_output_norm` gives GPT2-ML's
+    `x = Norm_1(x + Drop(FFN(Norm_0(x))))`; `attention_post_norm` and
+    `feed_forward_post_norm` Gemma 2's `x = x + Norm_post(Attention(Norm(x)))`
+    (https://arxiv.org/abs/2408.00118).
 
-    A block may have no feed-forward sub-layer (`feed_forward` and its
-    norm, dropout and add all None): a Gated Attention Unit's block
-    (`keras_attn.layers.GatedAttentionUnit`, GAU-alpha) is
-
-        x = Norm(x + Drop(GAU(x)))
-
-    A norm may be None, for a sub-layer without one, and
-    `feed_forward_output_norm` adds a norm after the feed-forward's residual
-    in the pre-LN order: GPT2-ML's block (Zellers et al. 2019's Grover, as
-    bert4keras builds `gpt2_ml`) is
-
-        x = x + Drop(Attention(x))
-        x = Norm_1(x + Drop(FFN(Norm_0(x))))
-
-    `attention_post_norm` and `feed_forward_post_norm` normalise a
-    sub-layer's output before its residual add, in the pre-LN order: Gemma
-    2's block (Gemma Team 2024, https://arxiv.org/abs/2408.00118) is
-
-        x = x + Norm_post(Attention(Norm(x)))
-        x = x + Norm_post(FFN(Norm(x)))
-
-    The block is the model's only statement of this order. The template
-    (`keras_attn.Transformer`) calls it on symbolic tensors to build the
-    functional graph, so each sub-layer stays a layer of the model under its
-    stable name (`Transformer-3-FeedForward-Norm` is a `get_layer` away, with
-    its own output and padding mask, and checkpoint tables and saved
-    `.keras` files address it by that name); a decoding step calls it on
-    concrete tensors with a `KeyValueCache`, running the very same layers in
-    the very same order. That is why it is a plain object over the model's
-    layers rather than one Keras layer: a nested layer would hide the
-    sub-layers from `get_layer` and from files saved before it existed.
-
-    A norm that is a `ConditionalLayerNormalization` is given `condition`.
-    Dropout runs in the full pass only (decoding is inference).
-
+    The template calls the block on symbolic tensors to build the graph, so
+    each sub-layer stays a named layer of the model; a decoding step calls
+    it on concrete tensors with a `KeyValueCache`, the same layers in the
+    same order. A `ConditionalLayerNormalization` norm is given `condition`;
+    dropout runs in the full pass only.
     Args:
         attention: a `keras_attn.MultiHeadAttention` (or subclass).
         feed_forward: a `keras_attn.layers.FeedForward`, or None for a block
@@ -269,15 +238,10 @@ class TransformerBlock:
 
 
 def every_query(hidden):
-    """An all-true `query_mask` for `hidden` `(batch, length, width)`.
-
-    In the full pass the hidden states carry the padding as their Keras mask
-    (`Transformer.embedding_mask`), and Keras would fill an attention layer's
-    `query_mask` from it, masking the padded query rows. The blocks take the
-    padding through `attention_mask` (the keys) and compute padded rows as
-    the reference implementations do, so they pass this instead: the
-    references' numbers, at padded positions too.
-    """
+    """An all-true `query_mask` for `hidden` `(batch, length, width)`, so
+    Keras does not mask padded query rows from the hidden states' mask: the
+    blocks take padding through `attention_mask` and compute padded rows as
+    the reference implementations do."""
     return ops.ones_like(ops.take(hidden, 0, axis=-1), dtype="bool")
 
 

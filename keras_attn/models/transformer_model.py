@@ -27,18 +27,11 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
     Inputs are a dict taken by name (an unknown key is an `InputError` naming
     the expected keys), or bert4keras's list `[token_ids, segment_ids]`
     (`[token_ids, segment_ids, padding_mask]` with `padding_mask_input`;
-    `[token_ids]` for a model without token types), read in that order; a
-    list of another length is an error naming the order. Dtypes, ranks and
-    shapes are checked on every call; values (ids within the vocabulary,
-    segment ids within the token types, lengths within the position table,
-    integral floats) wherever they are concrete: in eager calls, and in
-    `fit`, `evaluate`, `predict` and the `*_on_batch` methods on array data,
-    on each `tf.data` element and on each generator or `PyDataset` batch,
-    before any compiled step. Targets for a `keras_attn.TokenCrossEntropy`
-    loss are checked against its label contract too. A model that raises
-    inside `fit`, `evaluate` or `predict` keeps its weights. The guarantees
-    are listed in docs/reliability.md; the torch paths (`jit_compile=True`
-    compiles each block structure once) in docs/torch.md.
+    `[token_ids]` without token types). Dtypes, ranks and shapes are checked
+    on every call, values wherever they are concrete (eager calls, and each
+    batch of `fit`, `evaluate` and `predict` before the compiled step); a
+    model that raises inside them keeps its weights. docs/reliability.md
+    lists every check.
 
     Args:
         inputs, outputs, name: those of a functional `keras.Model`.
@@ -73,15 +66,8 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
 
     @property
     def named_inputs(self):
-        """The model's symbolic inputs as a dict by name (the tensors of
-        `model.inputs`, which is a list in bert4keras's order).
-
-        Example:
-
-        ```python
-        token_ids = model.named_inputs["token_ids"]   # model.inputs[0]
-        ```
-        """
+        """The model's symbolic inputs as a dict by name (`model.inputs` is a
+        list in bert4keras's order)."""
         return {tensor.name: tensor for tensor in self.inputs}
 
     @property
@@ -94,15 +80,11 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         return self._template
 
     def generate(self, prompts, max_new_tokens, sampler="greedy", **kwargs):
-        """Continues `prompts` token by token with a key/value cache.
-
-        For `application="lm"` and `"unilm"` models; the arguments, samplers
-        and beam search are `keras_attn.generation.Generator`'s.
-
-        Example:
+        """Continues `prompts` token by token with a key/value cache, for
+        `application="lm"` and `"unilm"` models; the arguments are
+        `keras_attn.generation.Generator`'s.
 
         ```python
-        model = keras_attn.build_transformer_model(config, application="lm")
         new_tokens = model.generate([[2, 17, 5]], max_new_tokens=32, sampler="top_p")
         ```
         """
@@ -143,19 +125,14 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
         """Exports the forward pass with Keras' `Model.export`.
 
         The artefact takes the model's inputs by name, each `(batch, length)`
-        with both dimensions free. On JAX every input gets the one symbolic shape
-        `(batch, length)` (a `condition` input `(batch, width)`); pass
-        `jax2tf_kwargs={"polymorphic_shapes": ...}` to choose otherwise. Names,
-        dtypes and ranks are checked while tracing; values are not checked in the
-        artefact. Supported: `tf_saved_model` on TensorFlow and JAX; `onnx` on
-        torch with an `input_signature` of fixed shapes (the `[export]` extra).
-
-        Example:
+        with both dimensions free (on JAX one shared symbolic shape; pass
+        `jax2tf_kwargs={"polymorphic_shapes": ...}` to choose otherwise).
+        Names, dtypes and ranks are checked while tracing, values are not.
+        Supported: `tf_saved_model` on TensorFlow and JAX; `onnx` on torch
+        with an `input_signature` of fixed shapes.
 
         ```python
         model.export("exported", format="tf_saved_model")
-        reloaded = tf.saved_model.load("exported")
-        outputs = reloaded.serve({"token_ids": ids, "segment_ids": segments})
         ```
         """
         default_signature = input_signature is None
@@ -234,14 +211,7 @@ class TransformerModel(keras_internals.JaxLoopState, keras.Model):
 
     def execution_plan(self):
         """Which path `model(x)`, `predict`, `fit` and `generate` take on this
-        backend and device, and why (a `keras_attn.torch_runtime.plan.ExecutionPlan`).
-
-        Example:
-
-        ```python
-        print(model.execution_plan())
-        ```
-        """
+        backend and device, and why (a `keras_attn.torch_runtime.plan.ExecutionPlan`)."""
         from keras_attn.torch_runtime.plan import ExecutionPlan
 
         return ExecutionPlan.of(self)
