@@ -1060,24 +1060,15 @@ class Transformer:
         `embedding_size` before the tied token embedding."""
         config = self.config
         if not config.tie_word_embeddings:
-            return {
-                "lm_decoder": keras.layers.Dense(
-                    config.vocab_size,
-                    use_bias=False,
-                    kernel_initializer=self.initializer(),
-                    name=names.MLM_DECODER,
-                )
-            }
-        if config.embedding_width == config.hidden_size:
+            role, width, name = "lm_decoder", config.vocab_size, names.MLM_DECODER
+        elif config.embedding_width != config.hidden_size:
+            role, width, name = "output_mapping", config.embedding_width, names.OUTPUT_MAPPING
+        else:
             return {}
-        return {
-            "output_mapping": keras.layers.Dense(
-                config.embedding_width,
-                use_bias=False,
-                kernel_initializer=self.initializer(),
-                name=names.OUTPUT_MAPPING,
-            )
-        }
+        dense = keras.layers.Dense(
+            width, use_bias=False, kernel_initializer=self.initializer(), name=name
+        )
+        return {role: dense}
 
     def language_model_head(self, hidden, condition=None, cache_step=None):
         """The language-model logits of `hidden`, by `head`: `transform`,
