@@ -156,7 +156,7 @@ class CachedForward:
             )
         plan = template.decoding_plan()
         if plan.refusal is not None:
-            raise ValueError(f"{model.name} {plan.refusal}")
+            raise ValueError(f"{model.name}: {plan.refusal}")
         check_step_hooks(plan)
         self.model = model
         self.plan = plan

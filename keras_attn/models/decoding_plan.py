@@ -28,8 +28,8 @@ class DecodingPlan:
         vocab_size, max_position: the config's.
         padding_mask_input: whether padding comes from a `padding_mask`.
         rope_scaling: the config's RoPE scaling (standard form) or None.
-        refusal: why the template cannot decode step by step (a sentence
-            after the model's name), or None.
+        refusal: why the template cannot decode step by step (a sentence),
+            or None.
     """
 
     blocks: tuple

@@ -267,13 +267,13 @@ class Transformer:
         overridden = self.full_pass_only_overrides()
         if self.mask_diagonal:
             refusal = (
-                "masks each token from itself (T-TA); it predicts every token in one "
+                "it masks each token from itself (T-TA); it predicts every token in one "
                 "pass and cannot generate left to right."
             )
         elif overridden:
             refusal = (
-                f"is a {type(self).__name__}, which overrides {', '.join(overridden)}: only "
-                "the full pass runs those; cached decoding runs the template's `embed`, its "
+                f"{type(self).__name__} overrides {', '.join(overridden)}, which only "
+                "the full pass runs: cached decoding runs the template's `embed`, its "
                 "`TransformerBlock`s and `language_model_head`, and would not compute what "
                 "the model computes. Express the change through those (`make_block`, "
                 "`make_attention`, `make_feed_forward`, `make_position_embedding`, "
