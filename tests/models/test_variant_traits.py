@@ -124,3 +124,38 @@ def test_traits_alone_build_what_they_state():
         keras_attn.build_transformer_model(
             dict(CONFIG), variant="test_traits_only", conditional_layer_norm=3
         )
+
+
+
+def _head_input_and_logits(model, layer):
+    """The input of head layer `layer` and the model's logits on `TOKENS`."""
+    import keras
+
+    inputs = {"token_ids": TOKENS}
+    if "segment_ids" in model.input_contract.names:
+        inputs["segment_ids"] = np.zeros_like(TOKENS)
+    inner = keras.Model(model.input, model.get_layer(layer).input)
+    return to_numpy(inner(inputs)), to_numpy(model(inputs))
+
+
+def test_the_embedding_head_projects_as_the_config_says():
+    """`head = "embedding"`: an untied config reads its own `MLM-Decoder`
+    (RoFormer-v2's stayed tied before), a tied one with factorised
+    embeddings maps back with `Output-Mapping` before the token embedding
+    transposed (GPT's failed on shapes before); logits against numpy."""
+    untied = keras_attn.build_transformer_model(
+        dict(CONFIG, tie_word_embeddings=False), variant="roformer_v2", application="mlm"
+    )
+    hidden, logits = _head_input_and_logits(untied, "MLM-Decoder")
+    kernel = to_numpy(untied.get_layer("MLM-Decoder").kernel)
+    np.testing.assert_allclose(logits, hidden @ kernel, atol=1e-5)
+    table = to_numpy(untied.get_layer("Embedding-Token").embeddings)
+    assert np.abs(logits - hidden @ table.T).max() > 1e-3  # not the tied head
+    factorised = keras_attn.build_transformer_model(
+        dict(CONFIG, embedding_size=8), variant="gpt", application="lm"
+    )
+    hidden, logits = _head_input_and_logits(factorised, "Output-Mapping")
+    mapping = to_numpy(factorised.get_layer("Output-Mapping").kernel)
+    table = to_numpy(factorised.get_layer("Embedding-Token").embeddings)
+    assert mapping.shape == (16, 8) and table.shape == (30, 8)
+    np.testing.assert_allclose(logits, hidden @ mapping @ table.T, atol=1e-5)
