@@ -9,6 +9,8 @@ import optree
 from keras_attn import keras_internals
 from keras_attn.torch_runtime.cuda_graph import CapturedGraph
 from keras_attn.torch_runtime.cuda_graph import NotCapturable
+from keras_attn.torch_runtime.cuda_graph import recording
+from keras_attn.torch_runtime.graph_watch import GraphWatch
 
 logger = logging.getLogger("keras_attn")
 
@@ -44,7 +46,9 @@ class PassGraph(CapturedGraph):
     output buffers and their Keras masks, and reads the variables where they
     were at the capture (in-place updates are seen; replaced tensors are not,
     which `PassGraphs` checks). Capturing runs `run` once on a side stream,
-    then records it; each graph keeps its own memory pool.
+    then records it, both under a `GraphWatch`: tensors the pass builds from
+    Python numbers become fill kernels, and host reads or copies are
+    refused by file and line. Each graph keeps its own memory pool.
 
     Args:
         run: the eager pass, `run(inputs) -> outputs` (a tensor, or a list
@@ -77,9 +81,12 @@ class PassGraph(CapturedGraph):
                 raise NotCapturable(f"an input is {_described(value)}, not a CUDA tensor")
         self.inputs = [value.clone() for value in inputs]
         self.addresses = [_address(value) for value in self.inputs]
-        leaves, self.structure = optree.tree_flatten(
-            self.warm_up(lambda: run(self.inputs)), none_is_leaf=True
-        )
+        watch = GraphWatch(self.on_device)
+        with watch, recording():
+            warm = self.warm_up(lambda: run(self.inputs))
+        if watch.problems:
+            raise NotCapturable("; ".join(watch.problems))
+        leaves, self.structure = optree.tree_flatten(warm, none_is_leaf=True)
         for leaf in leaves:
             if not self.on_device(leaf):
                 raise NotCapturable(f"an output is {_described(leaf)}, not a CUDA tensor")
@@ -87,9 +94,10 @@ class PassGraph(CapturedGraph):
         # outputs, as one flat list (outputs, then the masks there are).
         self.masked = [keras_internals.keras_mask(leaf) is not None for leaf in leaves]
         self.count = len(leaves)
-        del leaves
+        del leaves, warm
         try:
-            self.buffers = self.capture(lambda: self._flat(run(self.inputs)))
+            with GraphWatch(self.on_device, strict=True), recording():
+                self.buffers = self.capture(lambda: self._flat(run(self.inputs)))
         except NotCapturable:
             raise
         except Exception as error:  # noqa: BLE001 - any operation a graph cannot record

@@ -98,9 +98,14 @@ class TorchRunner:
 
     def train_step(self, model, data, step):
         """Keras' torch `train_step(data)` (`step`), replayed as a captured
-        CUDA graph on a GPU with `KERAS_ATTN_TORCH_CUDA_GRAPHS` on."""
-        if settings.current().cuda_graphs and train_graph.on_gpu(data):
-            return self.train_graphs(model, data, step)
+        CUDA graph on a GPU with `KERAS_ATTN_TORCH_CUDA_GRAPHS` on (a host
+        batch moved to the GPU first, `train_graph.to_device`)."""
+        if settings.current().cuda_graphs:
+            device = train_graph.graph_device(model)
+            if device is not None:
+                data = train_graph.to_device(data, device)
+            if train_graph.on_gpu(data):
+                return self.train_graphs(model, data, step)
         return step(data)
 
 

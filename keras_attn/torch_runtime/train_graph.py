@@ -1,8 +1,6 @@
 """Training steps of a `TransformerModel` replayed as CUDA graphs."""
 
 import logging
-import os
-import sys
 
 import optree
 
@@ -10,6 +8,7 @@ from keras_attn import keras_internals
 from keras_attn.torch_runtime.cuda_graph import CapturedGraph
 from keras_attn.torch_runtime.cuda_graph import NotCapturable
 from keras_attn.torch_runtime.cuda_graph import recording
+from keras_attn.torch_runtime.graph_watch import GraphWatch
 
 LOGGER = logging.getLogger("keras_attn")
 
@@ -24,6 +23,35 @@ def on_gpu(data):
     return any(getattr(value, "is_cuda", False) for value in optree.tree_leaves(data))
 
 
+def graph_device(model):
+    """The CUDA device `model`'s variables are on, or None (no graph)."""
+    variables = model.variables
+    if variables and getattr(variables[0].value, "is_cuda", False):
+        return variables[0].value.device
+    return None
+
+
+def to_device(data, device):
+    """`data` with its NumPy arrays and its torch tensors on other devices
+    moved to `device`, dtypes kept; its other leaves as they are. Keras'
+    torch `fit` and `train_on_batch` give the step host batches, which the
+    model's layers would move to the device one by one inside the step (a
+    copy a CUDA graph cannot record); moved before the step, the values the
+    step computes with are the same."""
+    import numpy as np
+    import torch
+
+    def moved(leaf):
+        if isinstance(leaf, np.ndarray):
+            return torch.as_tensor(leaf, device=device)
+        if isinstance(leaf, torch.Tensor) and leaf.device != device:
+            return leaf.to(device)
+        return leaf
+
+    leaves, structure = _flatten(data)
+    return structure.unflatten([moved(leaf) for leaf in leaves])
+
+
 class TrainGraph(CapturedGraph):
     """One batch signature of Keras' torch `train_step` (forward, loss,
     backward, `optimizer.apply`, metrics) captured as one CUDA graph and
@@ -33,7 +61,7 @@ class TrainGraph(CapturedGraph):
     leaves are constants of the graph); the logs are returned as copies; the
     model's, optimizer's and metrics' variables are read and written in
     place (a step that gives a variable a new tensor is refused). Python
-    numbers the step makes into tensors become fill kernels (`StepWatch`);
+    numbers the step makes into tensors become fill kernels (`GraphWatch`);
     their values are constants of the graph. Refused, with the place in the
     step: reading a tensor on the host (`.item()`, `ops.cond`), drawing from
     an explicit `torch.Generator` (a seeded `Dropout`), building a tensor from
@@ -74,7 +102,7 @@ class TrainGraph(CapturedGraph):
         optimizer = model.optimizer
         values = [id(variable.value) for variable in self.state]
         constants = python_constants(optimizer)
-        watch = StepWatch(self.on_device)
+        watch = GraphWatch(self.on_device)
         with watch, recording():
             logs = self.warm_up(lambda: step(self.data))
         problems = list(watch.problems)
@@ -92,7 +120,7 @@ class TrainGraph(CapturedGraph):
         if problems:
             self.refusal = "; ".join(problems)
             return logs
-        watch = StepWatch(self.on_device, strict=True)
+        watch = GraphWatch(self.on_device, strict=True)
         try:
             with watch, recording():
                 self.outputs = self.capture(lambda: step(self.data))
@@ -225,97 +253,6 @@ class TrainGraphs:
             )
 
 
-class StepWatch:
-    """A torch function mode over a training step: records what a CUDA graph
-    cannot replay (`problems`, each with its place in the step), and makes
-    tensors built from Python numbers with `torch.full`.
-
-    Args:
-        on_device: whether a tensor is on the graph's device.
-        strict: raise `NotCapturable` at the first problem instead of
-            recording it.
-    """
-
-    def __init__(self, on_device, strict=False):
-        from torch.overrides import TorchFunctionMode
-
-        watch = self
-
-        class Mode(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                return watch.handle(func, args, kwargs or {})
-
-        self.mode = Mode()
-        self.on_device, self.strict = on_device, strict
-        self.problems = []
-
-    def __enter__(self):
-        self.mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.mode.__exit__(*exc)
-
-    def handle(self, func, args, kwargs):
-        import torch
-
-        name = getattr(func, "__name__", "")
-        if func in _makers() and args and not isinstance(args[0], torch.Tensor):
-            dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
-            device = kwargs.get("device", args[2] if len(args) > 2 else None)
-            made = _filled(args[0], dtype, device, kwargs.get("requires_grad", False))
-            if made is not None:
-                return made
-            self.problem(f"builds a tensor from host data ({type(args[0]).__name__})")
-        elif name in _HOST_READS and args and self.on_device(args[0]):
-            self.problem(f"reads a tensor's value on the host (Tensor.{name})")
-        elif name in ("cpu", "to", "cuda", "copy_") and args and isinstance(args[0], torch.Tensor):
-            self._check_copy(name, args, kwargs)
-        if kwargs.get("generator") is not None:
-            self.problem(
-                "draws random numbers from an explicit torch.Generator (a seeded "
-                "keras.random.SeedGenerator, such as Dropout(seed=...)): a replay "
-                "would repeat one draw"
-            )
-        return func(*args, **kwargs)
-
-    def problem(self, what):
-        problem = f"{what} at {_where()}"
-        if self.strict:
-            raise NotCapturable(problem)
-        if problem not in self.problems:
-            self.problems.append(problem)
-
-    def _check_copy(self, name, args, kwargs):
-        import torch
-
-        tensor = args[0]
-        if name == "copy_":
-            source = args[1] if len(args) > 1 else kwargs.get("src")
-            if self.on_device(tensor) and isinstance(source, torch.Tensor) and not self.on_device(source):
-                self.problem("copies a host tensor to the device (Tensor.copy_)")
-            return
-        if name == "cuda":
-            if not self.on_device(tensor):
-                self.problem("copies a host tensor to the device (Tensor.cuda)")
-            return
-        targets = [*args[1:], kwargs.get("device")]
-        devices = [
-            torch.device(target) for target in targets
-            if isinstance(target, (str, torch.device))
-        ]
-        to_host = name == "cpu" or any(device.type == "cpu" for device in devices)
-        to_device = any(device.type != "cpu" for device in devices)
-        if self.on_device(tensor) and to_host and tensor.device.type != "cpu":
-            self.problem(f"copies a device tensor to the host (Tensor.{name})")
-        elif self.on_device(tensor) and to_host and name == "cpu":
-            # The CPU emulation's device is the CPU: `.cpu()` is still where
-            # a real device would wait for the GPU.
-            self.problem("copies a device tensor to the host (Tensor.cpu)")
-        elif not self.on_device(tensor) and to_device:
-            self.problem(f"copies a host tensor to the device (Tensor.{name})")
-
-
 def step_state(model):
     """The variables a training step of `model` reads and writes: the
     model's (with its seed generators' states), its optimizer's and its
@@ -379,99 +316,6 @@ def _changed(before, after):
 
 def _is_constant(value):
     return value is None or isinstance(value, (bool, int, float, str))
-
-
-def _is_number(value):
-    return isinstance(value, (bool, int, float, complex))
-
-
-def _makers():
-    """The torch functions that build a tensor from data."""
-    import torch
-
-    return (torch.tensor, torch.as_tensor, torch.asarray)
-
-
-# The most numbers `StepWatch` writes as fill kernels for one tensor (a
-# shape, a few constants); larger host data is a copy a graph cannot hold.
-MAX_FILLED = 64
-
-
-def _filled(data, dtype, device, requires_grad):
-    """`torch.as_tensor(data, dtype, device)` for Python numbers (or a
-    small nested list or array of them) made by fill kernels on the device,
-    which a graph records with the numbers; None for other data."""
-    import numpy as np
-    import torch
-
-    if not _is_number(data):
-        try:
-            array = np.asarray(data)
-        except (TypeError, ValueError):
-            return None
-        if array.dtype.kind not in "biufc" or array.size > MAX_FILLED:
-            return None
-    host = torch.as_tensor(data, dtype=dtype)
-    numbers = host.reshape(-1).tolist()
-    if not numbers:
-        made = torch.empty(host.shape, dtype=host.dtype, device=device)
-    else:
-        made = torch.stack(
-            [torch.full((), number, dtype=host.dtype, device=device) for number in numbers]
-        ).reshape(host.shape)
-    return made.requires_grad_(requires_grad) if requires_grad else made
-
-
-# The tensor methods that give a tensor's value to Python (a device sync).
-_HOST_READS = frozenset(
-    ["item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__",
-     "__complex__"]
-)
-
-# Frames skipped when naming where a step does something: torch's own and
-# this module's.
-_SKIPPED = (
-    os.sep + os.path.join("site-packages", "torch") + os.sep,
-    os.path.abspath(__file__),
-)
-
-
-def _where():
-    """`file:line (function)` of the innermost frame outside torch, this module
-    and Keras' backend (the optimizer, layer or loss that asked), with the
-    innermost frame outside torch after "via" when they differ."""
-    frame = sys._getframe(2)
-    innermost = caller = None
-    while frame is not None and caller is None:
-        filename = frame.f_code.co_filename
-        if not any(part in filename for part in _SKIPPED):
-            innermost = innermost or frame
-            if not any(part in filename for part in _LOW_LEVEL):
-                caller = frame
-        frame = frame.f_back
-    if innermost is None:
-        return "?"
-    if caller is None or caller is innermost:
-        return _frame_name(innermost)
-    return f"{_frame_name(caller)} via {_frame_name(innermost)}"
-
-
-# Keras' own helpers, below the code that decides what a step does.
-_LOW_LEVEL = tuple(
-    os.sep + os.path.join("keras", "src", part) + os.sep for part in ("backend", "ops", "random", "utils")
-)
-
-
-def _frame_name(frame):
-    return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno} ({frame.f_code.co_name})"
-
-
-def _short(filename):
-    for marker in ("site-packages" + os.sep, os.sep + "keras_attn" + os.sep):
-        if marker in filename:
-            tail = filename.rsplit(marker, 1)[1]
-            return tail if marker.startswith("site") else "keras_attn" + os.sep + tail
-    return filename
 
 
 def _flatten(tree):

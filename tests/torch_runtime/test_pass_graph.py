@@ -19,6 +19,7 @@ import pytest
 import keras_attn
 from keras_attn import keras_internals
 from keras_attn import lora
+from keras_attn.torch_runtime import graph_watch
 from keras_attn.torch_runtime import pass_graph
 from keras_attn.torch_runtime.direct_graph import DirectGraph
 from tests.harness import to_numpy
@@ -307,6 +308,46 @@ def test_an_output_that_is_not_a_tensor_is_refused(encoder, caplog):
             assert graphs(encoder, run, inputs)["count"] == 3
     assert len(caplog.records) == 1
     assert "an output is int, not a CUDA tensor" in graphs.describe()
+
+
+def test_python_numbers_become_fill_kernels_and_host_reads_are_refused(encoder, emulated, caplog):
+    """The warm-up and the capture run under a `GraphWatch`: a number the
+    pass makes a tensor of (`not_equal(x, 0.0)`, as a padding mask is
+    computed) is built on the device, where a real capture could not copy
+    it from the host; a value read on the host refuses the graph, naming
+    the line."""
+    direct, filled = eager_pass(encoder), []
+    real_filled = graph_watch._filled
+    emulated.setattr(graph_watch, "_filled", lambda *args: filled.append(args) or real_filled(*args))
+
+    def nonzero(inputs):
+        return keras.ops.not_equal(direct(inputs), 0.0)
+
+    graphs, inputs = pass_graph.PassGraphs(), inputs_for(encoder)
+    with no_grad():
+        expected = nonzero(inputs)
+        assert filled == []
+        for _ in range(3):
+            np.testing.assert_array_equal(to_numpy(graphs(encoder, nonzero, inputs)), to_numpy(expected))
+    assert (len(CpuPassGraph.made), CpuPassGraph.replays) == (1, 2), graphs.describe()
+    # The warm-up's and the capture's, the encoder's own numbers (its
+    # padding mask's 0) among them.
+    numbers = [args[0] for args in filled]
+    assert len(numbers) % 2 == 0 and numbers[:len(numbers) // 2] == numbers[len(numbers) // 2:]
+    assert [number for number in numbers if isinstance(number, float)] == [0.0, 0.0]
+
+    def scaled_by_a_host_number(inputs):
+        outputs = direct(inputs)
+        return outputs * outputs.abs().max().item()
+
+    graphs = pass_graph.PassGraphs()
+    with no_grad(), caplog.at_level(logging.WARNING, logger="keras_attn"):
+        for _ in range(3):
+            graphs(encoder, scaled_by_a_host_number, inputs)
+    assert len(CpuPassGraph.made) == 1 and CpuPassGraph.replays == 2
+    assert "reads a tensor's value on the host (Tensor.item)" in graphs.describe()
+    assert "test_pass_graph.py" in graphs.describe()
+    assert len(caplog.records) == 1
 
 
 def test_with_autograd_on_every_call_runs_eagerly(encoder):

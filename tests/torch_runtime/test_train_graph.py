@@ -60,9 +60,9 @@ def batches(count=3, size=4, length=6, device=None):
         tokens = torch.tensor(rng.integers(1, 50, (size, length)), dtype=torch.int32)
         segments = torch.zeros((size, length), dtype=torch.int32)
         targets = torch.tensor(rng.normal(size=(size, length, 16)), dtype=torch.float32)
-        made.append(tuple(
-            value if device is None else value.to(device) for value in ((tokens, segments), targets)
-        ) + (None,))
+        if device is not None:
+            tokens, segments, targets = (value.to(device) for value in (tokens, segments, targets))
+        made.append(((tokens, segments), targets, None))
     return made
 
 
@@ -260,26 +260,43 @@ def test_on_gpu_captured_steps_equal_eager_and_dropout_draws_new_masks():
     assert losses[2] != losses[3]
 
 
-def test_fit_runs_captured_steps_through_the_runner(monkeypatch):
-    """`fit` of a `TransformerModel` on a GPU (CUDA emulated) reaches the
-    runner's `TrainGraphs`: the first step eager, the second captured, the
-    third replayed, the weights those of an eager `fit`."""
+@pytest.mark.parametrize("how", ["fit", "train_on_batch"])
+def test_fit_and_train_on_batch_run_captured_steps_through_the_runner(monkeypatch, how):
+    """`fit` and `train_on_batch` of a `TransformerModel` on a GPU (CUDA
+    emulated) reach the runner's `TrainGraphs`: the first step eager, the
+    second captured, the third replayed, the weights those of eager steps.
+    Keras hands the step host batches (NumPy arrays from `train_on_batch`,
+    CPU tensors from `fit`): the runner moves them to the model's device
+    first, as only device tensors can be captured."""
+    import torch
+
     data = batches()
     x = {name: np.concatenate([batch[0][index].numpy() for batch in data])
          for index, name in enumerate(("token_ids", "segment_ids"))}
     y = np.concatenate([batch[1].numpy() for batch in data])
 
-    def fitted(graphs):
+    def trained(graphs):
         model, _ = model_and_step(keras.optimizers.AdamW(1e-2))
         if graphs:
-            monkeypatch.setattr(train_graph, "on_gpu", lambda data: True)
+            # The model's variables count as on the GPU, and a batch as on
+            # it once every array in it is a torch tensor (not NumPy).
+            monkeypatch.setattr(train_graph, "graph_device", lambda model: torch.device("cpu"))
+            monkeypatch.setattr(train_graph, "on_gpu", lambda data: all(
+                isinstance(leaf, torch.Tensor)
+                for leaf in keras.tree.flatten(data) if leaf is not None
+            ))
             model._runner.train_graphs.graph_class = CpuTrainGraph
-        model.fit(x, y, batch_size=4, shuffle=False, verbose=0)
+        if how == "fit":
+            model.fit(x, y, batch_size=4, shuffle=False, verbose=0)
+        else:
+            for start in range(0, len(y), 4):
+                batch = {name: value[start:start + 4] for name, value in x.items()}
+                model.train_on_batch(batch, y[start:start + 4])
         return model
 
-    eager = fitted(False)
-    captured = fitted(True)
+    eager = trained(False)
+    captured = trained(True)
     graphs = captured._runner.train_graphs
-    assert (graphs.eager_steps, graphs.captures, graphs.replays) == (1, 1, 1)
+    assert (graphs.eager_steps, graphs.captures, graphs.replays) == (1, 1, 1), graphs.describe()
     for weight, expected in zip(captured.get_weights(), eager.get_weights()):
         np.testing.assert_allclose(weight, expected, atol=1e-5)
