@@ -52,11 +52,13 @@ class CapturedGraph:
         return outputs
 
     def capture(self, run):
-        """`run()` recorded as `self.graph`; its outputs, the graph's."""
+        """`run()` recorded as `self.graph`; its outputs, the graph's. A
+        capture that fails leaves the device's random number generator as
+        it found it (`_generator_kept`)."""
         import torch
 
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with _generator_kept(), torch.cuda.graph(self.graph):
             return run()
 
     def replay(self):
@@ -66,3 +68,23 @@ class CapturedGraph:
 
 class NotCapturable(RuntimeError):
     """A function that a CUDA graph cannot replay exactly."""
+
+
+@contextlib.contextmanager
+def _generator_kept():
+    """Puts back the current CUDA device's default generator state if the
+    block fails. A capture marks that state as recording and unmarks it when
+    the capture ends; a capture that CUDA ends with an error (a run that
+    invalidated it) skips the unmarking, and every later dropout outside a
+    graph fails ("Offset increment outside graph capture"), which would turn
+    a refused capture into a broken model."""
+    import torch
+
+    generator = torch.cuda.default_generators[torch.cuda.current_device()]
+    saved = generator.clone_state() if hasattr(generator, "clone_state") else None
+    try:
+        yield
+    except BaseException:
+        if saved is not None:
+            generator.graphsafe_set_state(saved)
+        raise

@@ -19,6 +19,7 @@ import keras_attn
 from keras_attn.generation import generator as generator_module
 from keras_attn.torch_runtime import compiled_step
 from keras_attn.torch_runtime import step_graph
+from tests.generation.conftest import registered_test_variants  # noqa: F401 - a fixture
 from tests.generation.test_cached_forward import CASES
 from tests.generation.test_cached_forward import CONFIG
 from tests.torch_runtime.emulated_cuda import EmulatedCuda
