@@ -60,6 +60,12 @@ class GraphWatch:
             self.problem(f"reads a tensor's value on the host (Tensor.{name})")
         elif name in ("cpu", "to", "cuda", "copy_") and args and isinstance(args[0], torch.Tensor):
             self._check_copy(name, args, kwargs)
+        alpha = kwargs.get("alpha")
+        if isinstance(alpha, torch.Tensor) and self.on_device(alpha):
+            # torch takes `alpha` as a Python number: a tensor is read on the
+            # host inside the call (Keras' torch SGD passes its learning rate
+            # so), which invalidates a capture without a Python-level read.
+            self.problem(f"reads a tensor's value on the host (a tensor as {name}'s alpha)")
         if kwargs.get("generator") is not None:
             self.problem(
                 "draws random numbers from an explicit torch.Generator (a seeded "

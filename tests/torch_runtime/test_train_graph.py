@@ -105,7 +105,7 @@ def test_captured_steps_equal_eager_steps():
 def test_replay_copies_the_batch_in_and_the_logs_out():
     data = batches(count=4)
     graphs = CpuTrainGraphs()
-    model, step = model_and_step(keras.optimizers.SGD(0.0))
+    model, step = model_and_step(keras.optimizers.AdamW(0.0))
     for batch in data[:2]:
         graphs(model, batch, step)
     (graph,) = graphs.graphs.values()
@@ -147,6 +147,16 @@ def test_gradient_accumulation_runs_eagerly(caplog):
     assert "eager at a batch signature" in graphs.describe()
 
 
+def test_keras_sgd_runs_eagerly_naming_its_tensor_alpha(caplog):
+    """Keras' torch SGD gives `torch._foreach_add_` its learning rate, a
+    tensor, as `alpha`, which torch reads on the host inside the call: on an
+    H200 the capture failed with CUDA's "operation failed due to a previous
+    error during capture". The watch refuses it before capturing, by place."""
+    message, graphs = refused_training(lambda: keras.optimizers.SGD(1e-2), caplog)
+    assert "a tensor as _foreach_add_'s alpha" in message
+    assert "torch_sgd.py" in message
+
+
 def test_keras_attn_adamw_is_captured_by_its_tensor_update():
     """keras_attn's AdamW updates eagerly by torch's fused kernel, whose
     step count and learning rate are Python numbers a replay would repeat;
@@ -167,7 +177,7 @@ def test_seeded_dropout_runs_eagerly(caplog):
     inputs = keras.Input((8,))
     outputs = keras.layers.Dense(4)(keras.layers.Dropout(0.5, seed=3)(inputs))
     model = keras.Model(inputs, outputs)
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.compile(optimizer=keras.optimizers.AdamW(0.1), loss="mse")
     data = (torch.ones((2, 8)), torch.zeros((2, 4)), None)
     graphs = CpuTrainGraphs()
     with caplog.at_level(logging.WARNING, logger="keras_attn"):
@@ -217,7 +227,7 @@ def test_new_learning_rate_is_read_by_the_replay():
 
 def test_signatures_beyond_the_limit_run_eagerly():
     graphs = CpuTrainGraphs(limit=1)
-    model, step = model_and_step(keras.optimizers.SGD(0.01))
+    model, step = model_and_step(keras.optimizers.AdamW(0.01))
     long, short = batches(count=2, length=6), batches(count=2, length=4)
     for batch in long + short:
         graphs(model, batch, step)
@@ -253,7 +263,7 @@ def test_on_gpu_captured_steps_equal_eager_and_dropout_draws_new_masks():
     # Learning rate 0: the weights stay, so two replays on one batch differ
     # only by their dropout masks.
     graphs = train_graph.TrainGraphs()
-    model, step = model_and_step(keras.optimizers.SGD(0.0), dict(CONFIG, dropout_rate=0.5))
+    model, step = model_and_step(keras.optimizers.AdamW(0.0), dict(CONFIG, dropout_rate=0.5))
     losses = [float(graphs(model, data[0], step)["loss"]) for _ in range(4)]
     torch.cuda.synchronize()
     assert graphs.replays == 2, graphs.describe()
