@@ -7,6 +7,7 @@ import keras
 import numpy as np
 
 from keras_attn.preprocessing import tf_signature
+from keras_attn.preprocessing.arguments import check_count
 from keras_attn.preprocessing.sequence_padding import sequence_padding
 
 
@@ -60,8 +61,7 @@ class DataGenerator(keras.utils.PyDataset):
                 "DataGenerator: `encode` must be a function from one example to its fields, "
                 f"or None; received {type(encode).__name__}: {encode!r}."
             )
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"DataGenerator: `batch_size` must be an int >= 1; received {batch_size!r}.")
+        check_count("DataGenerator", "batch_size", batch_size)
         self.data = data
         self.encode = encode
         self.batch_size = batch_size

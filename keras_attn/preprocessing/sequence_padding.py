@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_attn.preprocessing.arguments import check_count
+
 
 def sequence_padding(inputs, length=None, value=0, seq_dims=1, mode="post"):
     """Stacks arrays of different sizes into one, padding (and cutting) their
@@ -33,8 +35,7 @@ def sequence_padding(inputs, length=None, value=0, seq_dims=1, mode="post"):
     arrays = [np.asarray(x) for x in inputs]
     if not arrays:
         raise ValueError("sequence_padding: `inputs` is empty; there is nothing to pad.")
-    if not isinstance(seq_dims, int) or seq_dims < 1:
-        raise ValueError(f"sequence_padding: `seq_dims` must be an int >= 1; received {seq_dims!r}.")
+    check_count("sequence_padding", "seq_dims", seq_dims)
     for index, array in enumerate(arrays):
         if array.ndim < seq_dims or array.shape[seq_dims:] != arrays[0].shape[seq_dims:]:
             raise ValueError(

@@ -1,5 +1,7 @@
 """Cutting a long text into pieces at separators."""
 
+from keras_attn.preprocessing.arguments import check_count
+
 
 def text_segmentate(text, maxlen, seps="\n", strips=None):
     """Cuts `text` into pieces of at most `maxlen` characters at separators, as
@@ -30,8 +32,7 @@ def text_segmentate(text, maxlen, seps="\n", strips=None):
         raise TypeError(
             f"text_segmentate: `text` must be a str; received {type(text).__name__}: {text!r}."
         )
-    if not isinstance(maxlen, int) or maxlen < 1:
-        raise ValueError(f"text_segmentate: `maxlen` must be an int >= 1; received {maxlen!r}.")
+    check_count("text_segmentate", "maxlen", maxlen)
     if isinstance(seps, str):
         seps = list(seps)
     if any(not isinstance(sep, str) or not sep for sep in seps):
