@@ -15,7 +15,10 @@
 #      below replayed graphs or fell back to eager;
 #   1. torch_bert_float32: BERT-base on torch against transformers (eager,
 #      SDPA): call and inference at 1x8, 8x128, 2x512, 32x512, the training
-#      step (AdamW) at 8x128 and 2x512;
+#      step (AdamW) at 8x128 and 2x512; then torch_bert_bfloat16, the same
+#      rows in bfloat16, and torch_profile_bfloat16_32x512: the kernels of
+#      one eager pass of each BERT at 32 x 512 in bfloat16, where the
+#      replayed pass's GPU work was twice transformers' (2026-11-28);
 #   2. torch_gpt2: greedy GPT-2 small generation against transformers'
 #      `generate` (its default and its static cache); keras_attn's warm-up
 #      is the first call of a process with empty compile caches;
@@ -23,11 +26,11 @@
 #      the caches the first left in one folder (KERAS_ATTN_TORCH_COMPILE_CACHE);
 #   3. jax_bert_bfloat16: BERT-base on JAX against keras-hub in bfloat16,
 #      inference at 8x128, 2x512, 32x512 and the training step at 8x128;
-#      then torch_bert_bfloat16 (the rows of 1 in bfloat16) and jax_gpt2;
-#   4. torch_gpu_step_tests: the decoding step's CUDA graphs for every
-#      generative variant;
+#      then jax_gpt2;
+#   4. torch_gpu_step_tests: the decoding step's CUDA graphs for three
+#      generative variants (each compiles, about 35 s on an H200);
 #   5. if time is left: the compiled blocks (`jit_compile=True`) against
-#      transformers in float32, a torch profile, JAX in float32.
+#      transformers in float32, a torch profile at 8 x 128, JAX in float32.
 # PARTS="torch_gpt2 torch_gpt2_second_process" in the environment runs those
 # only.
 #
@@ -77,26 +80,29 @@ part torch_gpu_tests 60 torch -m pytest \
     "$tests/test_pass_graph.py::test_real_cuda_graphs_replay_the_eager_pass" \
     "$tests/test_train_graph.py::test_on_gpu_captured_steps_equal_eager_and_dropout_draws_new_masks" \
     -q -rfE -p no:cacheprovider
-# 1. BERT-base on torch against transformers, float32 (bfloat16 in 3).
+# 1. BERT-base on torch against transformers, float32 (bfloat16 in 1b).
 torch_peers=(--models keras_attn "transformers (eager)" --repeats 10)
 torch_rows=(--measurements "call 1x8" "call 8x128" "call 2x512" "call 32x512"
     "inference 1x8" "inference 8x128" "inference 2x512" "inference 32x512"
     "train step 8x128" "train step 2x512")
 part torch_bert_float32 100 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --output "$out"
+# 1b. The same rows in bfloat16, and where the 32 x 512 pass's GPU time goes.
+part torch_bert_bfloat16 90 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --dtype bfloat16 --output "$out"
+part torch_profile_bfloat16_32x512 60 torch "$here/torch_profile.py" --shape 32x512 --dtype bfloat16 \
+    --decode-tokens 0 --output "$out/torch_profile_bfloat16_32x512.txt"
 # 2. GPT-2 small generation: torch with a cold cache, a second torch
-# process on the first's caches, JAX.
+# process on the first's caches.
 part torch_gpt2 140 torch "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
 part torch_gpt2_second_process 75 torch "$here/generation.py" --parts gpt2 --first-call-only --output "$out/second_process"
-# 3. JAX against keras-hub in bfloat16, the rows of issue 50 item 5.
+# 3. JAX against keras-hub in bfloat16, the rows of issue 50 item 5, and
+# JAX's generation (torch's is to be within 2x of it).
 part jax_bert_bfloat16 90 jax "$here/bert_base.py" --models keras_attn keras-hub --repeats 10 --dtype bfloat16 \
     --measurements "inference 8x128" "inference 2x512" "inference 32x512" "train step 8x128" --output "$out"
-# 1b. BERT-base on torch in bfloat16, then JAX generation.
-part torch_bert_bfloat16 90 torch "$here/bert_base.py" "${torch_peers[@]}" "${torch_rows[@]}" --dtype bfloat16 --output "$out"
 part jax_gpt2 75 jax "$here/generation.py" --parts gpt2 --no-keras-hub --repeats 3 --output "$out"
-# 4. The decoding step's CUDA graphs for every generative variant (each
-# compiles).
-part torch_gpu_step_tests 90 torch -m pytest "$tests/test_step_graph.py" -k graphed_steps \
-    -q -rfE -p no:cacheprovider
+# 4. The decoding step's CUDA graphs for three generative variants (each
+# compiles): an encoder's UniLM, a LLaMA and a Gemma 2 (windows, soft caps).
+part torch_gpu_step_tests 150 torch -m pytest "$tests/test_step_graph.py" \
+    -k "graphed_steps and (bert-unilm or llama-lm or gemma2-lm)" -q -rfE -p no:cacheprovider
 # 5. If time is left. `jit_compile=True` (compiled blocks) apart, into its
 # own folder: the eager rows above keep their file.
 compiled_peers=(--models "keras_attn (torch.compile)" "transformers (eager)" --repeats 10)

@@ -4,17 +4,21 @@ kernels on the device.
 On the torch backend this profiles (`torch.profiler`), with random weights
 on the device Keras computes on:
 
-- one BERT-base inference call at batch 8 x 128 (`model(inputs)`, inputs
-  already on the device) of keras_attn (`--jit-compile`: its blocks
-  compiled) and of transformers' `BertModel` (eager, SDPA), in the dtype
-  of `--dtype`;
+- one BERT-base inference call at batch 8 x 128 (`--shape`; `model(inputs)`
+  without gradients, inputs already on the device) of keras_attn
+  (`--jit-compile`: its blocks compiled; CUDA graphs off, so that each
+  kernel shows) and of transformers' `BertModel` (eager, SDPA), in the
+  dtype of `--dtype`;
 - `--decode-tokens` greedy steps of a GPT-2 small `lm` at batch 8 (prompts
   of 32 tokens; the step compiled first, `KERAS_ATTN_TORCH_COMPILE=1`).
 
 For each it prints the wall time per call, the device's busy time (the sum
 of its kernels' times), the number of kernel launches and the host
-operators with the most time of their own. A pass whose wall time is far
-above its device time is bound by the host, the gap issue 30 measured.
+operators with the most time of their own, then the kernels with the most
+device time. A pass whose wall time is far above its device time is bound
+by the host, the gap issue 30 measured; one whose device time is above
+transformers' computes more or slower kernels, which the second table
+names.
 Writes the tables to `--output` (default `torch_profile.txt`).
 
     KERAS_BACKEND=torch python benchmarks/torch_profile.py
@@ -63,15 +67,27 @@ def profiled(name, function, calls, lines):
         f"{device_us / 1e3:.2f} ms, {launches:.0f} kernel launches per call"
     )
     lines.append(events.table(sort_by="self_cpu_time_total", row_limit=15))
+    if device.type == "cuda":
+        lines.append(events.table(sort_by="self_device_time_total", row_limit=15))
 
 
-def bert(lines, calls, jit_compile):
-    tokens = np.random.default_rng(0).integers(1000, 30000, size=(8, 128)).astype("int32")
+def bert(lines, calls, jit_compile, shape=(8, 128)):
+    tokens = np.random.default_rng(0).integers(1000, 30000, size=shape).astype("int32")
     ours, theirs = torch_eager_calls(CONFIG, tokens, jit_compile)
     how = ", jit_compile=True" if jit_compile else ""
     dtype = keras.config.dtype_policy().name
-    profiled(f"keras_attn BERT-base 8x128 ({dtype}{how})", ours, calls, lines)
-    profiled(f"transformers BERT-base 8x128 ({dtype})", theirs, calls, lines)
+    size = "x".join(map(str, shape))
+    # The eager pass's kernels one by one, not one replayed graph.
+    graphs = os.environ.get("KERAS_ATTN_TORCH_CUDA_GRAPHS")
+    os.environ["KERAS_ATTN_TORCH_CUDA_GRAPHS"] = "0"
+    try:
+        profiled(f"keras_attn BERT-base {size} ({dtype}{how})", ours, calls, lines)
+    finally:
+        if graphs is None:
+            del os.environ["KERAS_ATTN_TORCH_CUDA_GRAPHS"]
+        else:
+            os.environ["KERAS_ATTN_TORCH_CUDA_GRAPHS"] = graphs
+    profiled(f"transformers BERT-base {size} ({dtype})", theirs, calls, lines)
 
 
 def gpt2_decode(lines, new_tokens):
@@ -100,6 +116,9 @@ def main():
         help="profile keras_attn's BERT compiled (`compile(jit_compile=True)`: its blocks)",
     )
     parser.add_argument(
+        "--shape", default="8x128", help="BERT's batch x length, e.g. 32x512",
+    )
+    parser.add_argument(
         "--dtype", default="float32", choices=["float32", "bfloat16"],
         help="Keras' global dtype policy; transformers' BERT is cast to it",
     )
@@ -108,7 +127,8 @@ def main():
         raise SystemExit("torch_profile.py profiles the torch backend: set KERAS_BACKEND=torch.")
     keras.config.set_dtype_policy(arguments.dtype)
     lines = [f"device: {placement.device_name()}, torch {torch.__version__}"]
-    bert(lines, arguments.calls, arguments.jit_compile)
+    shape = tuple(int(part) for part in arguments.shape.split("x"))
+    bert(lines, arguments.calls, arguments.jit_compile, shape)
     if arguments.decode_tokens:
         gpt2_decode(lines, arguments.decode_tokens)
     text = "\n".join(lines)
