@@ -464,13 +464,26 @@ class Engine:
             request.offset = self._clock - request.written
             self._rows[request.row] = request
 
+    def _window(self, requests):
+        """How many of the latest clocks a decoding step reads: the
+        smallest `block_size * 2**k` (at most `capacity`) that holds every
+        position of the longest row, the new token's included. A row's
+        positions are the clocks since it joined, so a shorter window reads
+        the same keys; one program per window size."""
+        needed = max(request.written for request in requests) + 1
+        window = self.block_size
+        while window < needed and window < self.capacity:
+            window *= 2
+        return min(window, self.capacity)
+
     def _decode(self):
         rows = self._rows
         clock = self._clock
-        slots = np.arange(self.capacity)
+        window = self._window([request for request in rows if request is not None])
+        slots = np.arange(window)
         # The clock each slot holds: the latest at or before `clock` whose
-        # slot it is (`clock % capacity` is the new tokens').
-        held = clock - np.mod(clock - slots, self.capacity)
+        # slot it is (`clock % window` is the new tokens').
+        held = clock - np.mod(clock - slots, window)
         tokens = np.full((self.max_batch, 1), self.forward.pad_token_id, "int32")
         positions = np.zeros((self.max_batch, 1), "int32")
         write = np.zeros((self.max_batch, 1), "int32")
@@ -478,7 +491,7 @@ class Engine:
         real_tokens = np.zeros((self.max_batch,), "int32")
         offsets = np.zeros((self.max_batch,), "int64")
         active = np.array([r is not None for r in rows])
-        real = np.zeros((self.max_batch, self.capacity), bool)
+        real = np.zeros((self.max_batch, window), bool)
         for index, request in enumerate(rows):
             if request is None:
                 continue
@@ -504,7 +517,7 @@ class Engine:
             write=write,
             last=np.zeros((self.max_batch,), "int32"),
         )
-        logits = self._run(arguments, self.capacity)
+        logits = self._run(arguments, window)
         self._clock = clock + 1
         if self._clock >= CLOCK_LIMIT:
             # Rebase the clock by whole turns of the window: nothing the
