@@ -29,11 +29,11 @@ CHECKPOINT_FAMILIES = (
 # The builder's built-in variants (`keras_attn.models.registry.VARIANTS`, in
 # registration order).
 VARIANTS = (
-    "bert", "roberta", "roberta+", "talking_heads", "tta", "sinusoidal", "roformer",
-    "roformer_v2", "nezha", "gau_alpha", "alibi", "kerple_log", "kerple_power", "sandwich",
-    "xpos", "albert", "albert_unshared", "electra", "gpt", "gpt2", "gpt2_ml", "t5",
-    "t5.1.1", "mt5.1.1", "t5_encoder", "llama", "mistral", "qwen2", "qwen3", "gemma",
-    "gemma2", "gemma3", "phi3", "modernbert", "deberta_v2",
+    "bert", "roberta", "albert", "albert_unshared", "electra", "roformer", "roformer_v2",
+    "nezha", "gau_alpha", "gpt", "gpt2", "gpt2_ml", "t5", "t5.1.1", "mt5.1.1", "t5_encoder",
+    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "modernbert",
+    "deberta_v2", "roberta+", "talking_heads", "tta", "sinusoidal", "alibi", "kerple_log",
+    "kerple_power", "sandwich", "xpos",
 )
 
 # Every application a variant may build (`keras_attn.models.transformer.

@@ -2,15 +2,47 @@
 accepts, each bound to a `Transformer` subclass.
 
 Every built-in variant module registers itself with `@register_variant`, and
-`keras_attn.models` imports them all, so the registry is complete as soon as
-`keras_attn` is imported.
+`keras_attn.models` imports them all (`import_built_in_variants`), so the
+registry is complete as soon as `keras_attn` is imported. Which modules those
+are is not listed here: a built-in family's declaration names its own
+(`CheckpointFamily.variant_modules`), and `VARIANT_MODULES_WITHOUT_FAMILY`
+names the rest.
 """
+
+import importlib
 
 from keras_attn.checkpoints import families
 from keras_attn.models.transformer import APPLICATIONS
 from keras_attn.models.traits import TRAIT_CHOICES
 from keras_attn.models.transformer import Transformer
 from keras_attn.models.variants import VARIANTS
+
+
+# The modules of variants that read the checkpoints of a family declared for
+# other variants (BERT's, RoFormer's): attention, position and head changes
+# studied on those checkpoints. They are imported after every family's own.
+VARIANT_MODULES_WITHOUT_FAMILY = (
+    "roberta_plus", "talking_heads", "tta", "sinusoidal", "alibi", "kerple", "sandwich",
+    "xpos",
+)
+
+
+def built_in_variant_modules():
+    """The names of the built-in variant modules under `keras_attn.models`:
+    every built-in family's `variant_modules`, in the order of priority
+    (`families.BUILT_IN_NAMES`), then `VARIANT_MODULES_WITHOUT_FAMILY`."""
+    declared = [module for family in families.BUILT_IN for module in family.variant_modules]
+    return tuple(declared) + VARIANT_MODULES_WITHOUT_FAMILY
+
+
+def import_built_in_variants():
+    """Imports every built-in variant module, which registers its variants,
+    and returns the classes registered, in the order they were (the
+    registry's order)."""
+    modules = [f"keras_attn.models.{name}" for name in built_in_variant_modules()]
+    for module in modules:
+        importlib.import_module(module)
+    return [cls for cls in VARIANTS.values() if cls.__module__ in modules]
 
 
 def register_variant(name, variant_class=None):

@@ -1,9 +1,11 @@
 """The checkpoint families (keras_attn/checkpoints/families/): every
-declaration is complete, a family declared in a test alone loads its own
-checkpoints, and the name-marker hints are those of the list the
-declarations replaced."""
+declaration is complete, the one list `BUILT_IN_NAMES` reaches every
+declaration and every variant module, a family declared in a test alone
+loads its own checkpoints, and the name-marker hints are those of the list
+the declarations replaced."""
 
 import json
+import pathlib
 import re
 
 import numpy as np
@@ -20,6 +22,7 @@ from keras_attn.checkpoints.source import Source
 from keras_attn.models import VARIANTS
 from keras_attn.models.bert import Bert
 from keras_attn.models.config_files import load_config
+from keras_attn.models.registry import built_in_variant_modules
 from tests.models import test_variants
 
 # The model harness's tiny config (width 16), with two layers.
@@ -254,10 +257,57 @@ def test_a_family_declared_in_a_test_loads_its_checkpoints(registries, tmp_path)
 
 
 def test_the_registry_holds_the_built_in_list_in_its_order():
+    assert tuple(family.name for family in families.BUILT_IN) == families.BUILT_IN_NAMES
     assert tuple(DECLARED.values())[: len(families.BUILT_IN)] == families.BUILT_IN
-    assert families.names()[: len(families.BUILT_IN)] == tuple(
-        family.name for family in families.BUILT_IN
+    assert families.names()[: len(families.BUILT_IN)] == families.BUILT_IN_NAMES
+    for name in families.BUILT_IN_NAMES:
+        assert getattr(families, name.upper()) is families.get(name)
+
+
+FAMILIES_FOLDER = pathlib.Path(families.__file__).parent
+MODELS_FOLDER = pathlib.Path(keras_attn.models.__file__).parent
+# A module-level `@register_variant(...)` or `register_variant(...)`.
+REGISTERS_A_VARIANT = re.compile(r"^@?register_variant\(", re.MULTILINE)
+
+
+def test_every_declaration_is_registered_from_the_one_list():
+    declarations = {path.stem for path in FAMILIES_FOLDER.glob("*.py")} - {"__init__", "family"}
+    assert len(set(families.BUILT_IN_NAMES)) == len(families.BUILT_IN_NAMES)
+    assert declarations - set(families.BUILT_IN_NAMES) == set(), "not in BUILT_IN_NAMES"
+    assert set(families.BUILT_IN_NAMES) - declarations == set(), "no such declaration module"
+
+
+def test_every_variant_module_is_imported_from_the_one_list():
+    """Each module of keras_attn/models/ that registers a variant is named
+    once: by its family's declaration (`variant_modules`) or by
+    `VARIANT_MODULES_WITHOUT_FAMILY`."""
+    registering = {
+        path.stem for path in MODELS_FOLDER.glob("*.py")
+        if REGISTERS_A_VARIANT.search(path.read_text(encoding="utf-8"))
+    }
+    listed = built_in_variant_modules()
+    assert len(set(listed)) == len(listed), f"a module is listed twice: {listed}"
+    assert registering - set(listed) == set(), (
+        "not named by a family's variant_modules nor by VARIANT_MODULES_WITHOUT_FAMILY"
     )
+    assert set(listed) - registering == set(), "a listed module registers no variant"
+    built_in = [cls for cls in REGISTERED.values() if cls.__module__.startswith("keras_attn.")]
+    assert {cls.__module__ for cls in built_in} == {f"keras_attn.models.{m}" for m in listed}
+    for cls in built_in:
+        assert getattr(keras_attn.models, cls.__name__) is cls, f"keras_attn.models.{cls.__name__}"
+
+
+@pytest.mark.parametrize("family", families.BUILT_IN_NAMES)
+def test_a_familys_variant_modules_register_its_own_variants(family):
+    modules = families.get(family).variant_modules
+    assert modules, f"{family} names no variant module"
+    for module in modules:
+        registered = [
+            cls for cls in REGISTERED.values() if cls.__module__ == f"keras_attn.models.{module}"
+        ]
+        assert registered, f"keras_attn/models/{module}.py registers no variant"
+        for cls in registered:
+            assert cls.checkpoint_family == family, (module, cls.__name__)
 
 
 # A Google-format config that two families' `recognises_config` claim

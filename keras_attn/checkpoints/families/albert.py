@@ -19,4 +19,5 @@ ALBERT = CheckpointFamily(
     default_variant="albert",
     name_tables=BERT.name_tables,
     references=ENCODER_REFERENCE,
+    variant_modules=("albert", "albert_unshared"),
 )

@@ -34,4 +34,5 @@ BERT = CheckpointFamily(
         Marker("encoder.layer.", "'bert' or 'roberta'", kind="shared"),
     ),
     references=ENCODER_REFERENCE,
+    variant_modules=("bert",),
 )

@@ -131,4 +131,5 @@ DEBERTA_V2 = CheckpointFamily(
     markers=(Marker("attention.self.query_proj", "'deberta_v2'"),),
     references={**MLM_REFERENCE, **ENCODER_REFERENCE},
     architecture_applications={"DebertaV2ForMaskedLM": "mlm"},
+    variant_modules=("deberta_v2",),
 )

@@ -25,4 +25,5 @@ ELECTRA = CheckpointFamily(
         "ElectraForPreTraining": "discriminator",
         "ElectraForMaskedLM": "mlm",
     },
+    variant_modules=("electra",),
 )

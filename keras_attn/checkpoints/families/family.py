@@ -84,6 +84,11 @@ class CheckpointFamily:
             is not the variant's first (`ElectraForPreTraining`:
             `"discriminator"`); `keras-attn-convert` converts such a folder
             with its head.
+        variant_modules: the modules of `keras_attn.models` that define the
+            family's own variants (`("t5",)`; ALBERT's `("albert",
+            "albert_unshared")`), by name: importing `keras_attn.models`
+            imports those of every built-in family, which registers their
+            variants.
     """
 
     name: str
@@ -104,6 +109,7 @@ class CheckpointFamily:
     references: Mapping = dataclasses.field(default_factory=dict)
     reference_overrides: Mapping = dataclasses.field(default_factory=dict)
     architecture_applications: Mapping = dataclasses.field(default_factory=dict)
+    variant_modules: tuple = ()
 
 
 def name_tables(huggingface=None, tensorflow=None):
@@ -137,14 +143,15 @@ def set_defaults(values):
 
 # Family name -> `CheckpointFamily`, in registration order, which is the
 # order of priority: `keras_attn.checkpoints.families` registers the
-# built-in families from one list, `BUILT_IN`.
+# built-in families from one list of names, `BUILT_IN_NAMES`.
 FAMILIES = {}
 
 
 def register_family(family):
     """Adds `family` (a `CheckpointFamily`) to the registry, after every
     family registered before it in priority (the built-in ones are
-    `keras_attn.checkpoints.families.BUILT_IN`), and returns it.
+    `keras_attn.checkpoints.families.BUILT_IN`, registered from the list
+    `BUILT_IN_NAMES`), and returns it.
 
     Raises:
         TypeError: `family` is not a `CheckpointFamily`.

@@ -11,4 +11,5 @@ GAU_ALPHA = CheckpointFamily(
     "embedding names, Gated Attention Units under `GAU_alpha/encoder/`",
     google_format=True,
     name_tables=name_tables(tensorflow=google_gau_alpha.NAME_TABLE),
+    variant_modules=("gau_alpha",),
 )

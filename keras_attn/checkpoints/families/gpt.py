@@ -10,4 +10,5 @@ GPT = CheckpointFamily(
     description="bert4keras's GPT (CDial-GPT): BERT's Google names under `gpt/`",
     google_format=True,
     name_tables=name_tables(tensorflow=bert4keras_gpt.GPT),
+    variant_modules=("gpt",),
 )

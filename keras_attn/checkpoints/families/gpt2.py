@@ -71,4 +71,5 @@ GPT2 = CheckpointFamily(
     name_tables=name_tables(huggingface_gpt2.NAME_TABLE, tensorflow=bert4keras_gpt.GPT2),
     markers=(Marker("attn.c_attn", "'gpt2'"),),
     references={**LM_REFERENCE, **ENCODER_REFERENCE},
+    variant_modules=("gpt2",),
 )

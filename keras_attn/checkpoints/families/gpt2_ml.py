@@ -12,4 +12,5 @@ GPT2_ML = CheckpointFamily(
     google_format=True,
     name_tables=name_tables(tensorflow=bert4keras_gpt.GPT2_ML),
     markers=(Marker("newslm/", "'gpt2_ml'"),),
+    variant_modules=("gpt2_ml",),
 )

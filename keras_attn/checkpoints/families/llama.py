@@ -73,6 +73,7 @@ LLAMA = CheckpointFamily(
     name_tables=NAME_TABLES,
     markers=(Marker("self_attn.q_proj", "'llama', 'mistral', 'qwen2' or 'qwen3'", kind="shared"),),
     references=REFERENCES,
+    variant_modules=("llama",),
 )
 
 
@@ -81,7 +82,10 @@ def derived(name, **differences):
     Qwen2, Qwen3, Gemma, Phi-3): LLaMA's config spellings, ignored keys,
     name tables and transformers references, with `differences` (its
     title, config reading, ...). The `model_types` and the default variant
-    are `name` unless given; no marker unless given (LLaMA's names already
-    say "one of these")."""
-    defaults = {"model_types": (name,), "default_variant": name, "markers": ()}
+    are `name` unless given, and so is the one module of its variants; no
+    marker unless given (LLaMA's names already say "one of these")."""
+    defaults = {
+        "model_types": (name,), "default_variant": name, "markers": (),
+        "variant_modules": (name,),
+    }
     return dataclasses.replace(LLAMA, name=name, **{**defaults, **differences})

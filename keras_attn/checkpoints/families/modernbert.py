@@ -174,4 +174,5 @@ MODERNBERT = CheckpointFamily(
     markers=(Marker("attn.Wqkv", "'modernbert'"),),
     references={**MLM_REFERENCE, **ENCODER_REFERENCE},
     architecture_applications={"ModernBertForMaskedLM": "mlm"},
+    variant_modules=("modernbert",),
 )

@@ -16,4 +16,5 @@ NEZHA = CheckpointFamily(
     recognises_config=lambda values: values.get("use_relative_position") is True,
     default_variant="nezha",
     name_tables=name_tables(tensorflow=google_bert.NAME_TABLE),
+    variant_modules=("nezha",),
 )

@@ -14,4 +14,5 @@ ROBERTA = CheckpointFamily(
     default_variant="roberta",
     name_tables=BERT.name_tables,
     references=ENCODER_REFERENCE,
+    variant_modules=("roberta",),
 )

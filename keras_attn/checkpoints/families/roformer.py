@@ -17,4 +17,5 @@ ROFORMER = CheckpointFamily(
     default_variant="roformer",
     name_tables=name_tables(huggingface_roformer.NAME_TABLE, tensorflow=google_bert.NAME_TABLE),
     markers=(Marker("roformer.encoder.layer.", "'roformer'", kind="prefixed"),),
+    variant_modules=("roformer", "roformer_v2"),
 )

@@ -90,4 +90,5 @@ T5 = CheckpointFamily(
         "encoder": ("T5EncoderModel", "last_hidden_state"),
     },
     reference_overrides={"encoder": {"mt5": "MT5EncoderModel"}},
+    variant_modules=("t5",),
 )
