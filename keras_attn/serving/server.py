@@ -27,7 +27,7 @@ SAMPLING_FIELDS = {
     "stop": "stop",
     "seed": "seed",
 }
-COMMON_FIELDS = ("model", "n", "stream", "user")
+COMMON_FIELDS = ("model", "n", "stream", "stream_options", "user")
 COMPLETION_FIELDS = frozenset(("prompt",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
 CHAT_FIELDS = frozenset(("messages",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
 # What each field must be, for the message of a wrong type.
@@ -269,11 +269,18 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         if document.get("stream", False):
             kind = "chat.completion.chunk" if chat else "text_completion"
 
-            def chunk(choice):
-                return "data: " + json.dumps({
+            with_usage = (document.get("stream_options") or {}).get("include_usage", False)
+
+            def chunk(choice, usage=None):
+                body = {
                     "id": identifier, "object": kind, "created": created, "model": model_name,
-                    "choices": [dict(index=0, **choice)],
-                }) + "\n\n"
+                    "choices": [] if choice is None else [dict(index=0, **choice)],
+                }
+                if with_usage:
+                    # OpenAI's form: null in every chunk, then one chunk with
+                    # no choices and the whole request's usage.
+                    body["usage"] = usage
+                return "data: " + json.dumps(body) + "\n\n"
 
             async def events():
                 try:
@@ -287,6 +294,8 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
                         if delta.finish_reason is not None:
                             yield chunk({"delta": {}, "finish_reason": delta.finish_reason}
                                         if chat else {"text": "", "finish_reason": delta.finish_reason})
+                    if with_usage:
+                        yield chunk(None, usage(running))
                     yield "data: [DONE]\n\n"
                 finally:
                     cancel(running)
@@ -306,12 +315,10 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
                   else {"index": 0, "text": text, "logprobs": None})
         choice["finish_reason"] = finish_reason
-        completion = len(running.tokens)
         return JSONResponse({
             "id": identifier, "object": "chat.completion" if chat else "text_completion",
             "created": created, "model": model_name, "choices": [choice],
-            "usage": {"prompt_tokens": len(running.prompt), "completion_tokens": completion,
-                      "total_tokens": len(running.prompt) + completion},
+            "usage": usage(running),
         })
 
     async def health(request):
@@ -390,6 +397,14 @@ async def watch_disconnect(http_request, running):
             return
 
 
+def usage(request):
+    """OpenAI's `usage` of a finished `request`: its prompt's and its
+    generated tokens."""
+    prompt, completion = len(request.prompt), len(request.tokens)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
 def check_common(document, model_name):
     """The fields every generating request may give beside its sampling."""
     for name in ("model", "user"):
@@ -405,6 +420,21 @@ def check_common(document, model_name):
         raise BadRequest(f"`n` must be 1 (one choice per request); received n={n}.", param="n")
     if not isinstance(document.get("stream", False), bool):
         raise BadRequest(type_message("stream", document["stream"]), param="stream")
+    options = document.get("stream_options")
+    if options is not None:
+        if not document.get("stream", False):
+            raise BadRequest("`stream_options` is only read with stream: true.",
+                             param="stream_options")
+        if not isinstance(options, dict) or set(options) - {"include_usage"}:
+            raise BadRequest(
+                "`stream_options` must be an object whose only field is include_usage; "
+                f"received {json.dumps(options)}.", param="stream_options",
+            )
+        if not isinstance(options.get("include_usage", False), bool):
+            raise BadRequest(
+                "`stream_options.include_usage` must be true or false; received "
+                f"{json.dumps(options['include_usage'])}.", param="stream_options",
+            )
 
 
 def sampling_params(document, default_max_tokens):

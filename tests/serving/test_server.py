@@ -224,6 +224,21 @@ def test_completions_equal_the_engines_answer(served):
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == expected.finish_reason
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
 
+    # With `stream_options.include_usage`, OpenAI's form: `usage` null in
+    # every chunk, then a chunk with no choices and the request's usage.
+    events = served.events("/v1/completions", {"prompt": prompt, "max_tokens": 12,
+                                               "stream_options": {"include_usage": True}})
+    assert events[-1] == "[DONE]"
+    *chunks, last = events[:-1]
+    assert "".join(chunk["choices"][0]["text"] for chunk in chunks) == expected.text
+    assert all(chunk["usage"] is None for chunk in chunks)
+    assert last["choices"] == [] and last["id"] == chunks[0]["id"]
+    assert last["usage"] == {"prompt_tokens": len(ids), "completion_tokens": len(expected.tokens),
+                             "total_tokens": len(ids) + len(expected.tokens)}
+    events = served.events("/v1/completions", {"prompt": prompt, "max_tokens": 12,
+                                               "stream_options": {"include_usage": False}})
+    assert all("usage" not in chunk for chunk in events[:-1])
+
     # A stop string cuts the text before it, streamed or not.
     stop = expected.text[2:4]
     cut = expected.text[:expected.text.index(stop)]
@@ -282,6 +297,12 @@ BAD_REQUESTS = [
     ("completions", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens", "max_tokens"),
     ("completions", {"prompt": "a", "stream": "yes"}, 400, "stream", "stream"),
     ("completions", {"prompt": "a", "n": 2}, 400, "n", "`n` must be 1"),
+    ("completions", {"prompt": "a", "stream_options": {"include_usage": True}}, 400,
+     "stream_options", "only read with stream: true"),
+    ("completions", {"prompt": "a", "stream": True, "stream_options": {"include_usage": "yes"}},
+     400, "stream_options", "must be true or false"),
+    ("completions", {"prompt": "a", "stream": True, "stream_options": {"obfuscate": True}},
+     400, "stream_options", "only field is include_usage"),
     ("completions", {"prompt": "a", "max_tokens": 1000}, 400, "max_tokens",
      "max_tokens=1000 make 1001 positions, above the engine's max_length=64"),
     ("completions", {"prompt": [5, 99999]}, 400, "prompt", "vocabulary"),
