@@ -65,10 +65,6 @@ FULL_PASS_ONLY_HOOKS = (
 # `keras_attn.checkpoints.families`, which `register_variant` checks against.
 CHECKPOINT_FAMILIES = {name: families.get(name).description for name in families.names()}
 
-# The `OutputMask` layer of each sequence output (`"output"` when the model
-# has one).
-MASK_LAYER_NAMES = names.OUTPUT_MASKS
-
 
 class Transformer(EmbeddingHooks, AttentionHooks, BlockHooks, HeadHooks):
     """Builds a BERT-style Transformer as a functional `keras.Model`.
