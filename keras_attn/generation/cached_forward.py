@@ -1,6 +1,5 @@
 """A builder model's forward pass, a chunk of tokens at a time, with caches."""
 
-import inspect
 from typing import NamedTuple
 
 from keras import ops
@@ -12,6 +11,7 @@ from keras_attn.layers.key_value_cache import update_slots
 from keras_attn.layers.key_value_cache import write_slots
 from keras_attn.layers.rope_scaling import LENGTH_DEPENDENT
 from keras_attn.layers.rope_scaling import recompute_length
+from keras_attn.models.passes import DecodeStep
 
 GENERATIVE_APPLICATIONS = ("lm", "unilm", "seq2seq")
 
@@ -80,36 +80,6 @@ class DecodingCache(NamedTuple):
         )
 
 
-# The hooks a decoding step runs besides the blocks, and the argument that
-# said "decoding" to each before `cache_step=` said it to every hook.
-LEGACY_DECODING_ARGUMENTS = {
-    "embed": "positions",
-    "finish_blocks": "decoding",
-    "language_model_head": "decoding",
-}
-
-
-def check_step_hooks(plan):
-    """Refuses a plan whose `embed`, `finish_blocks` or
-    `language_model_head` would not know it runs a decoding step: one that
-    takes neither `cache_step=` nor `**kwargs` (an override written for the
-    older `positions=`/`decoding=` arguments)."""
-    for name, legacy in LEGACY_DECODING_ARGUMENTS.items():
-        hook = getattr(plan, name)
-        parameters = inspect.signature(hook).parameters
-        if "cache_step" in parameters or any(
-            p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
-        ):
-            continue
-        older = f" (it takes `{legacy}=`, which no step gives now)" if legacy in parameters else ""
-        raise TypeError(
-            f"{type(hook.__self__).__name__}.{name} takes no `cache_step`{older}: a decoding "
-            f"step calls `{name}(..., cache_step=step)` with a `CacheStep` (None in the "
-            "full pass), and the hook runs its layers by `call` when one is given "
-            "(see `keras_attn.torch_runtime.direct_call`). Add the argument."
-        )
-
-
 class CachedForward:
     """The forward pass of a builder model with `application="lm"` or
     `"unilm"`, run on a chunk of new tokens against per-block key/value
@@ -134,7 +104,7 @@ class CachedForward:
             full pass runs (named in the message), or sink tokens with a
             position bias by distance.
         TypeError: a variant whose `embed`, `finish_blocks` or
-            `language_model_head` takes no `cache_step`.
+            `language_model_head` takes no `step`.
     """
 
     def __init__(self, model):
@@ -157,7 +127,15 @@ class CachedForward:
         plan = template.decoding_plan()
         if plan.refusal is not None:
             raise ValueError(f"{model.name}: {plan.refusal}")
-        check_step_hooks(plan)
+        missing = template.hooks_without_step
+        if missing:
+            name, older = next(iter(missing.items()))
+            raise TypeError(
+                f"{type(template).__name__}.{name} takes no `step`{older}: a decoding step "
+                f"calls `{name}(..., step=step)` with a `DecodeStep` (`FULL_PASS` in the full "
+                "pass, keras_attn.models.passes), and the hook runs its layers by `step.run`. "
+                "Add the argument."
+            )
         self.model = model
         self.plan = plan
         self.application = application
@@ -364,9 +342,9 @@ class CachedForward:
                 )
                 before = ops.where(write_rows, before, ops.sum(ops.cast(earlier, "int32"), axis=1))
             token_positions = masking.real_token_positions(real, before)
-        step = CacheStep(
+        step = DecodeStep(CacheStep(
             slot, positions, key_positions, write_rows, token_positions, row_positions
-        )
+        ))
 
         mask = masking.sequence_mask(
             key_valid,
@@ -395,7 +373,7 @@ class CachedForward:
             distance_bias = self.position_bias.distance_table(capacity, length)
 
         plan = self.plan
-        hidden = plan.embed(token_ids, segment_ids, condition=condition, cache_step=step)
+        hidden = plan.embed(token_ids, segment_ids, condition=condition, step=step)
         if self.seq2seq != (source is not None):
             raise ValueError(
                 f"{self.model.name}: an encoder-decoder's step needs the `source` "
@@ -413,7 +391,7 @@ class CachedForward:
                 hidden, attention_mask=masks[self.windows[index], self.sink_tokens[index]],
                 distance_bias=distance_bias,
                 condition=condition,
-                cache=layer_cache, cache_step=step, **cross,
+                cache=layer_cache, step=step, **cross,
             )
             layers.append(layer_cache)
         cache = DecodingCache(
@@ -426,5 +404,5 @@ class CachedForward:
         )
         if not logits:
             return None, cache
-        hidden = plan.finish_blocks(hidden, condition, cache_step=step)
-        return plan.language_model_head(hidden, condition, cache_step=step), cache
+        hidden = plan.finish_blocks(hidden, condition, step=step)
+        return plan.language_model_head(hidden, condition, step=step), cache

@@ -9,6 +9,9 @@ from keras_attn.models.registry import VARIANTS
 from keras_attn.models.registry import import_built_in_variants
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer
+from keras_attn.models.passes import FULL_PASS
+from keras_attn.models.passes import DecodeStep
+from keras_attn.models.passes import FullPass
 from keras_attn.models.transformer_block import TransformerBlock
 from keras_attn.models.transformer_config import AttentionConfig
 from keras_attn.models.transformer_config import FeedForwardConfig

@@ -6,7 +6,8 @@ from keras import ops
 from keras_attn import layer_names as names
 from keras_attn import layers
 from keras_attn.layers import masking
-from keras_attn.torch_runtime.direct_call import layer_caller
+from keras_attn.models.passes import FULL_PASS
+from keras_attn.models.passes import step_of
 from keras_attn.models.input_contract import InputContract
 from keras_attn.models.registry import register_variant
 from keras_attn.models.transformer import Transformer
@@ -234,22 +235,21 @@ class T5(Transformer):
         return hidden, valid
 
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
-              condition=None, cache_step=None):
+              condition=None, step=FULL_PASS, cache_step=None):
         """The main stack's embedding: the shared token embedding (and its
         dropout in the full pass); positions enter through the bias. In the
         full pass the stack's real tokens (`padding_mask`, else the pad id
         in the encoder; the decoder's ids are never padding) ride on it as
         its Keras mask."""
-        if cache_step is not None:
-            return layer_caller(True)(self.embedding_layers["token"], token_ids)
-        valid = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
-        hidden = self.embedding_layers["token"](token_ids)
-        hidden = self.embedding_mask(name=names.in_stack(names.embedding_mask(), self.stack))(hidden, mask=valid)
-        return self.embedding_layers["dropout"](hidden)
+        step = step_of(step, cache_step)
+        valid = step.real_tokens(token_ids, self.pad_token_id, padding_mask)
+        hidden = step.run(self.embedding_layers["token"], token_ids)
+        mask = self.embedding_mask(name=names.in_stack(names.embedding_mask(), self.stack))
+        return step.dropout(self.embedding_layers["dropout"], step.mask(mask, hidden, valid))
 
-    def language_model_head(self, hidden, condition=None, cache_step=None):
+    def language_model_head(self, hidden, condition=None, step=FULL_PASS, cache_step=None):
         """v1.0: `(h * d_model ** -0.5) E^T`; v1.1: `Decoder-Output-LM`."""
-        run = layer_caller(cache_step is not None)
+        run = step_of(step, cache_step).run
         if self.tied_head:
             scaled = hidden * (self.config.hidden_size ** -0.5)
             return run(self.embedding_layers["token"], scaled, reverse=True)

@@ -9,8 +9,10 @@ from keras import ops
 from keras_attn import layer_names as names
 from keras_attn import layers
 from keras_attn.checkpoints import families
-from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.models.decoding_plan import DecodingPlan
+from keras_attn.models import passes
+from keras_attn.models.passes import FULL_PASS
+from keras_attn.models.passes import step_of
 from keras_attn.models.transformer_block import apply_norm
 from keras_attn.models.transformer_model import TransformerModel
 from keras_attn.models.traits import TRAIT_HOOKS
@@ -172,6 +174,14 @@ class Transformer(EmbeddingHooks, AttentionHooks, BlockHooks, HeadHooks):
     # this variant's although their weights share its names, each with why:
     # the builder refuses them, naming the config's own variant.
     refused_config_families = {}
+
+    # The step hooks this variant overrides without `step=`
+    # (`passes.adapt_step_hooks`), by name: cached decoding refuses them.
+    hooks_without_step = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.hooks_without_step = passes.adapt_step_hooks(cls)
 
     def __init__(
         self,
@@ -477,15 +487,15 @@ class Transformer(EmbeddingHooks, AttentionHooks, BlockHooks, HeadHooks):
             stream["padding_mask"] = inputs["decoder_padding_mask"]
         return stream
 
-    def finish_blocks(self, hidden, condition=None, cache_step=None):
+    def finish_blocks(self, hidden, condition=None, step=FULL_PASS, cache_step=None):
         """The hidden states after the last block: the output norm and its
-        dropout where the variant has one (`make_output_norm`), in the full
-        pass and in a decoding step (`cache_step` given)."""
+        dropout where the variant has one (`make_output_norm`), in the pass
+        `step` (`FULL_PASS` or a `DecodeStep`; `cache_step` its deprecated
+        spelling)."""
         if self.output_norm is None:
             return hidden
-        decoding = cache_step is not None
-        hidden = apply_norm(self.output_norm, hidden, condition, layer_caller(decoding))
-        return hidden if decoding else self.output_dropout(hidden)
+        step = step_of(step, cache_step)
+        return step.dropout(self.output_dropout, apply_norm(self.output_norm, hidden, condition, step.run))
 
     def block_index(self, index):
         """The index in block `index`'s layer names: None (no index) for

@@ -1,11 +1,11 @@
 """One Transformer block, the same code for the full pass and a decoding step."""
 
-from keras import ops
-
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
-from keras_attn.torch_runtime.direct_call import keras_call
-from keras_attn.torch_runtime.direct_call import layer_caller
 from keras_attn.layers.key_value_cache import KeyValueCache
+from keras_attn.models.passes import FULL_PASS
+from keras_attn.models.passes import every_query
+from keras_attn.models.passes import step_of
+from keras_attn.torch_runtime.direct_call import keras_call
 
 
 class TransformerBlock:
@@ -30,8 +30,9 @@ class TransformerBlock:
     The template calls the block on symbolic tensors to build the graph, so
     each sub-layer stays a named layer of the model; a decoding step calls
     it on concrete tensors with a `KeyValueCache`, the same layers in the
-    same order. A `ConditionalLayerNormalization` norm is given `condition`;
-    dropout runs in the full pass only.
+    same order, asking its `step` what differs (see
+    `keras_attn.models.passes`). A `ConditionalLayerNormalization` norm is
+    given `condition`; dropout runs in the full pass only.
     Args:
         attention: a `keras_attn.MultiHeadAttention` (or subclass).
         feed_forward: a `keras_attn.layers.FeedForward`, or None for a block
@@ -60,10 +61,11 @@ class TransformerBlock:
             distance table of the cache's slots).
         value: keys and values other than `hidden` (T-TA's embeddings).
         condition: `(batch, width)`, for conditional norms.
-        cache, cache_step: a `KeyValueCache` and its `CacheStep`, given
-            together: the call is then a decoding step (a `cache_step` is
-            how every model hook knows it decodes) and returns `(hidden,
-            updated_cache)`.
+        cache: a `KeyValueCache`, in a decoding step only.
+        step: the pass (`keras_attn.models.passes`): `FULL_PASS`, or a
+            `DecodeStep` with `cache`; the call then returns `(hidden,
+            updated_cache)`. `cache_step=` (a `CacheStep`) is its deprecated
+            spelling.
         attention_bias: an additive bias of a decoding step's slots.
         encoder_output: `(batch, source_length, width)`, what the
             cross-attention attends to (required when the block has one);
@@ -156,59 +158,42 @@ class TransformerBlock:
         value=None,
         condition=None,
         cache=None,
-        cache_step=None,
+        step=FULL_PASS,
         attention_bias=None,
         encoder_output=None,
         encoder_mask=None,
+        cache_step=None,
     ):
-        decoding = cache_step is not None
-        if decoding != (cache is not None):
-            raise ValueError(
-                f"{self.name}: a decoding step gives both `cache` and `cache_step`; "
-                f"received only `{'cache_step' if decoding else 'cache'}`."
-            )
-        # A decoding step runs the layers by `call` where that is exact (see
-        # `direct_call`); the full pass goes through Keras' `__call__`, which
-        # records the graph.
-        run = layer_caller(decoding)
+        step = step_of(step, cache_step)
 
         def norm(layer, x):
-            return x if layer is None else apply_norm(layer, x, condition, run)
+            return x if layer is None else apply_norm(layer, x, condition, step.run)
 
         def residual(norm_layer, dropout, add, x, transform, post_norm=None):
             """`Norm(x + Drop(f(x)))`, or `x + Drop(Post(f(Norm(x))))` pre-LN."""
             normed = norm(norm_layer, x) if self.norm_first else x
-            transformed = norm(post_norm, transform(normed))
-            if not decoding:
-                transformed = dropout(transformed)
-            x = run(add, [x, transformed])
+            transformed = step.dropout(dropout, norm(post_norm, transform(normed)))
+            x = step.run(add, [x, transformed])
             return x if self.norm_first else norm(norm_layer, x)
 
         def self_attention(x):
             nonlocal cache
-            if decoding:
-                attended, cache = run(
-                    self.attention, x, attention_mask=attention_mask,
-                    attention_bias=attention_bias, distance_bias=distance_bias,
-                    cache=cache, cache_step=cache_step,
-                )
-                return attended
-            arguments = {
-                "attention_mask": attention_mask, "distance_bias": distance_bias,
-                "query_mask": every_query(x),
-            }
+            arguments = {"attention_mask": attention_mask, "distance_bias": distance_bias}
+            if attention_bias is not None:
+                arguments["attention_bias"] = attention_bias
             if value is not None:
                 arguments["value"] = value
             if use_causal_mask:
                 arguments["use_causal_mask"] = True
-            return self.attention(x, **arguments)
+            attended, cache = step.attend(self.attention, x, cache, **arguments)
+            return attended
 
         def cross_attention(x):
             if isinstance(encoder_output, KeyValueCache):
                 return self.cross_attention.attend_projected(
                     x, encoder_output, attention_mask=encoder_mask
                 )
-            return run(
+            return step.run(
                 self.cross_attention, x, value=encoder_output, attention_mask=encoder_mask,
                 query_mask=every_query(x),
             )
@@ -231,18 +216,10 @@ class TransformerBlock:
         if self.feed_forward is not None:
             hidden = residual(
                 self.feed_forward_norm, self.feed_forward_dropout, self.feed_forward_add,
-                hidden, lambda x: run(self.feed_forward, x), self.feed_forward_post_norm,
+                hidden, lambda x: step.run(self.feed_forward, x), self.feed_forward_post_norm,
             )
         hidden = norm(self.feed_forward_output_norm, hidden)
-        return (hidden, cache) if decoding else hidden
-
-
-def every_query(hidden):
-    """An all-true `query_mask` for `hidden` `(batch, length, width)`, so
-    Keras does not mask padded query rows from the hidden states' mask: the
-    blocks take padding through `attention_mask` and compute padded rows as
-    the reference implementations do."""
-    return ops.ones_like(ops.take(hidden, 0, axis=-1), dtype="bool")
+        return step.block_output(hidden, cache)
 
 
 def apply_norm(layer, hidden, condition=None, run=keras_call):

@@ -119,8 +119,14 @@ def keras_call(layer, *args, **kwargs):
 
 
 def layer_caller(decoding):
-    """How a pass calls its layers: `direct_call` in a decoding step,
-    `keras_call` in the full pass."""
+    """Deprecated: a hook's pass runs its layers (`step.run`, see
+    `keras_attn.models.passes`). `direct_call` when `decoding`, else
+    `keras_call`, with a DeprecationWarning."""
+    warnings.warn(
+        "layer_caller(decoding) is deprecated; run layers by the pass a hook is given, "
+        "`step.run(layer, ...)` (keras_attn.models.passes).",
+        DeprecationWarning, stacklevel=2,
+    )
     return direct_call if decoding else keras_call
 
 

@@ -9,6 +9,7 @@ from keras_attn.generation import CachedForward
 from keras_attn.generation.cached_forward import GENERATIVE_APPLICATIONS
 from keras_attn.torch_runtime.compiled_step import torch_compiles_steps
 from keras_attn.models import VARIANTS
+from keras_attn.models.passes import FULL_PASS
 from tests.torch_runtime.test_compiled_step import dynamo_counts
 from tests.harness import to_numpy
 
@@ -223,17 +224,73 @@ class OlderHeadBert(keras_attn.Transformer):
         return super().language_model_head(hidden, condition) * 2.0
 
 
-def test_a_hook_without_cache_step_is_refused_by_name():
-    """A decoding step tells every hook that it decodes by `cache_step=`;
-    a hook that cannot take it would run its layers as the full pass does
-    (through Keras' `__call__`) or fail mid-compilation."""
-    keras_attn.register_variant("test_older_head", OlderHeadBert)
+def bert_inputs(ids):
+    return {"token_ids": ids, "segment_ids": np.zeros_like(ids)}
+
+
+def build_registered(name, variant_class):
+    keras_attn.register_variant(name, variant_class)
     try:
-        model = keras_attn.build_transformer_model(
-            CONFIG, variant="test_older_head", application="lm"
-        )
+        return keras_attn.build_transformer_model(CONFIG, variant=name, application="lm")
     finally:
-        VARIANTS.pop("test_older_head")
+        VARIANTS.pop(name)
+
+
+def test_a_hook_without_step_is_refused_by_name():
+    """A decoding step tells every hook that it decodes by `step=`; a hook
+    that cannot take it builds and runs its full pass, and decoding refuses
+    it by name before compiling anything."""
+    model = build_registered("test_older_head", OlderHeadBert)
+    assert model(bert_inputs(sequences(0))).shape == (2, LENGTH, CONFIG["vocab_size"])
     with pytest.raises(TypeError, match=r"OlderHeadBert.language_model_head takes no "
-                                        r"`cache_step` \(it takes `decoding=`"):
+                                        r"`step` \(it takes `decoding=`"):
         CachedForward(model)
+
+
+def cached_logits_equal_the_full_pass(model):
+    forward = CachedForward(model)
+    ids = sequences(forward.pad_token_id)
+    full = to_numpy(model(bert_inputs(ids)))
+    cache = forward.empty_cache(2, forward.capacity(PROMPT, LENGTH))
+    logits, cache = forward(ids[:, :PROMPT], 0, cache)
+    np.testing.assert_allclose(to_numpy(logits), full[:, :PROMPT], atol=1e-5, rtol=1e-5)
+    logits, _ = forward(ids[:, PROMPT : PROMPT + 1], PROMPT, cache)
+    np.testing.assert_allclose(to_numpy(logits)[:, 0], full[:, PROMPT], atol=1e-5, rtol=1e-5)
+
+
+def test_a_hook_written_once_with_step_runs_in_both_passes():
+    """An override taking `step=` and running its layers by `step.run` is
+    the same code in the full pass and a decoding step: its doubled logits
+    are cached too."""
+
+    class StepHeadBert(keras_attn.Transformer):
+        def language_model_head(self, hidden, condition=None, step=FULL_PASS):
+            return super().language_model_head(hidden, condition, step) * 2.0
+
+    model = build_registered("test_step_head", StepHeadBert)
+    plain = keras_attn.build_transformer_model(CONFIG, application="lm")
+    plain.set_weights(model.get_weights())
+    ids = sequences(0)
+    inputs = bert_inputs(ids)
+    np.testing.assert_allclose(to_numpy(model(inputs)), 2 * to_numpy(plain(inputs)), rtol=1e-6)
+    cached_logits_equal_the_full_pass(model)
+
+
+def test_a_hook_written_for_cache_step_is_deprecated_and_still_decodes():
+    """An override of the deprecated `cache_step=` spelling warns, naming
+    `step=`, when its class is made, and decodes as before: the adapter
+    gives it the step's `CacheStep` (without it, the step's doubled logits
+    would be missing, or the call would fail)."""
+    with pytest.warns(DeprecationWarning, match=r"CacheStepHeadBert.language_model_head "
+                                                r"takes `cache_step=`.*`step=FULL_PASS`"):
+        class CacheStepHeadBert(keras_attn.Transformer):
+            def language_model_head(self, hidden, condition=None, cache_step=None):
+                assert cache_step is None or hasattr(cache_step, "key_positions")
+                logits = super().language_model_head(hidden, condition, cache_step=cache_step)
+                return logits * 2.0
+
+    assert CacheStepHeadBert.hooks_without_step == {}
+    model = build_registered("test_cache_step_head", CacheStepHeadBert)
+    with pytest.warns(DeprecationWarning, match=r"`cache_step=` is deprecated; pass "
+                                                r"step=DecodeStep\(cache_step\)"):
+        cached_logits_equal_the_full_pass(model)

@@ -9,6 +9,7 @@ import pytest
 import keras_attn
 from keras_attn.layers import CacheStep
 from keras_attn.layers import KeyValueCache
+from keras_attn.models.passes import DecodeStep
 from tests import reference
 from tests.harness import to_numpy
 
@@ -111,13 +112,13 @@ def test_block_equals_numpy_and_its_cached_steps_equal_the_full_pass(norm_first,
     key_positions = np.full((LENGTH,), -1, "int32")
     for position in range(LENGTH):
         key_positions[position] = position
-        step = CacheStep(
+        step = DecodeStep(CacheStep(
             np.array(position, "int32"), np.array([position], "int32"), key_positions.copy()
-        )
+        ))
         visible = np.broadcast_to((key_positions >= 0)[None, None, :], (2, 1, LENGTH))
         hidden, cache = block(
             x[:, position : position + 1], attention_mask=visible, cache=cache,
-            cache_step=step, encoder_output=encoder_output, encoder_mask=encoder_mask,
+            step=step, encoder_output=encoder_output, encoder_mask=encoder_mask,
         )
         np.testing.assert_allclose(
             to_numpy(hidden)[:, 0], full[:, position], atol=1e-5, rtol=1e-5,

@@ -9,10 +9,10 @@ import keras
 
 from keras_attn import layer_names as names
 from keras_attn import layers
-from keras_attn.layers import masking
 from keras_attn.models.input_contract import InputContract
+from keras_attn.models.passes import FULL_PASS
+from keras_attn.models.passes import step_of
 from keras_attn.models.transformer_block import apply_norm
-from keras_attn.torch_runtime.direct_call import layer_caller
 
 
 class EmbeddingHooks:
@@ -207,16 +207,16 @@ class EmbeddingHooks:
         )
 
     def embed(self, token_ids, segment_ids=None, padding_mask=None, stream="",
-              condition=None, cache_step=None):
+              condition=None, step=FULL_PASS, cache_step=None):
         """`Mapping(Dropout(LN(token + segment + position)))`, the mapping only
-        for factorised embeddings; a decoding step gives its `cache_step`,
-        and `stream` suffixes a second stream's parameter-free layer names."""
+        for factorised embeddings, in the pass `step` (`FULL_PASS` or a
+        `DecodeStep`; `cache_step` is its deprecated spelling); `stream`
+        suffixes a second stream's parameter-free layer names."""
+        step = step_of(step, cache_step)
         config = self.config
         embedding_layers = self.embedding_layers
-        decoding = cache_step is not None
-        run = layer_caller(decoding)
-        if not decoding:
-            padding_mask = masking.real_tokens(token_ids, self.pad_token_id, padding_mask)
+        run = step.run
+        padding_mask = step.real_tokens(token_ids, self.pad_token_id, padding_mask)
         embedded = [run(embedding_layers["token"], token_ids)]
         if "segment" in embedding_layers:
             if segment_ids is None or config.segment_vocab_size == 1:
@@ -225,19 +225,14 @@ class EmbeddingHooks:
             embedded.append(run(embedding_layers["segment"], segment_ids))
         position = embedding_layers["position"]
         if position is not None:
-            if decoding:
-                embedded.append(run(position, token_ids, positions=cache_step.embedding_positions))
-            else:
-                embedded.append(position(token_ids, padding_mask=padding_mask))
+            embedded.append(step.positions(position, token_ids, padding_mask))
         hidden = embedded[0]
         if len(embedded) > 1:
             hidden = run(self.embedding_add(stream), embedded)
-        if not decoding:
-            hidden = self.embedding_mask(stream)(hidden, mask=padding_mask)
+        hidden = step.mask(self.embedding_mask(stream), hidden, padding_mask)
         if embedding_layers["norm"] is not None:
             hidden = apply_norm(embedding_layers["norm"], hidden, condition, run)
-        if not decoding:
-            hidden = embedding_layers["dropout"](hidden)
+        hidden = step.dropout(embedding_layers["dropout"], hidden)
         if "mapping" in embedding_layers:
             hidden = run(embedding_layers["mapping"], hidden)
         return hidden

@@ -7,8 +7,9 @@ from keras_attn import layer_names as names
 from keras_attn import layers
 from keras_attn.layers import masking
 from keras_attn.layers.feed_forward import resolve_activation
+from keras_attn.models.passes import FULL_PASS
+from keras_attn.models.passes import step_of
 from keras_attn.models.transformer_block import apply_norm
-from keras_attn.torch_runtime.direct_call import layer_caller
 
 
 class HeadHooks:
@@ -85,15 +86,16 @@ class HeadHooks:
         )
         return {role: dense}
 
-    def language_model_head(self, hidden, condition=None, cache_step=None):
+    def language_model_head(self, hidden, condition=None, step=FULL_PASS, cache_step=None):
         """The language-model logits of `hidden`, by `head`: `transform`,
         `Bias(Decoder(LN(Dense(h))))`; `embedding`, `Decoder(h)` (or
         `(h W_out) E^T` for factorised embeddings); the decoder the token
         embedding transposed unless untied. With `logit_soft_caps` and the
         config's `final_logit_soft_cap` `c`, the logits are `c tanh(x / c)`.
-        A decoding step gives its `cache_step`."""
+        `step` is the pass (`FULL_PASS` or a `DecodeStep`; `cache_step` its
+        deprecated spelling)."""
         head = self.head_layers
-        run = layer_caller(cache_step is not None)
+        run = step_of(step, cache_step).run
         if self.head == "transform":
             hidden = apply_norm(head["mlm_norm"], run(head["mlm_dense"], hidden), condition, run)
         elif "output_mapping" in head:
