@@ -5,6 +5,7 @@ import keras
 from keras_attn.torch_runtime.direct_call import direct_call
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
+from keras_attn.layers.projections import store_projection_arguments
 
 
 @keras.saving.register_keras_serializable(package="keras_attn", name="gelu_approximate")
@@ -62,10 +63,9 @@ class FeedForward(keras.layers.Layer):
         self.intermediate_size = intermediate_size
         self.activation = activation
         self.out_dim = out_dim
-        self.use_bias = use_bias
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.projection_policies = projection_policies
+        store_projection_arguments(
+            self, use_bias, kernel_initializer, bias_initializer, projection_policies
+        )
         self.supports_masking = True
 
     def build(self, inputs_shape):

@@ -22,6 +22,7 @@ from keras_attn.layers.positions import POSITION_ENCODINGS  # noqa: F401 (re-exp
 from keras_attn.layers.positions import ROTARY_ENCODINGS  # noqa: F401 (re-exported)
 from keras_attn.layers.projections import make_dense
 from keras_attn.layers.projections import projection_config
+from keras_attn.layers.projections import store_projection_arguments
 from keras_attn.layers.relative_position_bias import add_distance_bias
 from keras_attn.layers.rms_normalization import RMSNormalization
 from keras_attn.torch_runtime.direct_call import direct_call
@@ -166,7 +167,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.heads, self.head_size, self.out_dim = heads, head_size, out_dim
         self.key_size = key_size or head_size
         self.key_value_heads = key_value_heads or heads
-        self.use_bias, self.output_use_bias = use_bias, output_use_bias
+        self.output_use_bias = output_use_bias
         self.query_key_norm_epsilon = query_key_norm_epsilon
         self.query_key_norm_scale_offset = query_key_norm_scale_offset
         self.query_norm = self.key_norm = None
@@ -178,9 +179,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 )
                 for name in ("query_norm", "key_norm")
             )
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.projection_policies = projection_policies
+        store_projection_arguments(
+            self, use_bias, kernel_initializer, bias_initializer, projection_policies
+        )
         self.supports_masking = True
         self.attention_window, self.blockwise_attention = attention_window, blockwise_attention
         self.attention_sink_tokens = attention_sink_tokens

@@ -5,6 +5,17 @@ import keras
 from keras_attn import keras_internals
 
 
+def store_projection_arguments(
+    layer, use_bias, kernel_initializer, bias_initializer, projection_policies
+):
+    """Stores on `layer` the constructor arguments `make_dense` reads (and
+    `projection_config` gives back), the initializers resolved."""
+    layer.use_bias = use_bias
+    layer.kernel_initializer = keras.initializers.get(kernel_initializer)
+    layer.bias_initializer = keras.initializers.get(bias_initializer)
+    layer.projection_policies = projection_policies
+
+
 def make_dense(layer, units, name, activation=None, use_bias=None):
     """A `Dense` sublayer of `layer` with its `use_bias` (or the given
     `use_bias`, where one projection differs from the others), initializers and

@@ -1,5 +1,10 @@
 """One Transformer block, the same code for the full pass and a decoding step."""
 
+import dataclasses
+from typing import Optional
+
+import keras
+
 from keras_attn.layers.conditional_layer_normalization import ConditionalLayerNormalization
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.models.passes import FULL_PASS
@@ -8,6 +13,8 @@ from keras_attn.models.passes import step_of
 from keras_attn.torch_runtime.direct_call import keras_call
 
 
+# eq=False: a block is its layers, compared and hashed by identity as they are.
+@dataclasses.dataclass(eq=False)
 class TransformerBlock:
     """A self-attention sub-layer, optionally a cross-attention sub-layer
     (an encoder-decoder's decoder), and a feed-forward sub-layer, each with
@@ -85,56 +92,40 @@ class TransformerBlock:
     True
     """
 
-    def __init__(
-        self,
-        attention,
-        feed_forward,
-        attention_norm,
-        feed_forward_norm,
-        attention_dropout,
-        feed_forward_dropout,
-        attention_add,
-        feed_forward_add,
-        norm_first=False,
-        cross_attention=None,
-        cross_attention_norm=None,
-        cross_attention_dropout=None,
-        cross_attention_add=None,
-        feed_forward_output_norm=None,
-        attention_post_norm=None,
-        feed_forward_post_norm=None,
-    ):
-        cross = (cross_attention, cross_attention_norm, cross_attention_dropout, cross_attention_add)
+    attention: keras.layers.Layer
+    feed_forward: Optional[keras.layers.Layer]
+    attention_norm: Optional[keras.layers.Layer]
+    feed_forward_norm: Optional[keras.layers.Layer]
+    attention_dropout: keras.layers.Layer
+    feed_forward_dropout: Optional[keras.layers.Layer]
+    attention_add: keras.layers.Layer
+    feed_forward_add: Optional[keras.layers.Layer]
+    norm_first: bool = False
+    cross_attention: Optional[keras.layers.Layer] = None
+    cross_attention_norm: Optional[keras.layers.Layer] = None
+    cross_attention_dropout: Optional[keras.layers.Layer] = None
+    cross_attention_add: Optional[keras.layers.Layer] = None
+    feed_forward_output_norm: Optional[keras.layers.Layer] = None
+    attention_post_norm: Optional[keras.layers.Layer] = None
+    feed_forward_post_norm: Optional[keras.layers.Layer] = None
+
+    def __post_init__(self):
+        cross = (self.cross_attention, self.cross_attention_norm, self.cross_attention_dropout,
+                 self.cross_attention_add)
         if any(layer is None for layer in cross) and any(layer is not None for layer in cross):
             raise ValueError(
                 "TransformerBlock: a cross-attention sub-layer needs all of "
                 "cross_attention, cross_attention_norm, cross_attention_dropout and "
                 "cross_attention_add."
             )
-        if feed_forward is None and any(
-            layer is not None for layer in (feed_forward_norm, feed_forward_dropout, feed_forward_add)
-        ):
+        feed_forward_layers = (self.feed_forward_norm, self.feed_forward_dropout,
+                               self.feed_forward_add)
+        if self.feed_forward is None and any(layer is not None for layer in feed_forward_layers):
             raise ValueError(
                 "TransformerBlock: a block without a feed-forward sub-layer "
                 "(feed_forward=None) takes no feed_forward_norm, feed_forward_dropout "
                 "or feed_forward_add."
             )
-        self.attention = attention
-        self.feed_forward = feed_forward
-        self.attention_norm = attention_norm
-        self.feed_forward_norm = feed_forward_norm
-        self.attention_dropout = attention_dropout
-        self.feed_forward_dropout = feed_forward_dropout
-        self.attention_add = attention_add
-        self.feed_forward_add = feed_forward_add
-        self.norm_first = norm_first
-        self.cross_attention = cross_attention
-        self.cross_attention_norm = cross_attention_norm
-        self.cross_attention_dropout = cross_attention_dropout
-        self.cross_attention_add = cross_attention_add
-        self.feed_forward_output_norm = feed_forward_output_norm
-        self.attention_post_norm = attention_post_norm
-        self.feed_forward_post_norm = feed_forward_post_norm
 
     @property
     def layers(self):

@@ -207,26 +207,15 @@ class Engine:
                                  ("prefill_chunk", prefill_chunk, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"`{name}` must be an integer >= {low}; received {value!r}.")
-        if max_length is None:
-            max_length = forward.plan.max_position
-            if forward.max_length is not None:
-                max_length = min(max_length, forward.max_length)
-        if not isinstance(max_length, int) or max_length < 2:
-            raise ValueError(f"`max_length` must be an integer >= 2; received {max_length!r}.")
-        if forward.max_length is not None and max_length > forward.max_length:
-            raise ValueError(
-                f"`max_length={max_length}` exceeds the {forward.max_length} positions of "
-                f"{model.name}'s position table."
-            )
         self.model = model
         self.max_batch = max_batch
-        self.max_length = max_length
+        self.max_length = _longest_request(forward, max_length)
         self.block_size = block_size
         self.prefill_chunk = prefill_chunk
         self.tokenizer = tokenizer
         # The window of positions a decoding row attends to, and the prompt
         # chunk's (room for a chunk past the longest prompt).
-        self.capacity = -(-max_length // block_size) * block_size
+        self.capacity = -(-self.max_length // block_size) * block_size
         self.prefill_capacity = self.capacity + prefill_chunk
         if num_blocks is None:
             num_blocks = max_batch * (self.capacity // block_size) + 1
@@ -666,6 +655,24 @@ def unsupported(forward):
     if any(getattr(forward, "sink_tokens", ())):
         return "its attention keeps sink tokens beside a window, which the paged cache does not."
     return None
+
+
+def _longest_request(forward, max_length):
+    """The `max_length` of an `Engine` over `forward`: the one given, or by
+    default the model's `max_position_embeddings` (at most its position
+    table's length); a ValueError unless an integer >= 2 within the table."""
+    if max_length is None:
+        max_length = forward.plan.max_position
+        if forward.max_length is not None:
+            max_length = min(max_length, forward.max_length)
+    if not isinstance(max_length, int) or max_length < 2:
+        raise ValueError(f"`max_length` must be an integer >= 2; received {max_length!r}.")
+    if forward.max_length is not None and max_length > forward.max_length:
+        raise ValueError(
+            f"`max_length={max_length}` exceeds the {forward.max_length} positions of "
+            f"{forward.model.name}'s position table."
+        )
+    return max_length
 
 
 def compile_program(program, model):

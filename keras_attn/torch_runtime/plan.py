@@ -1,7 +1,11 @@
 """Which path each way of running a model takes, and why
 (`keras_attn.explain`, `TransformerModel.execution_plan`)."""
 
+import dataclasses
+from typing import Dict
+from typing import List
 from typing import NamedTuple
+from typing import Tuple
 
 import keras
 
@@ -20,6 +24,7 @@ class Entry(NamedTuple):
     why: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
 class ExecutionPlan:
     """The path `model(x)`, `predict`, `fit` and `generate` take for one model
     on this backend and device, with the reason for each, and what the last
@@ -44,12 +49,11 @@ class ExecutionPlan:
     ```
     """
 
-    def __init__(self, backend, device, entries, last, keras_layers):
-        self.backend = backend
-        self.device = device
-        self.entries = entries
-        self.last = last
-        self.keras_layers = keras_layers
+    backend: str
+    device: str
+    entries: Dict[str, Entry]
+    last: Dict[str, runner_module.Path]
+    keras_layers: List[Tuple[str, str]]
 
     @classmethod
     def of(cls, model):
