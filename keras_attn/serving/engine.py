@@ -163,13 +163,18 @@ class Engine:
     request computes what it computes alone (to float rounding).
 
     Serves `application="lm"` models with absolute, rotary or relative-bias
-    positions, grouped-query attention and attention windows; refuses,
-    naming the reason, the models docs/serving.md lists (UniLM,
-    encoder-decoders, conditional layer norms, ReRoPE, `dynamic`/`longrope`
-    scaling, sink tokens).
+    positions, grouped-query attention and attention windows, and
+    `application="unilm"` models: a prompt is the source (segment 0, seen
+    bidirectionally, so it is encoded in one chunk of a multiple of
+    `prefill_chunk` tokens and its blocks are not shared), generated tokens
+    are segment 1, each seeing the source and the tokens before it. Refuses,
+    naming the reason, the models docs/serving.md lists (encoder-decoders,
+    conditional layer norms, ReRoPE, `dynamic`/`longrope` scaling, sink
+    tokens).
 
     Args:
-        model: a `TransformerModel` built with `application="lm"`.
+        model: a `TransformerModel` built with `application="lm"` or
+            `"unilm"`.
         max_batch: rows decoded together.
         max_length: the longest request (prompt plus new tokens); default
             the model's `max_position_embeddings`.
@@ -183,7 +188,8 @@ class Engine:
             the tokenizer's `end_id`, else none (`keras-attn serve` reads the
             folder's `eos_token_id`).
         prefix_sharing: requests whose prompts start with the same full
-            blocks share those blocks.
+            blocks share those blocks (never under UniLM, whose source
+            tokens see later ones).
         seed: seeds the generator of requests without a seed.
 
     Example:
@@ -219,7 +225,8 @@ class Engine:
         self.prefill_capacity = self.capacity + prefill_chunk
         if num_blocks is None:
             num_blocks = max_batch * (self.capacity // block_size) + 1
-        self.pool = BlockPool(num_blocks, block_size, prefix_sharing)
+        self.unilm = forward.unilm
+        self.pool = BlockPool(num_blocks, block_size, prefix_sharing and not self.unilm)
         if end_token_ids is None:
             end = getattr(tokenizer, "end_id", None) if tokenizer is not None else None
             end_token_ids = () if end is None else end
@@ -406,11 +413,16 @@ class Engine:
             self._prefilling.append(request)
 
     def _prefill(self, request):
-        """Encodes the next chunk of `request`'s prompt; after the last, its
-        first token is chosen and it waits for a decoding row."""
+        """Encodes the next chunk of `request`'s prompt (a UniLM source
+        whole, in the fewest chunks of `prefill_chunk` that hold it); after
+        the last, its first token is chosen and it waits for a decoding
+        row."""
         start = request.written
-        chunk = request.prompt[start:start + self.prefill_chunk]
-        n, size = len(chunk), self.prefill_chunk
+        size = self.prefill_chunk
+        if self.unilm:
+            size *= -(-len(request.prompt) // size)
+        chunk = request.prompt[start:start + size]
+        n = len(chunk)
         own = start + np.arange(size)
         real = np.arange(size) < n
         tokens = np.full((1, size), self.forward.pad_token_id, "int32")
@@ -432,6 +444,7 @@ class Engine:
             write=np.where(real, self._entries(request, np.minimum(own, start + n - 1)), 0)[
                 None].astype("int32"),
             last=np.array([n - 1], "int32"),
+            **_segments(1, size, self.prefill_capacity),
         )
         logits = self._run(arguments, self.prefill_capacity)
         request.written = start + n
@@ -494,6 +507,15 @@ class Engine:
             written[index] = request.written
             offsets[index] = request.offset
         own = held[None, :] - offsets[:, None]
+        segments = _segments(self.max_batch, 1, window)
+        if self.unilm:
+            # A generated token's order is its count among the generated
+            # (the source's is 0): it sees the source and the tokens before
+            # it (`masking.sequence_mask`).
+            sources = np.array([0 if r is None else len(r.prompt) for r in rows])
+            segments["segment_ids"][active] = 1
+            segments["segment_sums"][active] = (written - sources)[active]
+            segments["key_orders"][:] = np.maximum(own - sources[:, None] + 1, 0) * active[:, None]
         arguments = dict(
             tokens=tokens,
             clock=np.int32(clock),
@@ -505,6 +527,7 @@ class Engine:
             padding_mask=active[:, None],
             write=write,
             last=np.zeros((self.max_batch,), "int32"),
+            **segments,
         )
         logits = self._run(arguments, window)
         self._clock = clock + 1
@@ -592,7 +615,7 @@ class Engine:
         return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
 
     def _program(self, pools, tokens, clock, row_positions, gather, key_positions, key_valid,
-                 real_tokens, padding_mask, write, last):
+                 real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums):
         """One step of the model on the rows' blocks: gathers each row's
         slots from the pools, runs `CachedForward`, writes the new keys and
         values to the pools at `write` and returns the float32 logits of
@@ -603,13 +626,13 @@ class Engine:
             KeyValueCache(ops.take(keys, gather, axis=0), ops.take(values, gather, axis=0))
             for keys, values in pools
         )
-        zeros = ops.zeros((batch, capacity), "int32")
         cache = DecodingCache(
-            layers, key_positions, ops.cast(key_valid, "bool"), zeros, real_tokens,
-            ops.zeros((batch,), "int32"),
+            layers, key_positions, ops.cast(key_valid, "bool"), key_orders, real_tokens,
+            segment_sums,
         )
         logits, cache = self.forward(
-            tokens, clock, cache, padding_mask=padding_mask, row_positions=row_positions
+            tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
+            row_positions=row_positions,
         )
         slot = ops.mod(clock, capacity)
         entries = ops.reshape(write, (-1,))
@@ -632,18 +655,31 @@ def _real_at(request, positions):
     return inside & request.real[np.clip(positions, 0, len(request.real) - 1)]
 
 
+def _segments(batch, length, capacity):
+    """UniLM's arguments of a step, zeros (a source, or a causal model):
+    the new tokens' segment ids, each slot's order and each row's count of
+    generated tokens written (see `DecodingCache`)."""
+    return dict(
+        segment_ids=np.zeros((batch, length), "int32"),
+        key_orders=np.zeros((batch, capacity), "int32"),
+        segment_sums=np.zeros((batch,), "int32"),
+    )
+
+
 ARGUMENTS = (
     "tokens", "clock", "row_positions", "gather", "key_positions", "key_valid",
-    "real_tokens", "padding_mask", "write", "last",
+    "real_tokens", "padding_mask", "write", "last", "segment_ids", "key_orders",
+    "segment_sums",
 )
 
 
 def unsupported(forward):
     """Why `Engine` cannot serve the model of `forward`, or None."""
     scaling = forward.plan.rope_scaling
-    if forward.application != "lm":
+    if forward.application not in ("lm", "unilm"):
         return (f"it is a {forward.application!r} model; the engine serves "
-                "application='lm' models (UniLM and encoder-decoder models are not served yet).")
+                "application='lm' and 'unilm' models (encoder-decoder models are not served "
+                "yet).")
     if forward.conditional:
         return "its norms take a `condition` (conditional_layer_norm), which no request gives."
     if scaling is not None and scaling["rope_type"] in CLIPPED_TYPES:

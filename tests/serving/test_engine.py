@@ -10,6 +10,7 @@ import pytest
 from keras_attn.models import VARIANTS
 from keras_attn.serving import Engine
 from keras_attn.serving import SamplingParams
+from tests.models.test_variants import VARIANT_FIELDS
 from tests.models.test_variants import build
 
 BACKEND = keras.config.backend()
@@ -64,6 +65,37 @@ def test_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     assert [r.tokens for r in requests] == expected
     assert {r.finish_reason for r in requests} == {"length"}
     assert engine.pool.shared_lent >= 2  # both later prompts shared blocks
+    engine.pool.check()
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+UNILM_VARIANTS = [
+    name for name, cls in VARIANTS.items()
+    if "unilm" in cls.applications and (BACKEND == "torch" or name == "roformer")
+]
+
+
+@pytest.mark.parametrize("variant", UNILM_VARIANTS)
+def test_unilm_greedy_tokens_equal_generating_alone(variant, monkeypatch):
+    """A UniLM prompt is a source its tokens see whole: sources longer than
+    a prefill chunk (encoded in one pass of two chunks' width) and shorter,
+    arriving while others decode; two share their first block, which must
+    not be shared (its keys see the rest of each source)."""
+    keras.utils.set_random_seed(0)
+    # Two blocks: a source encoded in two chunks would differ from the
+    # second block on (the first chunk's hidden states miss the second's).
+    layers = {} if "num_hidden_layers" in VARIANT_FIELDS.get(variant, {}) else {
+        "num_hidden_layers": 2}
+    model = build(variant, "unilm", initializer_range=0.3, max_position_embeddings=40, **layers)
+    prompts = [PROMPTS[3], PROMPTS[1], PROMPTS[3][:5] + [7, 8], PROMPTS[2]]
+    steps = [5, 6, 4, 3]
+    engine = Engine(model, max_batch=2, block_size=4, prefill_chunk=8, end_token_ids=[])
+    requests = [engine.submit(prompts[0], max_new_tokens=steps[0])]
+    engine.step()
+    requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
+    engine.run()
+    assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
+    assert engine.pool.shared_lent == 0
     engine.pool.check()
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
