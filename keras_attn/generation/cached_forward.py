@@ -275,7 +275,7 @@ class CachedForward:
 
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
                  write_rows=None, logits=True, condition=None, source=None,
-                 row_positions=None):
+                 row_positions=None, key_row_positions=None):
         """Runs `token_ids` `(batch, n)`, at positions `position .. position + n -
         1`, against `cache`.
 
@@ -296,6 +296,12 @@ class CachedForward:
             source: an encoder-decoder's `EncodedSource` (required there).
             row_positions: optional int `(batch, n)`: each row's own positions
                 (`CacheStep.row_positions`); `position` is then a shared clock.
+            key_row_positions: optional int `(batch, capacity)`, with
+                `row_positions`: each row's own position of each slot after
+                this step (negative where it holds none of the row's). The
+                slots are then the clock modulo the capacity (no sink slots:
+                the caller keeps every position a row reads), and sink tokens
+                are each row's first positions.
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (None when
@@ -311,7 +317,10 @@ class CachedForward:
         capacity = cache.key_positions.shape[0]
         position = ops.cast(position, "int32")
         positions = position + ops.arange(length, dtype="int32")
-        slot = self.slot(position, capacity)
+        if key_row_positions is None:
+            slot = self.slot(position, capacity)
+        else:
+            slot = ops.mod(position, capacity)
         key_positions = update_slots(cache.key_positions, slot, positions, axis=0)
         if self.masks_pad_tokens:
             real = masking.real_tokens(token_ids, self.pad_token_id)
@@ -351,6 +360,9 @@ class CachedForward:
             orders if self.unilm else None,
             key_orders if self.unilm else None,
         )
+        # Sink tokens read each row's own positions where the rows stand at
+        # different ones; else the positions the slots hold.
+        row_sinks = key_row_positions is not None
         masks = {
             (window, sinks): masking.merge_attention_masks(
                 attention_mask=mask,
@@ -361,10 +373,16 @@ class CachedForward:
                 blockwise=self.blockwise,
                 query_positions=positions,
                 key_positions=key_positions,
-                sink_tokens=sinks,
+                sink_tokens=0 if row_sinks else sinks,
             )
             for window, sinks in dict.fromkeys(zip(self.windows, self.sink_tokens))
         }
+        if row_sinks:
+            for (window, sinks), band in masks.items():
+                if window is not None and sinks:
+                    masks[window, sinks] = ops.logical_or(band, masking.row_sink_mask(
+                        mask, sinks, key_row_positions, positions, key_positions, self.causal
+                    ))
         # The bias of every distance a query can have to a slot: a chunk
         # never wraps, so the slots hold positions within `capacity` of its
         # last token.

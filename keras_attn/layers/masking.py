@@ -87,6 +87,27 @@ def local_mask(
     return keep[None, None, :, :]
 
 
+def row_sink_mask(attention_mask, sink_tokens, key_row_positions, query_positions,
+                  key_positions, causal):
+    """Boolean `(batch, 1, query_length, key_length)`: the keys each row
+    keeps as its sink tokens beside a window (see `local_mask`), where the
+    rows of a batch stand at different positions: the keys at a row's own
+    positions `0 <= j < sink_tokens` (`key_row_positions`, int `(batch,
+    key_length)`), under `attention_mask` and, when `causal`, at or before
+    the query (`query_positions`/`key_positions`, a clock shared by the
+    rows, see `relative_positions`)."""
+    key_row_positions = ops.convert_to_tensor(key_row_positions, "int32")
+    sinks = ops.logical_and(
+        ops.greater_equal(key_row_positions, 0), ops.less(key_row_positions, sink_tokens)
+    )[:, None, None, :]
+    if causal:
+        distance = relative_positions(None, None, query_positions, key_positions)
+        sinks = ops.logical_and(sinks, ops.greater_equal(distance, 0)[None, None])
+    if attention_mask is not None:
+        sinks = ops.logical_and(sinks, to_rank4_mask(attention_mask))
+    return sinks
+
+
 def band_from_distance(distance, window, causal):
     """The band as a function of `i - j`: `0 <= i - j < window` (causal) or
     `|i - j| <= window // 2`."""

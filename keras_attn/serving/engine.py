@@ -169,8 +169,9 @@ class Engine:
     `prefill_chunk` tokens and its blocks are not shared), generated tokens
     are segment 1, each seeing the source and the tokens before it. Refuses,
     naming the reason, the models docs/serving.md lists (encoder-decoders,
-    conditional layer norms, ReRoPE, `dynamic`/`longrope` scaling, sink
-    tokens).
+    conditional layer norms, ReRoPE, `dynamic`/`longrope` scaling). Sink
+    tokens beside a window (`attention_sink_tokens`) are each row's first
+    positions, which its blocks keep.
 
     Args:
         model: a `TransformerModel` built with `application="lm"` or
@@ -444,6 +445,7 @@ class Engine:
             write=np.where(real, self._entries(request, np.minimum(own, start + n - 1)), 0)[
                 None].astype("int32"),
             last=np.array([n - 1], "int32"),
+            key_row_positions=slots[None].astype("int32"),
             **_segments(1, size, self.prefill_capacity),
         )
         logits = self._run(arguments, self.prefill_capacity)
@@ -527,6 +529,7 @@ class Engine:
             padding_mask=active[:, None],
             write=write,
             last=np.zeros((self.max_batch,), "int32"),
+            key_row_positions=own.astype("int32"),
             **segments,
         )
         logits = self._run(arguments, window)
@@ -615,7 +618,8 @@ class Engine:
         return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
 
     def _program(self, pools, tokens, clock, row_positions, gather, key_positions, key_valid,
-                 real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums):
+                 real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums,
+                 key_row_positions):
         """One step of the model on the rows' blocks: gathers each row's
         slots from the pools, runs `CachedForward`, writes the new keys and
         values to the pools at `write` and returns the float32 logits of
@@ -632,7 +636,7 @@ class Engine:
         )
         logits, cache = self.forward(
             tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
-            row_positions=row_positions,
+            row_positions=row_positions, key_row_positions=key_row_positions,
         )
         slot = ops.mod(clock, capacity)
         entries = ops.reshape(write, (-1,))
@@ -669,7 +673,7 @@ def _segments(batch, length, capacity):
 ARGUMENTS = (
     "tokens", "clock", "row_positions", "gather", "key_positions", "key_valid",
     "real_tokens", "padding_mask", "write", "last", "segment_ids", "key_orders",
-    "segment_sums",
+    "segment_sums", "key_row_positions",
 )
 
 
@@ -688,8 +692,6 @@ def unsupported(forward):
     if forward.length_dependent:
         return (f"its rope_scaling {scaling['rope_type']!r} reads the length encoded, which "
                 "differs between the rows of a batch.")
-    if any(getattr(forward, "sink_tokens", ())):
-        return "its attention keeps sink tokens beside a window, which the paged cache does not."
     return None
 
 

@@ -69,6 +69,24 @@ def test_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
+@pytest.mark.parametrize("variant", ["llama"] if BACKEND == "torch" else [])
+def test_sink_tokens_beside_a_window_equal_generating_alone(variant, monkeypatch):
+    """StreamingLLM's sink tokens are each row's own first positions, though
+    rows join at different clocks; prompts longer than the window of 4."""
+    keras.utils.set_random_seed(0)
+    model = build(variant, "lm", initializer_range=0.3, max_position_embeddings=40,
+                  attention_window=4, attention_sink_tokens=2)
+    prompts, steps = PROMPTS[1:4], [7, 5, 6]
+    engine = Engine(model, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[])
+    requests = [engine.submit(prompts[0], max_new_tokens=steps[0])]
+    for _ in range(3):
+        engine.step()
+    requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
+    engine.run()
+    assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
+    engine.pool.check()
+
+
 UNILM_VARIANTS = [
     name for name, cls in VARIANTS.items()
     if "unilm" in cls.applications and (BACKEND == "torch" or name == "roformer")
