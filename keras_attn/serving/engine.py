@@ -15,6 +15,7 @@ from keras import ops
 
 from keras_attn.generation.cached_forward import CachedForward
 from keras_attn.generation.cached_forward import DecodingCache
+from keras_attn.generation.cached_forward import EncodedSource
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.key_value_cache import read_slots
 from keras_attn.layers.rope_scaling import CLIPPED_TYPES
@@ -67,6 +68,7 @@ class Request:
         self.written = 0           # positions whose keys are in the blocks
         self.row = None            # the decoding batch row, once prefilled
         self.offset = 0            # clock minus own position, while decoding
+        self.source = None         # an encoder-decoder's source ids, then encoded
 
     @property
     def finished(self):
@@ -167,15 +169,18 @@ class Engine:
     `application="unilm"` models: a prompt is the source (segment 0, seen
     bidirectionally, so it is encoded in one chunk of a multiple of
     `prefill_chunk` tokens and its blocks are not shared), generated tokens
-    are segment 1, each seeing the source and the tokens before it. Refuses,
-    naming the reason, the models docs/serving.md lists (encoder-decoders,
-    conditional layer norms, ReRoPE, `dynamic`/`longrope` scaling). Sink
+    are segment 1, each seeing the source and the tokens before it; and
+    encoder-decoders (`"seq2seq"`, T5): a prompt is the source (at most
+    `max_length` tokens), encoded once when its request starts, and the
+    decoder starts from its start token. Refuses, naming the reason, the
+    models docs/serving.md lists (conditional layer norms, ReRoPE,
+    `dynamic`/`longrope` scaling). Sink
     tokens beside a window (`attention_sink_tokens`) are each row's first
     positions, which its blocks keep.
 
     Args:
-        model: a `TransformerModel` built with `application="lm"` or
-            `"unilm"`.
+        model: a `TransformerModel` built with `application="lm"`,
+            `"unilm"` or `"seq2seq"`.
         max_batch: rows decoded together.
         max_length: the longest request (prompt plus new tokens); default
             the model's `max_position_embeddings`.
@@ -226,14 +231,22 @@ class Engine:
         self.prefill_capacity = self.capacity + prefill_chunk
         if num_blocks is None:
             num_blocks = max_batch * (self.capacity // block_size) + 1
-        self.unilm = forward.unilm
-        self.pool = BlockPool(num_blocks, block_size, prefix_sharing and not self.unilm)
+        self.unilm, self.seq2seq = forward.unilm, forward.seq2seq
+        # A UniLM source's keys see later tokens, an encoder-decoder's the
+        # source: neither is a prefix's alone.
+        self.pool = BlockPool(
+            num_blocks, block_size, prefix_sharing and not (self.unilm or self.seq2seq)
+        )
         if end_token_ids is None:
             end = getattr(tokenizer, "end_id", None) if tokenizer is not None else None
             end_token_ids = () if end is None else end
         self.end_token_ids = SamplingParams(end_token_ids=end_token_ids).end_token_ids
         self._rng = np.random.default_rng(seed)
         self._pools = self._empty_pools(num_blocks * block_size)
+        # An encoder-decoder's sources, one row per decoding row (see
+        # `_fill_rows`), of at most `max_length` tokens.
+        self.source_length = -(-self.max_length // prefill_chunk) * prefill_chunk
+        self._sources = self._empty_sources() if self.seq2seq else None
         self._programs = {}
         self._lock = threading.RLock()
         self._ids = itertools.count()
@@ -277,6 +290,15 @@ class Engine:
         bad = [t for t in prompt if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"prompt token {bad[0]} is outside the vocabulary [0, {vocab}).")
+        source = None
+        if self.seq2seq:
+            # The prompt is the source; the decoder starts from its start token.
+            if len(prompt) > self.max_length:
+                raise ValueError(
+                    f"the source's {len(prompt)} tokens are above the engine's "
+                    f"max_length={self.max_length}."
+                )
+            source, prompt = prompt, [self.forward.start_token_id]
         length = len(prompt) + params.max_new_tokens
         if length > self.max_length:
             raise ValueError(
@@ -296,6 +318,7 @@ class Engine:
             if self._stopping:
                 raise RuntimeError("the engine is shutting down and takes no new requests")
             request = Request(self, next(self._ids), prompt, params, stream)
+            request.source = source
             # A pad id is padding, as in the full pass (unless the model reads
             # a padding mask): its key is hidden from every later token.
             request.real = np.ones(self.max_length, bool)
@@ -419,6 +442,8 @@ class Engine:
         the last, its first token is chosen and it waits for a decoding
         row."""
         start = request.written
+        if self.seq2seq and start == 0:
+            request.source = self._encode(request.source)
         size = self.prefill_chunk
         if self.unilm:
             size *= -(-len(request.prompt) // size)
@@ -448,7 +473,7 @@ class Engine:
             key_row_positions=slots[None].astype("int32"),
             **_segments(1, size, self.prefill_capacity),
         )
-        logits = self._run(arguments, self.prefill_capacity)
+        logits = self._run(arguments, self.prefill_capacity, request.source)
         request.written = start + n
         self.pool.publish(request.prompt, request.table, request.written)
         if request.written < len(request.prompt):
@@ -464,6 +489,8 @@ class Engine:
         while self._ready and None in self._rows:
             request = self._ready.popleft()
             request.row = self._rows.index(None)
+            if self.seq2seq:
+                self._sources = _with_row(self._sources, request.row, request.source)
             # The clock of the next step minus the row's own position.
             request.offset = self._clock - request.written
             self._rows[request.row] = request
@@ -532,7 +559,7 @@ class Engine:
             key_row_positions=own.astype("int32"),
             **segments,
         )
-        logits = self._run(arguments, window)
+        logits = self._run(arguments, window, self._sources)
         self._clock = clock + 1
         if self._clock >= CLOCK_LIMIT:
             # Rebase the clock by whole turns of the window: nothing the
@@ -609,15 +636,44 @@ class Engine:
             pools.append((cache.keys[0], cache.values[0]))
         return tuple(pools)
 
-    def _run(self, arguments, capacity):
+    def _run(self, arguments, capacity, source=None):
         key = (arguments["tokens"].shape, capacity)
         program = self._programs.get(key)
         if program is None:
             program = self._programs[key] = compile_program(self._program, self.model)
-        logits, self._pools = program(self._pools, *[arguments[name] for name in ARGUMENTS])
+        logits, self._pools = program(
+            self._pools, source, *[arguments[name] for name in ARGUMENTS]
+        )
         return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
 
-    def _program(self, pools, tokens, clock, row_positions, gather, key_positions, key_valid,
+    def _empty_sources(self):
+        """Zero `EncodedSource`s of `max_batch` rows of `source_length`."""
+        caches = tuple(
+            block.cross_attention.empty_cache(self.max_batch, self.source_length)
+            for block in self.forward.blocks
+        )
+        return EncodedSource(caches, ops.zeros((self.max_batch, self.source_length), "bool"))
+
+    def _encode(self, source):
+        """The `EncodedSource` of one request's source ids, padded to
+        `source_length` (pad ids are padding, as in the full pass)."""
+        ids = np.full((1, self.source_length), self.forward.pad_token_id, "int32")
+        ids[0, :len(source)] = source
+        valid = np.arange(self.source_length)[None] < len(source)
+        if self.forward.plan.pad_token_id is not None:
+            valid &= ids != self.forward.plan.pad_token_id
+        program = self._programs.get("encode")
+        if program is None:
+            program = self._programs["encode"] = compile_program(
+                lambda pools, source, ids, valid: (
+                    self.forward.encode_source(ids, valid), pools
+                ),
+                self.model,
+            )
+        encoded, self._pools = program(self._pools, None, ids, valid.astype("int32"))
+        return encoded
+
+    def _program(self, pools, source, tokens, clock, row_positions, gather, key_positions, key_valid,
                  real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums,
                  key_row_positions):
         """One step of the model on the rows' blocks: gathers each row's
@@ -636,7 +692,7 @@ class Engine:
         )
         logits, cache = self.forward(
             tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
-            row_positions=row_positions, key_row_positions=key_row_positions,
+            row_positions=row_positions, key_row_positions=key_row_positions, source=source,
         )
         slot = ops.mod(clock, capacity)
         entries = ops.reshape(write, (-1,))
@@ -650,6 +706,22 @@ class Engine:
             ))
         picked = ops.take_along_axis(logits, ops.reshape(last, (batch, 1, 1)), axis=1)[:, 0]
         return ops.cast(picked, "float32"), tuple(new_pools)
+
+
+def _with_row(sources, row, source):
+    """`sources` with row `row` replaced by `source` (one row, as wide)."""
+
+    def put(buffer, value):
+        start = (row,) + (0,) * (len(buffer.shape) - 1)
+        return ops.slice_update(buffer, start, ops.cast(value, buffer.dtype))
+
+    return EncodedSource(
+        tuple(
+            KeyValueCache(put(c.keys, s.keys), put(c.values, s.values))
+            for c, s in zip(sources.keys_values, source.keys_values)
+        ),
+        put(sources.valid, source.valid),
+    )
 
 
 def _real_at(request, positions):
@@ -680,10 +752,9 @@ ARGUMENTS = (
 def unsupported(forward):
     """Why `Engine` cannot serve the model of `forward`, or None."""
     scaling = forward.plan.rope_scaling
-    if forward.application not in ("lm", "unilm"):
+    if forward.application not in ("lm", "unilm", "seq2seq"):
         return (f"it is a {forward.application!r} model; the engine serves "
-                "application='lm' and 'unilm' models (encoder-decoder models are not served "
-                "yet).")
+                "application='lm', 'unilm' and 'seq2seq' models.")
     if forward.conditional:
         return "its norms take a `condition` (conditional_layer_norm), which no request gives."
     if scaling is not None and scaling["rope_type"] in CLIPPED_TYPES:
@@ -714,7 +785,8 @@ def _longest_request(forward, max_length):
 
 
 def compile_program(program, model):
-    """`program(pools, *arrays)` as one XLA program on JAX (pools donated) and
+    """`program(pools, *arrays)` (arrays or structures of them, None kept)
+    as one XLA program on JAX (pools donated) and
     TensorFlow; on torch eagerly under `torch.no_grad()`, pools written in
     place."""
     backend = keras.config.backend()
@@ -733,16 +805,23 @@ def compile_program(program, model):
         import tensorflow as tf
 
         compiled = tf.function(program, jit_compile=True, reduce_retracing=False)
-        return lambda pools, *args: compiled(pools, *[tf.convert_to_tensor(a) for a in args])
+        return lambda pools, *args: compiled(
+            pools, *_map_arrays(tf.convert_to_tensor, args)
+        )
     if backend == "torch":
         import torch
 
         def run(pools, *args):
             with torch.no_grad():
-                return program(pools, *[ops.convert_to_tensor(a) for a in args])
+                return program(pools, *_map_arrays(ops.convert_to_tensor, args))
 
         return run
     return program
+
+
+def _map_arrays(function, structure):
+    """`structure` with `function` applied to each array, None kept."""
+    return keras.tree.map_structure(lambda a: a if a is None else function(a), structure)
 
 
 def _scatter(table, entries, updates):

@@ -118,6 +118,32 @@ def test_unilm_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
+SEQ2SEQ_VARIANTS = [
+    name for name, cls in VARIANTS.items()
+    if "seq2seq" in cls.applications and (BACKEND == "torch" or name == "t5")
+]
+
+
+@pytest.mark.parametrize("variant", SEQ2SEQ_VARIANTS)
+def test_seq2seq_greedy_tokens_equal_generating_alone(variant, monkeypatch):
+    """An encoder-decoder's prompt is its source, encoded once when its
+    request starts; each decoding row reads its own request's source (rows
+    are reused by later requests with other sources)."""
+    keras.utils.set_random_seed(0)
+    model = build(variant, "seq2seq", initializer_range=0.3)
+    prompts = [PROMPTS[3], PROMPTS[1], PROMPTS[0], PROMPTS[2]]
+    steps = [5, 6, 4, 3]
+    engine = Engine(model, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[],
+                    max_length=16)
+    requests = [engine.submit(prompts[0], max_new_tokens=steps[0])]
+    engine.step()
+    requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
+    engine.run()
+    assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
+    engine.pool.check()
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
 @pytest.mark.parametrize("variant", sorted(REFUSED))
 def test_a_variant_it_cannot_serve_is_refused(variant):
     with pytest.raises(ValueError, match=REFUSED[variant]):
