@@ -3,6 +3,7 @@ the `[serve]` extra)."""
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -27,6 +28,9 @@ SAMPLING_FIELDS = {
     "stop": "stop",
     "seed": "seed",
 }
+# The most choices (`n`) a request may ask for (OpenAI's limit); each is a
+# request of the engine.
+MAX_CHOICES = 128
 COMMON_FIELDS = ("model", "n", "stream", "stream_options", "user")
 COMPLETION_FIELDS = frozenset(("prompt",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
 CHAT_FIELDS = frozenset(("messages",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
@@ -197,24 +201,35 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         return document
 
     async def submit(document, prompt, default_max_tokens):
+        """The engine's requests of the document's `n` choices: choice `i`
+        of a seeded request draws with `seed + i`."""
         check_common(document, model_name)
         params = sampling_params(document, default_max_tokens(prompt))
+        choices = [
+            params if params.seed is None else dataclasses.replace(params, seed=params.seed + i)
+            for i in range(document.get("n", 1))
+        ]
         # The engine's lock is held through a whole step: wait for it in a
         # thread, not in the event loop.
-        return await asyncio.to_thread(enqueue, prompt, params)
+        return await asyncio.to_thread(enqueue, prompt, choices)
 
-    def enqueue(prompt, params):
+    def enqueue(prompt, choices):
         if engine.stats()["waiting"] >= max_waiting:
             raise BadRequest(f"{max_waiting} requests wait already; retry later.",
                              status=429, kind="rate_limit_error")
+        running = []
         try:
-            return engine.submit(prompt, params)
+            for params in choices:
+                running.append(engine.submit(prompt, params))
         except ValueError as error:
+            cancel_all(running)
             message = str(error).replace("max_new_tokens", "max_tokens")
             raise BadRequest(message, param="max_tokens" if "max_length" in message
                              else "prompt" if "prompt" in message else None) from None
         except RuntimeError as error:
+            cancel_all(running)
             raise BadRequest(str(error), status=503, kind="server_error") from None
+        return running
 
     def encode_text(text):
         if tokenizer is None:
@@ -263,18 +278,18 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         return await answer(request, running, document, chat=True)
 
     async def answer(http_request, running, document, chat):
+        """The response to the requests `running`, one per choice."""
         identifier = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
-        deltas = follow(running)
         if document.get("stream", False):
             kind = "chat.completion.chunk" if chat else "text_completion"
 
             with_usage = (document.get("stream_options") or {}).get("include_usage", False)
 
-            def chunk(choice, usage=None):
+            def chunk(index, choice, usage=None):
                 body = {
                     "id": identifier, "object": kind, "created": created, "model": model_name,
-                    "choices": [] if choice is None else [dict(index=0, **choice)],
+                    "choices": [] if choice is None else [dict(index=index, **choice)],
                 }
                 if with_usage:
                     # OpenAI's form: null in every chunk, then one chunk with
@@ -285,39 +300,46 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
             async def events():
                 try:
                     if chat:
-                        yield chunk({"delta": {"role": "assistant", "content": ""},
-                                     "finish_reason": None})
-                    async for delta in deltas:
+                        for index in range(len(running)):
+                            yield chunk(index, {"delta": {"role": "assistant", "content": ""},
+                                                "finish_reason": None})
+                    async for index, delta in follow_all(running):
                         if delta.text:
-                            yield chunk({"delta": {"content": delta.text}, "finish_reason": None}
+                            yield chunk(index, {"delta": {"content": delta.text},
+                                                "finish_reason": None}
                                         if chat else {"text": delta.text, "finish_reason": None})
                         if delta.finish_reason is not None:
-                            yield chunk({"delta": {}, "finish_reason": delta.finish_reason}
-                                        if chat else {"text": "", "finish_reason": delta.finish_reason})
+                            yield chunk(index, {"delta": {}, "finish_reason": delta.finish_reason}
+                                        if chat else {"text": "",
+                                                      "finish_reason": delta.finish_reason})
                     if with_usage:
-                        yield chunk(None, usage(running))
+                        yield chunk(0, None, usage(running))
                     yield "data: [DONE]\n\n"
                 finally:
-                    cancel(running)
+                    cancel_all(running)
 
             return StreamingResponse(events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        text, finish_reason = [], None
+        texts = [[] for _ in running]
+        reasons = [None] * len(running)
         waiting = asyncio.ensure_future(watch_disconnect(http_request, running))
         try:
-            async for delta in deltas:
-                text.append(delta.text)
-                finish_reason = delta.finish_reason or finish_reason
+            async for index, delta in follow_all(running):
+                texts[index].append(delta.text)
+                reasons[index] = delta.finish_reason or reasons[index]
         finally:
             waiting.cancel()
-            cancel(running)
-        text = "".join(text)
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
-                  else {"index": 0, "text": text, "logprobs": None})
-        choice["finish_reason"] = finish_reason
+            cancel_all(running)
+        choices = []
+        for index, (text, reason) in enumerate(zip(texts, reasons)):
+            text = "".join(text)
+            choice = ({"index": index, "message": {"role": "assistant", "content": text}} if chat
+                      else {"index": index, "text": text, "logprobs": None})
+            choice["finish_reason"] = reason
+            choices.append(choice)
         return JSONResponse({
             "id": identifier, "object": "chat.completion" if chat else "text_completion",
-            "created": created, "model": model_name, "choices": [choice],
+            "created": created, "model": model_name, "choices": choices,
             "usage": usage(running),
         })
 
@@ -380,6 +402,35 @@ async def follow(request):
         yield delta
 
 
+async def follow_all(requests):
+    """`(index, delta)` of every request of `requests` as they come."""
+    merged = asyncio.Queue()
+
+    async def pump(index, request):
+        async for delta in follow(request):
+            await merged.put((index, delta))
+        await merged.put((index, None))
+
+    tasks = [asyncio.ensure_future(pump(i, r)) for i, r in enumerate(requests)]
+    try:
+        running = len(tasks)
+        while running:
+            index, delta = await merged.get()
+            if delta is None:
+                running -= 1
+            else:
+                yield index, delta
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def cancel_all(requests):
+    """Cancels every unfinished request of `requests` (see `cancel`)."""
+    for request in requests:
+        cancel(request)
+
+
 def cancel(request):
     """Cancels `request` unless it finished, from a worker thread (the
     engine's lock is held through a whole step; this may run in a cancelled
@@ -389,18 +440,21 @@ def cancel(request):
 
 
 async def watch_disconnect(http_request, running):
-    """Cancels `running` when the client of `http_request` disconnects."""
-    while not running.finished:
+    """Cancels the requests `running` when the client of `http_request`
+    disconnects."""
+    while not all(request.finished for request in running):
         message = await http_request.receive()
         if message["type"] == "http.disconnect":
-            cancel(running)
+            cancel_all(running)
             return
 
 
-def usage(request):
-    """OpenAI's `usage` of a finished `request`: its prompt's and its
-    generated tokens."""
-    prompt, completion = len(request.prompt), len(request.tokens)
+def usage(requests):
+    """OpenAI's `usage` of the finished `requests` of one prompt (its
+    choices): the prompt's tokens, once, and every choice's generated
+    tokens."""
+    prompt = len(requests[0].prompt)
+    completion = sum(len(request.tokens) for request in requests)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}
 
@@ -416,8 +470,8 @@ def check_common(document, model_name):
     n = document.get("n", 1)
     if not is_integer(n):
         raise BadRequest(type_message("n", n), param="n")
-    if n != 1:
-        raise BadRequest(f"`n` must be 1 (one choice per request); received n={n}.", param="n")
+    if not 1 <= n <= MAX_CHOICES:
+        raise BadRequest(f"`n` must be from 1 to {MAX_CHOICES}; received n={n}.", param="n")
     if not isinstance(document.get("stream", False), bool):
         raise BadRequest(type_message("stream", document["stream"]), param="stream")
     options = document.get("stream_options")

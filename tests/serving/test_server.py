@@ -279,6 +279,31 @@ def test_chat_completions_render_the_folders_template_as_transformers(served, fo
                                         "finish_reason": expected.finish_reason}
 
 
+def test_n_choices_are_seeded_requests_of_the_engine(served):
+    """`n` choices of a seeded request are the engine's requests with seeds
+    `seed`, `seed + 1`, ...; usage counts the prompt once."""
+    engine = served.engine
+    ids = engine.tokenizer.encode("def decode(self, s):")[0]
+    sampling = dict(max_new_tokens=8, temperature=1.5, seed=11)
+    expected = [reference(engine, ids, **dict(sampling, seed=11 + i)) for i in range(3)]
+    assert len({tuple(r.tokens) for r in expected}) > 1  # the choices differ
+    body = {"prompt": ids, "n": 3, "max_tokens": 8, "temperature": 1.5, "seed": 11}
+    status, answer = served.post("/v1/completions", body)
+    assert status == 200, answer
+    assert [c["index"] for c in answer["choices"]] == [0, 1, 2]
+    assert [c["text"] for c in answer["choices"]] == [r.text for r in expected]
+    assert answer["usage"]["prompt_tokens"] == len(ids)
+    assert answer["usage"]["completion_tokens"] == sum(len(r.tokens) for r in expected)
+    events = served.events("/v1/completions", body)
+    texts = ["", "", ""]
+    for chunk in events[:-1]:
+        (choice,) = chunk["choices"]
+        texts[choice["index"]] += choice["text"]
+    assert texts == [r.text for r in expected]
+    wait_idle(engine)
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
 def test_health_and_models(served):
     status, health = served.get("/health")
     assert status == 200 and health["status"] == "ok"
@@ -296,7 +321,7 @@ BAD_REQUESTS = [
     ("completions", {"prompt": "a", "top_k": 0}, 400, "top_k", "top_k"),
     ("completions", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens", "max_tokens"),
     ("completions", {"prompt": "a", "stream": "yes"}, 400, "stream", "stream"),
-    ("completions", {"prompt": "a", "n": 2}, 400, "n", "`n` must be 1"),
+    ("completions", {"prompt": "a", "n": 0}, 400, "n", "`n` must be from 1 to 128"),
     ("completions", {"prompt": "a", "stream_options": {"include_usage": True}}, 400,
      "stream_options", "only read with stream: true"),
     ("completions", {"prompt": "a", "stream": True, "stream_options": {"include_usage": "yes"}},
