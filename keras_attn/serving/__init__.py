@@ -7,6 +7,9 @@ from keras_attn.serving.engine import Delta
 from keras_attn.serving.engine import Engine
 from keras_attn.serving.engine import Request
 from keras_attn.serving.sampling import SamplingParams
+from keras_attn.serving.sampling import TokenLogprob
 from keras_attn.serving.streaming import TextStream
 
-__all__ = ["BlockPool", "Delta", "Engine", "Request", "SamplingParams", "TextStream"]
+__all__ = [
+    "BlockPool", "Delta", "Engine", "Request", "SamplingParams", "TextStream", "TokenLogprob",
+]

@@ -22,6 +22,7 @@ from keras_attn.layers.rope_scaling import CLIPPED_TYPES
 from keras_attn.serving.block_pool import BlockPool
 from keras_attn.serving.sampling import SamplingParams
 from keras_attn.serving.sampling import choose_token
+from keras_attn.serving.sampling import token_logprob
 from keras_attn.serving.streaming import TextStream
 
 # The shared clock is rebased below this (float32 holds its integers
@@ -41,6 +42,8 @@ class Request:
         prompt: the prompt's token ids.
         params: its `SamplingParams`.
         tokens: the generated token ids so far.
+        logprobs: with `params.logprobs`, a `TokenLogprob` per generated
+            token (recorded before its delta is given); else empty.
         text: their text so far (with a tokenizer), cut before a stop string.
         finish_reason: None while running, then `"length"` (its
             `max_new_tokens`, or the model's length), `"stop"` (an end token
@@ -53,6 +56,7 @@ class Request:
         self.prompt = prompt
         self.params = params
         self.tokens = []
+        self.logprobs = []
         self.text = ""
         self.finish_reason = None
         self._stream = stream
@@ -578,10 +582,13 @@ class Engine:
                 request.next_token = token
 
     def _choose(self, request, logits):
-        return choose_token(
+        token = choose_token(
             logits, request.params, request.prompt + request.tokens, len(request.tokens),
             request.params.end_token_ids, self._rng,
         )
+        if request.params.logprobs is not None:
+            request.logprobs.append(token_logprob(logits, token, request.params.logprobs))
+        return token
 
     def _after_token(self, request, token):
         """Records `token` and finishes the request if it ends it (an end

@@ -2,10 +2,15 @@
 
 import dataclasses
 import math
+from typing import NamedTuple
 from typing import Optional
 from typing import Tuple
 
 import numpy as np
+
+
+# The most alternatives `SamplingParams.logprobs` may ask for (OpenAI's).
+MAX_LOGPROBS = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +57,10 @@ class SamplingParams:
             `eos_token_id`).
         stop: strings that end the request.
         seed: None or an integer in [0, 2**63).
+        logprobs: None, or an integer in [0, MAX_LOGPROBS]: record each
+            generated token's log-probability under the model (the
+            log-softmax of its logits, before steps 1-4) and those of the
+            `logprobs` most likely tokens (`Request.logprobs`).
 
     Raises:
         ValueError: a value outside its range, naming the field and value.
@@ -68,6 +77,7 @@ class SamplingParams:
     end_token_ids: Optional[Tuple[int, ...]] = None
     stop: Tuple[str, ...] = ()
     seed: Optional[int] = None
+    logprobs: Optional[int] = None
 
     def __post_init__(self):
         _integer(self, "max_new_tokens", 1)
@@ -93,6 +103,13 @@ class SamplingParams:
                 f"`stop` must be a string or a list of non-empty strings; received stop={self.stop!r}."
             )
         object.__setattr__(self, "stop", tuple(stop))
+        if self.logprobs is not None and not (
+            _is_int(self.logprobs) and 0 <= self.logprobs <= MAX_LOGPROBS
+        ):
+            raise ValueError(
+                f"`logprobs` must be None or an integer in [0, {MAX_LOGPROBS}]; received "
+                f"logprobs={self.logprobs!r}."
+            )
         if self.seed is not None and not (_is_int(self.seed) and 0 <= self.seed < 2**63):
             raise ValueError(
                 f"`seed` must be None or an integer in [0, 2**63); received seed={self.seed!r}."
@@ -101,6 +118,34 @@ class SamplingParams:
     @property
     def greedy(self):
         return self.temperature == 0
+
+
+class TokenLogprob(NamedTuple):
+    """A generated token's log-probability under the model and the most
+    likely tokens' (`SamplingParams.logprobs`).
+
+    Attributes:
+        token: the token id.
+        logprob: its log-probability, a float.
+        top: `((token id, log-probability), ...)`, the `logprobs` most
+            likely tokens, most likely first.
+    """
+
+    token: int
+    logprob: float
+    top: tuple
+
+
+def token_logprob(logits, token, count):
+    """The `TokenLogprob` of `token` under the float `(vocab,)` logits:
+    their log-softmax, in float64."""
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - logits.max()
+    logprobs = shifted - np.log(np.exp(shifted).sum())
+    top = np.argsort(-logprobs, kind="stable")[:count]
+    return TokenLogprob(
+        int(token), float(logprobs[token]), tuple((int(t), float(logprobs[t])) for t in top)
+    )
 
 
 def choose_token(logits, params, sequence, generated, end_token_ids, rng):

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 
+from keras_attn.serving.sampling import MAX_LOGPROBS
 from keras_attn.serving.sampling import SamplingParams
 
 # The request fields each endpoint reads, and how they become
@@ -32,8 +33,10 @@ SAMPLING_FIELDS = {
 # request of the engine.
 MAX_CHOICES = 128
 COMMON_FIELDS = ("model", "n", "stream", "stream_options", "user")
-COMPLETION_FIELDS = frozenset(("prompt",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
-CHAT_FIELDS = frozenset(("messages",) + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
+COMPLETION_FIELDS = frozenset(("prompt", "logprobs") + COMMON_FIELDS + tuple(SAMPLING_FIELDS))
+CHAT_FIELDS = frozenset(
+    ("messages", "logprobs", "top_logprobs") + COMMON_FIELDS + tuple(SAMPLING_FIELDS)
+)
 # What each field must be, for the message of a wrong type.
 FIELD_TYPES = {
     "model": "a string", "user": "a string", "n": "an integer", "stream": "true or false",
@@ -41,7 +44,7 @@ FIELD_TYPES = {
     "no_repeat_ngram_size": "an integer", "top_k": "an integer or null",
     "temperature": "a number", "top_p": "a number", "min_p": "a number",
     "repetition_penalty": "a number", "seed": "an integer or null",
-    "stop": "a string, a list of strings or null",
+    "stop": "a string, a list of strings or null", "top_logprobs": "an integer or null",
 }
 
 
@@ -205,6 +208,12 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         of a seeded request draws with `seed + i`."""
         check_common(document, model_name)
         params = sampling_params(document, default_max_tokens(prompt))
+        count = logprobs_count(document)
+        if count is not None:
+            if tokenizer is None:
+                raise BadRequest("this server has no tokenizer to name the tokens of "
+                                 "`logprobs`.", param="logprobs")
+            params = dataclasses.replace(params, logprobs=count)
         choices = [
             params if params.seed is None else dataclasses.replace(params, seed=params.seed + i)
             for i in range(document.get("n", 1))
@@ -277,6 +286,12 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
             return error_response(error)
         return await answer(request, running, document, chat=True)
 
+    def logprob_writer(request, chat):
+        """A `LogprobWriter` of `request`, or None when it records none."""
+        if request.params.logprobs is None:
+            return None
+        return LogprobWriter(request, tokenizer, chat)
+
     async def answer(http_request, running, document, chat):
         """The response to the requests `running`, one per choice."""
         identifier = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -297,6 +312,8 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
                     body["usage"] = usage
                 return "data: " + json.dumps(body) + "\n\n"
 
+            logged = [logprob_writer(r, chat) for r in running]
+
             async def events():
                 try:
                     if chat:
@@ -304,10 +321,12 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
                             yield chunk(index, {"delta": {"role": "assistant", "content": ""},
                                                 "finish_reason": None})
                     async for index, delta in follow_all(running):
-                        if delta.text:
-                            yield chunk(index, {"delta": {"content": delta.text},
-                                                "finish_reason": None}
-                                        if chat else {"text": delta.text, "finish_reason": None})
+                        if delta.text or (logged[index] and delta.tokens):
+                            choice = ({"delta": {"content": delta.text}, "finish_reason": None}
+                                      if chat else {"text": delta.text, "finish_reason": None})
+                            if logged[index]:
+                                choice["logprobs"] = logged[index].add(len(delta.tokens))
+                            yield chunk(index, choice)
                         if delta.finish_reason is not None:
                             yield chunk(index, {"delta": {}, "finish_reason": delta.finish_reason}
                                         if chat else {"text": "",
@@ -334,7 +353,9 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
         for index, (text, reason) in enumerate(zip(texts, reasons)):
             text = "".join(text)
             choice = ({"index": index, "message": {"role": "assistant", "content": text}} if chat
-                      else {"index": index, "text": text, "logprobs": None})
+                      else {"index": index, "text": text})
+            writer = logprob_writer(running[index], chat)
+            choice["logprobs"] = writer.add(len(running[index].tokens)) if writer else None
             choice["finish_reason"] = reason
             choices.append(choice)
         return JSONResponse({
@@ -447,6 +468,78 @@ async def watch_disconnect(http_request, running):
         if message["type"] == "http.disconnect":
             cancel_all(running)
             return
+
+
+def logprobs_count(document):
+    """How many alternatives each token's log-probabilities list, or None
+    for none: completions' `logprobs` (an integer); chats' `logprobs`
+    (true or false) and `top_logprobs` (an integer, with `logprobs`)."""
+    if "messages" not in document:
+        count = document.get("logprobs")
+        if count is not None and not is_integer(count):
+            raise BadRequest(f"`logprobs` must be an integer or null; received {short(count)}.",
+                             param="logprobs")
+    else:
+        wanted = document.get("logprobs", False)
+        if not isinstance(wanted, bool):
+            raise BadRequest(f"`logprobs` must be true or false; received {short(wanted)}.",
+                             param="logprobs")
+        count = document.get("top_logprobs")
+        if count is not None and not is_integer(count):
+            raise BadRequest(type_message("top_logprobs", count), param="top_logprobs")
+        if count is not None and not wanted:
+            raise BadRequest("`top_logprobs` needs `logprobs: true`.", param="top_logprobs")
+        count = (count or 0) if wanted else None
+    if count is not None and not 0 <= count <= MAX_LOGPROBS:
+        field = "logprobs" if "messages" not in document else "top_logprobs"
+        raise BadRequest(f"`{field}` must be an integer from 0 to {MAX_LOGPROBS}; received "
+                         f"{count}.", param=field)
+    return count
+
+
+class LogprobWriter:
+    """The `logprobs` of a choice's tokens in OpenAI's form, a part at a
+    time: completions' `{"tokens", "token_logprobs", "top_logprobs",
+    "text_offset"}` or chats' `{"content": [{"token", "logprob", "bytes",
+    "top_logprobs"}]}`. A token's text is its id decoded alone, or
+    `"token_id:<id>"` for a token that is a piece of a character (then
+    its `bytes` are null), so that no two tokens share a name;
+    `text_offset` is where it starts in the choice's text, the decoded
+    tokens before it."""
+
+    def __init__(self, request, tokenizer, chat):
+        self.request, self.tokenizer, self.chat = request, tokenizer, chat
+        self.written = 0
+
+    def text(self, token):
+        text = self.tokenizer.decode([token])
+        return f"token_id:{token}" if "\ufffd" in text else text
+
+    def add(self, count):
+        """The logprobs of the next `count` tokens."""
+        start, self.written = self.written, self.written + count
+        entries = self.request.logprobs[start:self.written]
+        if self.chat:
+            def entry(token, logprob):
+                text = self.text(token)
+                whole = not text.startswith("token_id:")
+                return {"token": text, "logprob": logprob,
+                        "bytes": list(text.encode("utf-8")) if whole else None}
+
+            return {"content": [
+                dict(entry(e.token, e.logprob), top_logprobs=[entry(t, lp) for t, lp in e.top])
+                for e in entries
+            ]}
+        tokens = self.request.tokens
+        return {
+            "tokens": [self.text(e.token) for e in entries],
+            "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [{self.text(t): lp for t, lp in e.top} for e in entries],
+            "text_offset": [
+                len(self.tokenizer.decode(tokens[:i])) if i else 0
+                for i in range(start, self.written)
+            ],
+        }
 
 
 def usage(requests):

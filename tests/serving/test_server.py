@@ -304,6 +304,72 @@ def test_n_choices_are_seeded_requests_of_the_engine(served):
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
+def reference_logprobs(engine, ids, tokens):
+    """numpy log-softmax of the model's full pass over `ids + tokens`, at
+    the positions that chose each of `tokens`."""
+    logits = np.asarray(keras.ops.convert_to_numpy(
+        engine.model({"token_ids": np.array([ids + tokens[:-1]], "int32")})), "float64")[0]
+    logits = logits[len(ids) - 1:]
+    logits -= logits.max(axis=-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+
+
+def token_name(tokenizer, token):
+    text = tokenizer.decode([token])
+    return f"token_id:{token}" if "\ufffd" in text else text
+
+
+def test_logprobs_are_the_models_log_softmax(served):
+    """Completions' `logprobs: k` and chats' `logprobs`/`top_logprobs`:
+    each token's log-probability and the k most likely tokens' equal a
+    numpy log-softmax of the full pass's logits, sampled or greedy,
+    streamed or not."""
+    engine = served.engine
+    tokenizer = engine.tokenizer
+    ids = tokenizer.encode("def encode(self, o):")[0]
+    body = {"prompt": ids, "max_tokens": 6, "temperature": 1.3, "seed": 5, "logprobs": 3}
+    status, answer = served.post("/v1/completions", body)
+    assert status == 200, answer
+    expected = reference(engine, ids, max_new_tokens=6, temperature=1.3, seed=5)
+    reference_lp = reference_logprobs(engine, ids, expected.tokens)
+    logprobs = answer["choices"][0]["logprobs"]
+    assert logprobs["tokens"] == [token_name(tokenizer, t) for t in expected.tokens]
+    positions = np.arange(len(expected.tokens))
+    np.testing.assert_allclose(logprobs["token_logprobs"],
+                               reference_lp[positions, expected.tokens], atol=1e-4)
+    for row, top in zip(reference_lp, logprobs["top_logprobs"]):
+        best = np.argsort(-row)[:3]
+        assert list(top) == [token_name(tokenizer, t) for t in best]
+        np.testing.assert_allclose(list(top.values()), row[best], atol=1e-4)
+    assert logprobs["text_offset"][0] == 0
+    assert logprobs["text_offset"][-1] == len(tokenizer.decode(expected.tokens[:-1]))
+    streamed = served.events("/v1/completions", body)[:-1]
+    # The same seeded request again, its steps batched otherwise: equal to
+    # float rounding.
+    np.testing.assert_allclose(sum(((c["choices"][0].get("logprobs") or {}).get(
+        "token_logprobs", []) for c in streamed), []), logprobs["token_logprobs"], atol=1e-4)
+
+    messages = [{"role": "user", "content": "and decode it"}]
+    status, answer = served.post("/v1/chat/completions", {
+        "messages": messages, "max_tokens": 4, "logprobs": True, "top_logprobs": 2})
+    assert status == 200, answer
+    content = answer["choices"][0]["logprobs"]["content"]
+    chat_ids = engine.submitted[-1].prompt
+    tokens = engine.submitted[-1].tokens
+    reference_lp = reference_logprobs(engine, chat_ids, tokens)
+    assert [entry["token"] for entry in content] == [token_name(tokenizer, t) for t in tokens]
+    np.testing.assert_allclose([entry["logprob"] for entry in content],
+                               reference_lp[np.arange(len(tokens)), tokens], atol=1e-4)
+    greedy_top = [entry["top_logprobs"][0]["logprob"] for entry in content]
+    np.testing.assert_allclose(greedy_top, [entry["logprob"] for entry in content])
+    for entry in content:
+        whole = not entry["token"].startswith("token_id:")
+        assert entry["bytes"] == (list(entry["token"].encode()) if whole else None)
+    status, answer = served.post("/v1/chat/completions", {"messages": messages,
+                                                          "max_tokens": 2})
+    assert answer["choices"][0]["logprobs"] is None
+
+
 def test_health_and_models(served):
     status, health = served.get("/health")
     assert status == 200 and health["status"] == "ok"
@@ -322,6 +388,10 @@ BAD_REQUESTS = [
     ("completions", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens", "max_tokens"),
     ("completions", {"prompt": "a", "stream": "yes"}, 400, "stream", "stream"),
     ("completions", {"prompt": "a", "n": 0}, 400, "n", "`n` must be from 1 to 128"),
+    ("completions", {"prompt": "a", "logprobs": 21}, 400, "logprobs", "from 0 to 20"),
+    ("completions", {"prompt": "a", "logprobs": True}, 400, "logprobs", "an integer"),
+    ("chat/completions", {"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2},
+     400, "top_logprobs", "needs `logprobs: true`"),
     ("completions", {"prompt": "a", "stream_options": {"include_usage": True}}, 400,
      "stream_options", "only read with stream: true"),
     ("completions", {"prompt": "a", "stream": True, "stream_options": {"include_usage": "yes"}},
