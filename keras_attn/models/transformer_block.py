@@ -72,6 +72,9 @@ class TransformerBlock:
             decoding steps compute once per source).
         encoder_mask: boolean, broadcastable to `(batch, length,
             source_length)`: the encoder positions each query may see.
+        rotary_tables: None, or the self-attention's `rotary_tables` of the
+            pass's positions, computed once for the blocks that share them
+            (see `MultiHeadAttention`).
 
     Example, the blocks of a built model (its template holds them):
 
@@ -160,6 +163,7 @@ class TransformerBlock:
         attention_bias=None,
         encoder_output=None,
         encoder_mask=None,
+        rotary_tables=None,
     ):
         decoding = cache_step is not None
         if decoding != (cache is not None):
@@ -184,13 +188,17 @@ class TransformerBlock:
             x = run(add, [x, transformed])
             return x if self.norm_first else norm(norm_layer, x)
 
+        # Given only where computed: an attention layer of a variant's own
+        # need not take them.
+        rotary = {} if rotary_tables is None else {"rotary_tables": rotary_tables}
+
         def self_attention(x):
             nonlocal cache
             if decoding:
                 attended, cache = run(
                     self.attention, x, attention_mask=attention_mask,
                     attention_bias=attention_bias, distance_bias=distance_bias,
-                    cache=cache, cache_step=cache_step,
+                    cache=cache, cache_step=cache_step, **rotary,
                 )
                 return attended
             arguments = {
@@ -201,7 +209,7 @@ class TransformerBlock:
                 arguments["value"] = value
             if use_causal_mask:
                 arguments["use_causal_mask"] = True
-            return self.attention(x, **arguments)
+            return self.attention(x, **arguments, **rotary)
 
         def cross_attention(x):
             if isinstance(encoder_output, KeyValueCache):
