@@ -9,6 +9,7 @@ from keras_attn.layers.key_value_cache import CacheStep
 from keras_attn.layers.key_value_cache import KeyValueCache
 from keras_attn.layers.key_value_cache import update_slots
 from keras_attn.layers.key_value_cache import write_slots
+from keras_attn.layers.positions import shared_tables
 from keras_attn.layers.rope_scaling import LENGTH_DEPENDENT
 from keras_attn.layers.rope_scaling import recompute_length
 from keras_attn.models.passes import DecodeStep
@@ -397,6 +398,11 @@ class CachedForward:
                 f"{self.model.name}: an encoder-decoder's step needs the `source` "
                 "(`encode_source`), and only an encoder-decoder's takes one."
             )
+        # RoPE's tables of the new tokens, once per position object and widths.
+        rotary_tables = shared_tables(
+            [block.attention for block in self.blocks],
+            lambda attention: attention.rotary_tables(step.cache_step.rotation_positions),
+        )
         layers = []
         for index, (block, layer_cache) in enumerate(zip(self.blocks, cache.layers)):
             cross = {}
@@ -409,7 +415,7 @@ class CachedForward:
                 hidden, attention_mask=masks[self.windows[index], self.sink_tokens[index]],
                 distance_bias=distance_bias,
                 condition=condition,
-                cache=layer_cache, step=step, **cross,
+                cache=layer_cache, step=step, rotary_tables=rotary_tables[index], **cross,
             )
             layers.append(layer_cache)
         cache = DecodingCache(

@@ -210,7 +210,7 @@ class DisentangledAttention(MultiHeadAttention):
     def _attend(
         self, heads, query_positions, key_positions, mask, attention_bias=None,
         distance_bias=None, training=None, return_scores=False, cache=None, step=None,
-        band=None,
+        band=None, rotary_tables=None,
     ):
         if cache is not None or query_positions is None:
             raise ValueError(
@@ -233,7 +233,7 @@ class DisentangledAttention(MultiHeadAttention):
             bias = bias + ops.cast(attention_bias, "float32")
         return super()._attend(
             heads, query_positions, key_positions, mask, bias, None, training,
-            return_scores, cache, step, band,
+            return_scores, cache, step, band, rotary_tables,
         )
 
     def get_config(self):

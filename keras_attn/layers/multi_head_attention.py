@@ -120,10 +120,17 @@ class MultiHeadAttention(keras.layers.Layer):
         query_mask, value_mask, key_mask, mask: implicit Keras masks.
         cache, cache_step: a `KeyValueCache` and a `CacheStep`: a decoding
             step, which returns `(output, updated_cache)`.
+        rotary_tables: None, or `rotary_tables(positions)` of the positions
+            the queries and the keys share (`arange(length)` in a full pass,
+            `cache_step.rotation_positions` in a decoding step), computed
+            once for every layer of an equal position object and widths:
+            the output is the same as with None, which computes them here.
 
     Raises:
         ValueError: naming an argument out of range, or inputs whose static
-            shapes disagree (rank, batch, key/value length, width, mask).
+            shapes disagree (rank, batch, key/value length, width, mask);
+            `rotary_tables` for a position object without tables, or for
+            queries and keys of different lengths.
 
     Example:
 
@@ -318,8 +325,10 @@ class MultiHeadAttention(keras.layers.Layer):
         self, query, value=None, key=None, attention_mask=None, attention_bias=None,
         distance_bias=None, use_causal_mask=False, return_attention_scores=False,
         training=None, query_mask=None, value_mask=None, key_mask=None, mask=None,
-        cache=None, cache_step=None,
+        cache=None, cache_step=None, rotary_tables=None,
     ):
+        if rotary_tables is not None:
+            self._check_rotary_tables(query, key if key is not None else value)
         if cache is not None:
             check_cache_step(self, cache_step)
             # The caller's mask over the slots holds causality, the window
@@ -329,7 +338,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 self._project_heads(query, query, query), cache_step.positions,
                 cache_step.key_positions, masking.merge_attention_masks(attention_mask),
                 attention_bias, distance_bias, training,
-                cache=cache, step=cache_step,
+                cache=cache, step=cache_step, rotary_tables=rotary_tables,
             )
             return output, cache
         if value is None:
@@ -352,6 +361,7 @@ class MultiHeadAttention(keras.layers.Layer):
             ops.arange(ops.shape(query)[1], dtype="int32"),
             ops.arange(ops.shape(key)[1], dtype="int32"),
             mask, attention_bias, distance_bias, training, return_attention_scores, band=band,
+            rotary_tables=rotary_tables,
         )
         if return_attention_scores:
             return output, scores
@@ -360,19 +370,20 @@ class MultiHeadAttention(keras.layers.Layer):
     def _attend(
         self, heads, query_positions, key_positions, mask, attention_bias=None,
         distance_bias=None, training=None, return_scores=False, cache=None, step=None,
-        band=None,
+        band=None, rotary_tables=None,
     ):
         """The full pass, a cached step and `attend_projected` from the
-        projected `heads`: encode positions, write the cache, decay, share
-        the key/value heads, attend under `mask` (or on `band`'s blocks),
-        project out. Positions None encode nothing. Returns `(output,
-        scores, cache)`."""
+        projected `heads`: encode positions (by `rotary_tables` where
+        given), write the cache, decay, share the key/value heads, attend
+        under `mask` (or on `band`'s blocks), project out. Positions None
+        encode nothing. Returns `(output, scores, cache)`."""
         query_heads, key_heads, value_heads, gate = heads
         if query_positions is not None:
             new_positions = key_positions if step is None else step.rotation_positions
             query_heads, key_heads, value_heads = self._position.rotate(
                 query_heads, key_heads, value_heads,
                 query_positions if step is None else new_positions, new_positions,
+                tables=rotary_tables,
             )
         if cache is not None:
             cache = cache.write(key_heads, value_heads, step)
@@ -401,6 +412,28 @@ class MultiHeadAttention(keras.layers.Layer):
             return_scores, distance=distance,
         )
         return self._project_output(attended, gate), scores, cache
+
+    def rotary_tables(self, positions):
+        """What the `rotary_tables` call argument takes for queries and keys
+        at the integer `positions` (`(length,)`, or `(batch, length)` for
+        positions of each row), or None where the position object has no
+        tables (`positions.Position.tables`)."""
+        return self._position.tables(positions, self.key_size, self.head_size)
+
+    def _check_rotary_tables(self, query, key):
+        """Refuses `rotary_tables` that this layer cannot read: one table of
+        positions serves the queries and the keys."""
+        if not self._position.has_tables:
+            raise ValueError(
+                f"{self.name}: `rotary_tables` are a rotary position object's "
+                f"(Rotary, XPos); this layer has position={self.position!r}."
+            )
+        query_length, key_length = query.shape[1], (query if key is None else key).shape[1]
+        if None not in (query_length, key_length) and query_length != key_length:
+            raise ValueError(
+                f"{self.name}: `rotary_tables` hold the positions that the queries and the "
+                f"keys share; received {query_length} queries and {key_length} keys."
+            )
 
     def project_key_value(self, value, key=None):
         """The keys and values of `value` (and `key`, default `value`) as a
@@ -434,6 +467,8 @@ class MultiHeadAttention(keras.layers.Layer):
         value = query if value is None else value
         key = value if key is None else key
         self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
+        if kwargs.get("rotary_tables") is not None:
+            self._check_rotary_tables(query, key)
         output = keras.KerasTensor(self.compute_output_shape(query.shape), dtype=self.compute_dtype)
         if not return_attention_scores:
             return output

@@ -7,12 +7,18 @@ relative positions) or `FunctionalRelative` (NEZHA). Each checks its
 arguments when constructed; the attention then calls, for every pass:
 
 - `check_widths(key_size, head_size)` once, when the layer is made;
-- `rotate(query, key, value, query_positions, key_positions)` on the new
-  heads, before a cache stores them;
+- `rotate(query, key, value, query_positions, key_positions, tables)` on
+  the new heads, before a cache stores them;
 - `decay(query, key, query_positions, key_positions, cached)` on the heads
   the kernel reads (XPOS's decay, relative to the newest query when cached);
 - `kernel_arguments()`: what the kernel (`DotProductAttention`) adds to the
   scores itself (NEZHA's table, ReRoPE's clipped scores).
+
+A rotation's tables (RoPE's cosines and sines, `tables(positions,
+key_size, head_size)`) depend on the positions alone: a model computes
+them once per pass for each distinct position object and widths
+(`shared_tables`; in its graph, a `RotaryTables` node) and gives every
+block its own, as transformers hands its layers `position_embeddings`.
 
 Additive biases by distance (ALiBi, KERPLE, Sandwich, T5's buckets) are not
 position objects: a model computes them once and gives every block its
@@ -23,6 +29,7 @@ import functools
 import warnings
 
 import keras
+from keras import ops
 
 from keras_attn.layers.functional_relative_position import FunctionalRelativePosition
 from keras_attn.layers.functional_relative_position import check_max_relative_position
@@ -58,15 +65,26 @@ class Position:
     encoding = None
     # Whether the kernel reads the distances `i - j` (`kernel_arguments`).
     reads_distances = False
+    # Whether `rotate` reads `tables` (else `tables` gives None).
+    has_tables = False
 
     def check_widths(self, key_size, head_size):
         """Raises a ValueError unless heads of these widths can be encoded
         (`key_size` as given: None means `head_size`)."""
 
-    def rotate(self, query, key, value, query_positions, key_positions):
+    def rotate(self, query, key, value, query_positions, key_positions, tables=None):
         """The heads `(batch, length, heads, size)` of new tokens at their
-        integer positions, encoded before a cache stores them."""
+        integer positions, encoded before a cache stores them; `tables`:
+        None, or `tables(positions, ...)` of positions that the queries and
+        the keys share, for the same result."""
         return query, key, value
+
+    def tables(self, positions, key_size, head_size):
+        """What `rotate` reads of the integer `positions` (`(length,)`, or
+        `(batch, length)` for positions of each row) for heads of these
+        widths, or None: computed once, they serve every layer of an equal
+        position object and widths."""
+        return None
 
     def decay(self, query, key, query_positions, key_positions, cached=False):
         """The heads the kernel reads, after the cache."""
@@ -141,6 +159,7 @@ class Rotary(Position):
     """
 
     encoding = "rotary"
+    has_tables = True
 
     def __init__(self, base=10000, scaling=None, layout="interleaved", rotate_values=False):
         _check_positive("base", base)
@@ -166,11 +185,32 @@ class Rotary(Position):
                 f"an even `head_size`; received head_size={head_size}."
             )
 
-    def rotate(self, query, key, value, query_positions, key_positions):
-        query, key = self.embedding.rotate_pair(query, key, query_positions, key_positions)
+    def rotate(self, query, key, value, query_positions, key_positions, tables=None):
+        key_tables = value_tables = None
+        if tables is not None:
+            key_tables = (_floats(tables["cos"]), _floats(tables["sin"]))
+            if self.rotate_values:
+                value_tables = (_floats(tables["value_cos"]), _floats(tables["value_sin"]))
+        query, key = self.embedding.rotate_pair(
+            query, key, query_positions, key_positions, key_tables
+        )
         if self.rotate_values:
-            value = self.embedding.rotate(value, key_positions, values=True)
+            value = self.embedding.rotate(value, key_positions, values=True, tables=value_tables)
         return query, key, value
+
+    def tables(self, positions, key_size, head_size):
+        """`{"cos", "sin"}` of the queries and keys (`RotaryEmbedding.tables`
+        of width `key_size`; with `rotate_values`, also `"value_cos"` and
+        `"value_sin"` of width `head_size`, without YaRN's attention
+        factor), each the float32 table's bits as int32: Keras casts the
+        floating arguments of a layer's call to its compute dtype (mixed
+        precision), which would round them."""
+        cos, sin = self.embedding.tables(positions, key_size)
+        tables = {"cos": _bits(cos), "sin": _bits(sin)}
+        if self.rotate_values:
+            cos, sin = self.embedding.tables(positions, head_size, values=True)
+            tables.update(value_cos=_bits(cos), value_sin=_bits(sin))
+        return tables
 
     def decay(self, query, key, query_positions, key_positions, cached=False):
         return self.embedding.decay_pair(query, key, query_positions, key_positions, cached)
@@ -206,6 +246,82 @@ class XPos(Rotary):
     def get_config(self):
         return {"base": self.base, "scale_base": self.scale_base, "scaling": self.scaling,
                 "layout": self.layout}
+
+
+def _bits(table):
+    """A float32 table as int32 of the same bits (`_floats` undoes it)."""
+    return ops.view(table, "int32")
+
+
+def _floats(bits):
+    return ops.view(bits, "float32")
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class RotaryTables(keras.Operation):
+    """The `tables` of `position` for the positions `0 .. length - 1` of a
+    `(batch, length, ...)` `sequence`: a node of a functional model's graph
+    whose output every block of that position object and widths reads
+    (`Transformer.rotary_tables`), so that a graph runner (the torch
+    runtime's `DirectGraph`, `CompiledBlocks`) sees one input shared by the
+    blocks. An operation, not a layer: the model's layers, and so its
+    weights and names, are unchanged.
+
+    Args:
+        position: a position object with tables (`Rotary`, `XPos`).
+        key_size, head_size: the attention's widths.
+        name: the node's name.
+
+    Call arguments:
+        sequence: `(batch, length, ...)`, of which only the length is read.
+
+    Example:
+
+    >>> tables = RotaryTables(Rotary(layout="half"), 8, 8)(np.zeros((1, 5), "int32"))
+    >>> sorted(tables), tuple(tables["cos"].shape)
+    (['cos', 'sin'], (1, 5, 1, 4))
+    """
+
+    def __init__(self, position, key_size, head_size, name=None):
+        super().__init__(name=name)
+        if isinstance(position, dict):
+            position = keras.saving.deserialize_keras_object(position)
+        if not getattr(position, "has_tables", False):
+            raise ValueError(
+                "RotaryTables computes the tables of a rotary position object (Rotary, "
+                f"XPos); received position={position!r}."
+            )
+        self.position, self.key_size, self.head_size = position, key_size, head_size
+
+    def call(self, sequence):
+        positions = ops.arange(ops.shape(sequence)[1], dtype="int32")
+        return self.position.tables(positions, self.key_size, self.head_size)
+
+    def get_config(self):
+        return {
+            "position": keras.saving.serialize_keras_object(self.position),
+            "key_size": self.key_size,
+            "head_size": self.head_size,
+            "name": self.name,
+        }
+
+
+def shared_tables(attentions, compute):
+    """`compute(attention)` for each of `attentions` (attention layers with
+    a `position`) that has tables, called once per distinct position object
+    (by equality: Gemma 3's local and global bases are two) and widths:
+    the list, None for each attention without tables."""
+    computed, tables = {}, []
+    for attention in attentions:
+        position = getattr(attention, "position", None)
+        if not getattr(position, "has_tables", False):
+            tables.append(None)
+            continue
+        key = (position, attention.key_size, attention.head_size)
+        if key not in computed:
+            computed[key] = compute(attention)
+        tables.append(computed[key])
+    return tables
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")

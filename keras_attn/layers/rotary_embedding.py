@@ -98,12 +98,19 @@ class RotaryEmbedding(keras.layers.Layer):
         query, key = self.rotate_pair(query, key, query_positions, key_positions)
         return self.decay_pair(query, key, query_positions, key_positions)
 
-    def rotate_pair(self, query, key, query_positions, key_positions):
+    def rotate_pair(self, query, key, query_positions, key_positions, tables=None):
         """RoPE's rotation of `query` and `key` at their integer positions,
         no XPOS decay; a `dynamic` scaling reads the length `T` up to the
         later of the two (a full pass: the longer sequence; a cached step:
-        its newest position plus one)."""
+        its newest position plus one). `tables`: None, or `tables(positions,
+        key_size)` of positions that the queries and the keys share, which
+        rotate both."""
         check_even_width(self, "key_size (the last axis of query and key)", query.shape[-1])
+        if tables is not None:
+            return (
+                self.rotate(query, query_positions, tables=tables),
+                self.rotate(key, key_positions, tables=tables),
+            )
         length = None
         if self._scaling is not None and self._scaling["rope_type"] in LENGTH_DEPENDENT:
             # `amax`, not `max`: Keras' torch `max` inspects its result in
@@ -128,19 +135,34 @@ class RotaryEmbedding(keras.layers.Layer):
             self.decay(key, key_positions, centre, sign=-1.0),
         )
 
-    def rotate(self, x, positions, length=None, values=False):
+    def rotate(self, x, positions, length=None, values=False, tables=None):
         """RoPE's rotation of `x`, `(batch, length, heads, size)`, at the
         integer `positions`, `(length,)` or `(batch, length)`; no XPOS
-        decay. `length` is the number of positions being encoded, read by a
-        `dynamic` scaling only (default `max(positions) + 1`). `values=True` leaves out YaRN's
-        attention factor, a temperature of the scores that must not scale
-        rotated values."""
+        decay. `length` and `values` are `tables`'s; `tables`: None, or
+        `tables(positions, size, length, values)` computed before (then
+        `positions`, `length` and `values` are not read), for the same
+        result."""
+        if tables is None:
+            tables = self.tables(positions, x.shape[-1], length, values)
+        cos, sin = tables
+        even, odd = _pairs(x, self.layout)
+        return _unpairs(even * cos - odd * sin, odd * cos + even * sin, x, self.layout)
+
+    def tables(self, positions, size, length=None, values=False):
+        """`(cos, sin)` of RoPE's angles `n theta_m` at the integer
+        `positions` `n`, `(length,)` or `(batch, length)`, for features of
+        width `size`: float32 `(1, length, 1, size / 2)`, or `(batch, length,
+        1, size / 2)` for positions of each row, what `rotate` multiplies the
+        pairs by. `length` is the number of positions being encoded, read
+        by a `dynamic` scaling only (default `max(positions) + 1`); YaRN's
+        attention factor multiplies both, unless `values=True` (a
+        temperature of the scores that must not scale rotated values)."""
         if length is None and self._scaling is not None and (
             self._scaling["rope_type"] in LENGTH_DEPENDENT
         ):
             length = ops.amax(positions) + 1
         frequencies, attention_factor = scaled_frequencies(
-            x.shape[-1], self.max_wavelength, self._scaling, length
+            size, self.max_wavelength, self._scaling, length
         )
         # `(length, size / 2)`, or `(batch, length, size / 2)` for positions
         # of each row (`CacheStep.row_positions`).
@@ -151,8 +173,7 @@ class RotaryEmbedding(keras.layers.Layer):
             angles = angles[None]
         cos = (ops.cos(angles) * attention_factor)[:, :, None, :]
         sin = (ops.sin(angles) * attention_factor)[:, :, None, :]
-        even, odd = _pairs(x, self.layout)
-        return _unpairs(even * cos - odd * sin, odd * cos + even * sin, x, self.layout)
+        return cos, sin
 
     def decay(self, x, positions, centre, sign):
         """XPOS's scaling of `x`, `(batch, length, heads, size)`: pair `m` at

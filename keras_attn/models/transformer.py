@@ -57,6 +57,7 @@ FULL_PASS_ONLY_HOOKS = (
     "get_inputs",
     "apply_embeddings",
     "apply_main_layer",
+    "rotary_tables",
     "attention_value",
     "apply_final_layers",
 )
@@ -74,8 +75,9 @@ class Transformer(EmbeddingHooks, AttentionHooks, BlockHooks, HeadHooks):
     A template method, as in bert4keras: `build()` creates every layer
     (`make_layers`), then the inputs, then calls `apply_embeddings`,
     `apply_main_layer` once per layer and `apply_final_layers`. The
-    attention mask and any position bias are computed once and passed to
-    every layer; each block is a `TransformerBlock`.
+    attention mask, any position bias and any rotary tables
+    (`rotary_tables`) are computed once and passed to every layer; each
+    block is a `TransformerBlock`.
 
     A variant is a subclass registered with `keras_attn.register_variant`
     that states its traits as class attributes (`keras_attn.models.traits`
@@ -470,8 +472,14 @@ class Transformer(EmbeddingHooks, AttentionHooks, BlockHooks, HeadHooks):
         stream = self.stream_inputs(inputs)
         hidden = self.apply_embeddings(stream)
         attention_mask, distance_bias = self.block_arguments(stream, hidden)
-        for index in range(len(self.blocks)):
-            hidden = self.apply_main_layer(hidden, index, attention_mask, distance_bias, **source)
+        rotary_tables = self.rotary_tables(stream)
+        for index, tables in enumerate(rotary_tables):
+            # Given only to blocks that have them, so that an override of
+            # `apply_main_layer` written without them still builds.
+            rotary = {} if tables is None else {"rotary_tables": tables}
+            hidden = self.apply_main_layer(
+                hidden, index, attention_mask, distance_bias, **source, **rotary
+            )
         hidden = self.finish_blocks(hidden, self.condition)
         return inputs, self.mask_sequence_outputs(stream, self.apply_final_layers(hidden))
 

@@ -81,6 +81,9 @@ class TransformerBlock:
             decoding steps compute once per source).
         encoder_mask: boolean, broadcastable to `(batch, length,
             source_length)`: the encoder positions each query may see.
+        rotary_tables: None, or the self-attention's `rotary_tables` of the
+            pass's positions, computed once for the blocks that share them
+            (see `MultiHeadAttention`).
 
     Example, the blocks of a built model (its template holds them):
 
@@ -153,6 +156,7 @@ class TransformerBlock:
         attention_bias=None,
         encoder_output=None,
         encoder_mask=None,
+        rotary_tables=None,
         cache_step=None,
     ):
         step = step_of(step, cache_step)
@@ -172,6 +176,10 @@ class TransformerBlock:
             arguments = {"attention_mask": attention_mask, "distance_bias": distance_bias}
             if attention_bias is not None:
                 arguments["attention_bias"] = attention_bias
+            if rotary_tables is not None:
+                # Given only where computed: an attention layer of a
+                # variant's own need not take them.
+                arguments["rotary_tables"] = rotary_tables
             if value is not None:
                 arguments["value"] = value
             if use_causal_mask:

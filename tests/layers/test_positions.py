@@ -20,6 +20,7 @@ from keras_attn.layers import ReRoPE
 from keras_attn.layers import Rotary
 from keras_attn.layers import XPos
 from keras_attn.layers import positions
+from keras_attn.layers.key_value_cache import CacheStep
 from tests import reference
 from tests.harness import run_layer_test
 from tests.harness import to_numpy
@@ -222,3 +223,59 @@ def test_subclasses_take_a_position_and_load_former_configs(make):
     assert loaded.position == Rotary(layout="half")
     np.testing.assert_array_equal(outputs(loaded, x, like=layer), expected)
     assert np.abs(outputs(make(), x, like=layer) - expected).max() > 1e-4
+
+
+def test_a_model_computes_each_rotary_table_once_per_pass(monkeypatch):
+    """Rotary tables are computed once per pass and position object, as
+    transformers' `position_embeddings` (issue 51, item 1): Gemma 3's three
+    blocks of two RoPE bases compute two per full pass and two per decoding
+    step, where each attention alone computed three; and given tables,
+    queries, keys and values (YaRN's factor, values of their own width,
+    positions of each row) come out bit for bit as without."""
+    config = dict(
+        vocab_size=40, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+        num_key_value_heads=1, attention_head_size=6, intermediate_size=24,
+        max_position_embeddings=48, sliding_rotary_base=100.0, attention_window=3,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+    )
+    model = keras_attn.build_transformer_model(config, variant="gemma3", application="lm")
+    ids = RNG.integers(4, 40, size=(2, 6)).astype("int32")
+    forward = keras_attn.generation.CachedForward(model)
+    cache = forward.empty_cache(2, 8)
+    computed = []
+    original = keras_attn.layers.RotaryEmbedding.tables
+
+    def counted(self, *args, **kwargs):
+        computed.append(self.max_wavelength)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(keras_attn.layers.RotaryEmbedding, "tables", counted)
+    model({"token_ids": ids})
+    assert sorted(computed) == [100.0, 10000.0]
+    computed.clear()
+    forward(ids[:, :1], 0, cache)
+    assert sorted(computed) == [100.0, 10000.0]
+
+    position = Rotary(scaling=YARN, rotate_values=True)
+    layer = keras_attn.MultiHeadAttention(2, 6, key_size=8, position=position)
+    x = RNG.normal(size=(2, 5, 16)).astype("float32")
+    tables = layer.rotary_tables(np.arange(5, dtype="int32"))
+    np.testing.assert_array_equal(
+        to_numpy(layer(x, rotary_tables=tables, use_causal_mask=True)),
+        to_numpy(layer(x, use_causal_mask=True)),
+    )
+    # A decoding step of rows at positions 4 and 2, writing slot 0.
+    rows = np.array([[4], [2]], "int32")
+    step = CacheStep(
+        slot=np.int32(0), positions=np.array([0], "int32"),
+        key_positions=np.array([0, -1, -1, -1, -1], "int32"), row_positions=rows,
+    )
+    outputs = [
+        layer(x[:, :1], cache=layer.empty_cache(2, 5), cache_step=step, **given)
+        for given in ({"rotary_tables": layer.rotary_tables(rows)}, {})
+    ]
+    np.testing.assert_array_equal(to_numpy(outputs[0][0]), to_numpy(outputs[1][0]))
+    np.testing.assert_array_equal(to_numpy(outputs[0][1].keys), to_numpy(outputs[1][1].keys))
+    with pytest.raises(ValueError, match="position=None"):
+        keras_attn.MultiHeadAttention(2, 8)(x, rotary_tables=tables)
+

@@ -1,6 +1,6 @@
-"""The `Transformer` template's attention hooks: the attention mask and the
-position bias (each computed once per pass and given to every block), and
-each block's position object and attention layer."""
+"""The `Transformer` template's attention hooks: the attention mask, the
+position bias and the rotary tables (each computed once per pass and given
+to every block), and each block's position object and attention layer."""
 
 import math
 
@@ -43,6 +43,20 @@ class AttentionHooks:
         if kind in ("kerple_log", "kerple_power"):
             return layers.KerpleBias(heads, form=kind.split("_")[1], name=names.POSITION_BIAS)
         return layers.SandwichBias(dim=2 * (self.config.head_size // 2), name=names.POSITION_BIAS)
+
+    def rotary_tables(self, inputs):
+        """Each block's `rotary_tables` for the full pass over `inputs` (the
+        main stack's, see `stream_inputs`), a list with None for a block
+        whose self-attention has none: one `positions.RotaryTables` node of
+        the graph per distinct position object and widths (Gemma 3's local
+        and global RoPE bases are two), read by every block that has them."""
+        token_ids = self.stream_inputs(inputs)["token_ids"]
+        return positions.shared_tables(
+            [block.attention for block in self.blocks],
+            lambda attention: positions.RotaryTables(
+                attention.position, attention.key_size, attention.head_size
+            )(token_ids),
+        )
 
     def make_position(self, index):
         """Block `index`'s position object (`keras_attn.layers.positions`),

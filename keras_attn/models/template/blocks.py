@@ -141,10 +141,14 @@ class BlockHooks:
             distance_bias = self.position_bias(hidden, by_distance=True)
         return attention_mask, distance_bias
 
-    def apply_main_layer(self, hidden, index, attention_mask, distance_bias=None, source=None):
+    def apply_main_layer(
+        self, hidden, index, attention_mask, distance_bias=None, source=None, rotary_tables=None
+    ):
         """Block `index` on `hidden` (see `TransformerBlock`); an
         encoder-decoder's also attends to `source`, `(encoder_output,
-        encoder_mask)`."""
+        encoder_mask)`. `rotary_tables`: the block's entry of
+        `rotary_tables(inputs)`, or None for its attention to compute its
+        own (the same output)."""
         cross = {}
         if source is not None:
             cross = {"encoder_output": source[0], "encoder_mask": source[1]}
@@ -155,5 +159,6 @@ class BlockHooks:
             use_causal_mask=self.causal,
             value=self.attention_value(hidden, index),
             condition=self.condition,
+            rotary_tables=rotary_tables,
             **cross,
         )
