@@ -10,7 +10,7 @@ from keras import ops
 from keras_attn.layers import masking
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.multi_head_attention import check_positive_integer
-from keras_attn.layers.multi_head_attention import split_heads
+from keras_attn.layers.projections import split_heads
 from keras_attn.layers.projections import make_dense
 from keras_attn.torch_runtime.direct_call import direct_call
 

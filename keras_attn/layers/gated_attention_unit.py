@@ -8,8 +8,8 @@ from keras_attn.layers.feed_forward import resolve_activation
 from keras_attn.layers.attention_options import check_input_shapes
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.multi_head_attention import check_positive_integer
-from keras_attn.layers.multi_head_attention import merge_heads
-from keras_attn.layers.multi_head_attention import split_heads
+from keras_attn.layers.projections import merge_heads
+from keras_attn.layers.projections import split_heads
 from keras_attn.layers.projections import make_dense
 
 # `MultiHeadAttention` arguments a GAU fixes: one head, values as wide as
@@ -174,14 +174,16 @@ class GatedAttentionUnit(MultiHeadAttention):
     def _project_output(self, attended, gate):
         return direct_call(self.output_dense, gate * merge_heads(attended, self.units))
 
-    def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
+    def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask,
+                              rotary_tables=None):
         if value is not query or key is not query:
             raise ValueError(
                 f"{self.name}: a GatedAttentionUnit attends within its input (its "
                 "queries, keys and values share one projection); call it without "
                 "`value` and `key`."
             )
-        super()._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
+        super()._check_call_arguments(query, value, key, attention_mask, use_causal_mask,
+                                      rotary_tables)
 
     def project_key_value(self, value, key=None):
         raise ValueError(

@@ -6,7 +6,6 @@ import dataclasses
 import keras
 from keras import ops
 
-from keras_attn import keras_internals
 from keras_attn.layers import banded
 from keras_attn.layers import masking
 from keras_attn.layers import positions
@@ -21,25 +20,13 @@ from keras_attn.layers.key_value_cache import check_cache_step
 from keras_attn.layers.positions import POSITION_ENCODINGS  # noqa: F401 (re-exported)
 from keras_attn.layers.positions import ROTARY_ENCODINGS  # noqa: F401 (re-exported)
 from keras_attn.layers.projections import make_dense
+from keras_attn.layers.projections import merge_heads
 from keras_attn.layers.projections import projection_config
+from keras_attn.layers.projections import query_key_norms
+from keras_attn.layers.projections import split_heads
 from keras_attn.layers.projections import store_projection_arguments
 from keras_attn.layers.relative_position_bias import add_distance_bias
-from keras_attn.layers.rms_normalization import RMSNormalization
 from keras_attn.torch_runtime.direct_call import direct_call
-
-
-def split_heads(projected, size):
-    """`(batch, length, heads * size)` -> `(batch, length, heads, size)`."""
-    shape = ops.shape(projected)
-    return keras_internals.reshape(projected, (shape[0], shape[1], -1, size))
-
-
-def merge_heads(attended, width):
-    """`(batch, length, heads, size)` -> `(batch, length, width)`, where
-    `width = heads * size` is passed statically (a traced kernel may not
-    know it)."""
-    shape = ops.shape(attended)
-    return keras_internals.reshape(attended, (shape[0], shape[1], width))
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -120,17 +107,13 @@ class MultiHeadAttention(keras.layers.Layer):
         query_mask, value_mask, key_mask, mask: implicit Keras masks.
         cache, cache_step: a `KeyValueCache` and a `CacheStep`: a decoding
             step, which returns `(output, updated_cache)`.
-        rotary_tables: None, or `rotary_tables(positions)` of the positions
-            the queries and the keys share (`arange(length)` in a full pass,
-            `cache_step.rotation_positions` in a decoding step), computed
-            once for every layer of an equal position object and widths:
-            the output is the same as with None, which computes them here.
+        rotary_tables: None (computed here), or `rotary_tables(positions)`
+            of the positions the queries and keys share, computed once for
+            the layers of an equal position object and widths; same output.
 
     Raises:
-        ValueError: naming an argument out of range, or inputs whose static
-            shapes disagree (rank, batch, key/value length, width, mask);
-            `rotary_tables` for a position object without tables, or for
-            queries and keys of different lengths.
+        ValueError: naming an argument out of range, inputs whose static
+            shapes disagree, or `rotary_tables` this layer cannot read.
 
     Example:
 
@@ -177,15 +160,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_use_bias = output_use_bias
         self.query_key_norm_epsilon = query_key_norm_epsilon
         self.query_key_norm_scale_offset = query_key_norm_scale_offset
-        self.query_norm = self.key_norm = None
-        if query_key_norm_epsilon is not None:
-            self.query_norm, self.key_norm = (
-                RMSNormalization(
-                    epsilon=query_key_norm_epsilon, scale_offset=query_key_norm_scale_offset,
-                    dtype=self.dtype_policy, name=name,
-                )
-                for name in ("query_norm", "key_norm")
-            )
+        self.query_norm, self.key_norm = query_key_norms(
+            query_key_norm_epsilon, query_key_norm_scale_offset, self.dtype_policy
+        )
         store_projection_arguments(
             self, use_bias, kernel_initializer, bias_initializer, projection_policies
         )
@@ -327,13 +304,11 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None, query_mask=None, value_mask=None, key_mask=None, mask=None,
         cache=None, cache_step=None, rotary_tables=None,
     ):
-        if rotary_tables is not None:
-            self._check_rotary_tables(query, key if key is not None else value)
         if cache is not None:
             check_cache_step(self, cache_step)
             # The caller's mask over the slots holds causality, the window
             # and padding, from the slots' positions.
-            self._check_call_arguments(query, query, query, None, use_causal_mask=True)
+            self._check_call_arguments(query, query, query, None, True, rotary_tables)
             output, _, cache = self._attend(
                 self._project_heads(query, query, query), cache_step.positions,
                 cache_step.key_positions, masking.merge_attention_masks(attention_mask),
@@ -351,7 +326,8 @@ class MultiHeadAttention(keras.layers.Layer):
             key = value
             if key_mask is None:
                 key_mask = value_mask
-        self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
+        self._check_call_arguments(query, value, key, attention_mask, use_causal_mask,
+                                   rotary_tables)
         mask, band = banded.full_pass_attention(
             self, use_causal_mask, query, key, attention_mask, query_mask, key_mask,
             attention_bias, distance_bias, return_attention_scores, training,
@@ -414,26 +390,9 @@ class MultiHeadAttention(keras.layers.Layer):
         return self._project_output(attended, gate), scores, cache
 
     def rotary_tables(self, positions):
-        """What the `rotary_tables` call argument takes for queries and keys
-        at the integer `positions` (`(length,)`, or `(batch, length)` for
-        positions of each row), or None where the position object has no
-        tables (`positions.Position.tables`)."""
+        """The `rotary_tables` call argument of the integer `positions`
+        (`(length,)` or `(batch, length)`), or None (`Position.tables`)."""
         return self._position.tables(positions, self.key_size, self.head_size)
-
-    def _check_rotary_tables(self, query, key):
-        """Refuses `rotary_tables` that this layer cannot read: one table of
-        positions serves the queries and the keys."""
-        if not self._position.has_tables:
-            raise ValueError(
-                f"{self.name}: `rotary_tables` are a rotary position object's "
-                f"(Rotary, XPos); this layer has position={self.position!r}."
-            )
-        query_length, key_length = query.shape[1], (query if key is None else key).shape[1]
-        if None not in (query_length, key_length) and query_length != key_length:
-            raise ValueError(
-                f"{self.name}: `rotary_tables` hold the positions that the queries and the "
-                f"keys share; received {query_length} queries and {key_length} keys."
-            )
 
     def project_key_value(self, value, key=None):
         """The keys and values of `value` (and `key`, default `value`) as a
@@ -452,11 +411,14 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = masking.merge_attention_masks(attention_mask)
         return self._attend(heads, None, None, mask, training=training)[0]
 
-    def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask):
+    def _check_call_arguments(self, query, value, key, attention_mask, use_causal_mask,
+                              rotary_tables=None):
         """The checks of every call, eager or symbolic."""
         mask_shape = None if attention_mask is None else attention_mask.shape
         check_input_shapes(self, query.shape, value.shape, key.shape, mask_shape)
         check_causal_call(self, use_causal_mask)
+        if rotary_tables is not None:
+            positions.check_tables(self, query.shape[1], key.shape[1])
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         return tuple(query_shape[:-1]) + (self.out_dim or query_shape[-1],)
@@ -466,9 +428,8 @@ class MultiHeadAttention(keras.layers.Layer):
         # Symbolic calls (functional models, the builder) get the eager checks.
         value = query if value is None else value
         key = value if key is None else key
-        self._check_call_arguments(query, value, key, attention_mask, use_causal_mask)
-        if kwargs.get("rotary_tables") is not None:
-            self._check_rotary_tables(query, key)
+        self._check_call_arguments(query, value, key, attention_mask, use_causal_mask,
+                                   kwargs.get("rotary_tables"))
         output = keras.KerasTensor(self.compute_output_shape(query.shape), dtype=self.compute_dtype)
         if not return_attention_scores:
             return output

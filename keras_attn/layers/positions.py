@@ -248,6 +248,22 @@ class XPos(Rotary):
                 "layout": self.layout}
 
 
+def check_tables(layer, query_length, key_length):
+    """Refuses `rotary_tables` given to the attention `layer` that it cannot
+    read: its position object has none, or its queries and keys differ in
+    length (one table of positions serves both)."""
+    if not layer._position.has_tables:
+        raise ValueError(
+            f"{layer.name}: `rotary_tables` are a rotary position object's "
+            f"(Rotary, XPos); this layer has position={layer.position!r}."
+        )
+    if None not in (query_length, key_length) and query_length != key_length:
+        raise ValueError(
+            f"{layer.name}: `rotary_tables` hold the positions that the queries and the "
+            f"keys share; received {query_length} queries and {key_length} keys."
+        )
+
+
 def _bits(table):
     """A float32 table as int32 of the same bits (`_floats` undoes it)."""
     return ops.view(table, "int32")

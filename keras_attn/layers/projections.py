@@ -1,8 +1,10 @@
 """The one place where composite layers create their `Dense` sublayers."""
 
 import keras
+from keras import ops
 
 from keras_attn import keras_internals
+from keras_attn.layers.rms_normalization import RMSNormalization
 
 
 def store_projection_arguments(
@@ -63,3 +65,26 @@ def projection_config(layer):
         "kernel_initializer": keras.initializers.serialize(layer.kernel_initializer),
         "bias_initializer": keras.initializers.serialize(layer.bias_initializer),
     }
+
+
+def query_key_norms(epsilon, scale_offset, dtype):
+    """`(query_norm, key_norm)`: RMS norms of the heads, or None and None
+    for `epsilon` None."""
+    if epsilon is None:
+        return None, None
+    return tuple(RMSNormalization(epsilon=epsilon, scale_offset=scale_offset, dtype=dtype,
+                                  name=name) for name in ("query_norm", "key_norm"))
+
+
+def split_heads(projected, size):
+    """`(batch, length, heads * size)` -> `(batch, length, heads, size)`."""
+    shape = ops.shape(projected)
+    return keras_internals.reshape(projected, (shape[0], shape[1], -1, size))
+
+
+def merge_heads(attended, width):
+    """`(batch, length, heads, size)` -> `(batch, length, width)`, where
+    `width = heads * size` is passed statically (a traced kernel may not
+    know it)."""
+    shape = ops.shape(attended)
+    return keras_internals.reshape(attended, (shape[0], shape[1], width))
