@@ -176,11 +176,10 @@ class Engine:
     are segment 1, each seeing the source and the tokens before it; and
     encoder-decoders (`"seq2seq"`, T5): a prompt is the source (at most
     `max_length` tokens), encoded once when its request starts, and the
-    decoder starts from its start token. Refuses, naming the reason, the
-    models docs/serving.md lists (conditional layer norms, ReRoPE,
-    `dynamic`/`longrope` scaling). Sink
-    tokens beside a window (`attention_sink_tokens`) are each row's first
-    positions, which its blocks keep.
+    decoder starts from its start token. Sink tokens beside a window
+    (`attention_sink_tokens`) are each row's first positions, which its
+    blocks keep. Refuses, naming the reason, the models docs/serving.md
+    lists (conditional layer norms, ReRoPE, `dynamic`/`longrope` scaling).
 
     Args:
         model: a `TransformerModel` built with `application="lm"`,
@@ -198,8 +197,8 @@ class Engine:
             the tokenizer's `end_id`, else none (`keras-attn serve` reads the
             folder's `eos_token_id`).
         prefix_sharing: requests whose prompts start with the same full
-            blocks share those blocks (never under UniLM, whose source
-            tokens see later ones).
+            blocks share those blocks (never for UniLM, whose source tokens
+            see later ones, or encoder-decoders, whose keys see the source).
         seed: seeds the generator of requests without a seed.
 
     Example:
