@@ -205,7 +205,7 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
 
     async def submit(document, prompt, default_max_tokens):
         """The engine's requests of the document's `n` choices: choice `i`
-        of a seeded request draws with `seed + i`."""
+        of a seeded request draws with `(seed + i) mod 2**63`."""
         check_common(document, model_name)
         params = sampling_params(document, default_max_tokens(prompt))
         count = logprobs_count(document)
@@ -215,7 +215,8 @@ def create_app(engine, model_name, tokenizer=None, chat_template=None, max_waiti
                                  "`logprobs`.", param="logprobs")
             params = dataclasses.replace(params, logprobs=count)
         choices = [
-            params if params.seed is None else dataclasses.replace(params, seed=params.seed + i)
+            params if params.seed is None
+            else dataclasses.replace(params, seed=(params.seed + i) % 2**63)
             for i in range(document.get("n", 1))
         ]
         # The engine's lock is held through a whole step: wait for it in a
