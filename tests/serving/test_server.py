@@ -300,6 +300,11 @@ def test_n_choices_are_seeded_requests_of_the_engine(served):
         (choice,) = chunk["choices"]
         texts[choice["index"]] += choice["text"]
     assert texts == [r.text for r in expected]
+    # The last seed of the range: choice 1 wraps to seed 0.
+    status, answer = served.post("/v1/completions", dict(body, seed=2**63 - 1, n=2))
+    assert status == 200, answer
+    wrapped = reference(engine, ids, **dict(sampling, seed=0))
+    assert answer["choices"][1]["text"] == wrapped.text
     wait_idle(engine)
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
