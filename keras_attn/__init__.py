@@ -31,6 +31,8 @@ from keras_attn.models import InputError  # noqa: E402
 from keras_attn.models import TTAEncoder  # noqa: E402
 from keras_attn.models import Transformer  # noqa: E402
 from keras_attn.models import TransformerBlock  # noqa: E402
+from keras_attn.models import DecodeStep  # noqa: E402
+from keras_attn.models import FullPass  # noqa: E402
 from keras_attn.models import AttentionConfig  # noqa: E402
 from keras_attn.models import FeedForwardConfig  # noqa: E402
 from keras_attn.models import NormConfig  # noqa: E402
@@ -59,6 +61,8 @@ __all__ = [
     "AutoRegressiveDecoder",
     "BpeTokenizer",
     "CheckpointError",
+    "DecodeStep",
+    "FullPass",
     "Generator",
     "HuggingFaceTokenizer",
     "InputError",

@@ -188,9 +188,9 @@ class Rotary(Position):
     def rotate(self, query, key, value, query_positions, key_positions, tables=None):
         key_tables = value_tables = None
         if tables is not None:
-            key_tables = (_floats(tables["cos"]), _floats(tables["sin"]))
+            key_tables = (tables["cos"], tables["sin"])
             if self.rotate_values:
-                value_tables = (_floats(tables["value_cos"]), _floats(tables["value_sin"]))
+                value_tables = (tables["value_cos"], tables["value_sin"])
         query, key = self.embedding.rotate_pair(
             query, key, query_positions, key_positions, key_tables
         )
@@ -202,14 +202,13 @@ class Rotary(Position):
         """`{"cos", "sin"}` of the queries and keys (`RotaryEmbedding.tables`
         of width `key_size`; with `rotate_values`, also `"value_cos"` and
         `"value_sin"` of width `head_size`, without YaRN's attention
-        factor), each the float32 table's bits as int32: Keras casts the
-        floating arguments of a layer's call to its compute dtype (mixed
-        precision), which would round them."""
+        factor), float32."""
         cos, sin = self.embedding.tables(positions, key_size)
-        tables = {"cos": _bits(cos), "sin": _bits(sin)}
+        tables = {"cos": cos, "sin": sin}
         if self.rotate_values:
-            cos, sin = self.embedding.tables(positions, head_size, values=True)
-            tables.update(value_cos=_bits(cos), value_sin=_bits(sin))
+            tables["value_cos"], tables["value_sin"] = self.embedding.tables(
+                positions, head_size, values=True
+            )
         return tables
 
     def decay(self, query, key, query_positions, key_positions, cached=False):
@@ -262,15 +261,6 @@ def check_tables(layer, query_length, key_length):
             f"{layer.name}: `rotary_tables` hold the positions that the queries and the "
             f"keys share; received {query_length} queries and {key_length} keys."
         )
-
-
-def _bits(table):
-    """A float32 table as int32 of the same bits (`_floats` undoes it)."""
-    return ops.view(table, "int32")
-
-
-def _floats(bits):
-    return ops.view(bits, "float32")
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -326,11 +316,14 @@ def shared_tables(attentions, compute):
     """`compute(attention)` for each of `attentions` (attention layers with
     a `position`) that has tables, called once per distinct position object
     (by equality: Gemma 3's local and global bases are two) and widths:
-    the list, None for each attention without tables."""
+    the list, None for each attention without tables or computing in
+    another dtype than float32 (Keras casts a layer's floating call
+    arguments to its compute dtype, which would round the tables; such a
+    layer computes its own, in float32, as with None)."""
     computed, tables = {}, []
     for attention in attentions:
         position = getattr(attention, "position", None)
-        if not getattr(position, "has_tables", False):
+        if not getattr(position, "has_tables", False) or attention.compute_dtype != "float32":
             tables.append(None)
             continue
         key = (position, attention.key_size, attention.head_size)

@@ -1,33 +1,5 @@
-"""The two kinds of pass a template's hooks and blocks run in.
-
-A hook (`embed`, `finish_blocks`, `language_model_head`) and a
-`TransformerBlock` take `step=`, one of two values of one type, and ask it
-what differs between the passes instead of branching on "decoding":
-
-- `FULL_PASS` (a `FullPass`): whole sequences, on symbolic tensors when the
-  template records the model's graph. Layers run through Keras' `__call__`,
-  dropout runs, padding comes from the ids and rides on the hidden states
-  as their Keras mask, a position table is read at each token's position.
-- `DecodeStep(cache_step)`: a chunk of new tokens against key/value
-  caches (`keras_attn.generation.CachedForward`). Layers run by their `call`
-  (`keras_attn.torch_runtime.direct_call`), no dropout, padding is the
-  caches' business, a position table is read at the `CacheStep`'s
-  positions.
-
-A hook overridden by a variant takes `step=FULL_PASS` and passes it on;
-one written for the former `cache_step=` is adapted with a
-DeprecationWarning when its class is made (`adapt_step_hooks`).
-
-Example, a variant's head written once for both passes:
-
-```python
-from keras_attn.models import FULL_PASS
-
-class DoubledLogits(keras_attn.Transformer):
-    def language_model_head(self, hidden, condition=None, step=FULL_PASS):
-        return super().language_model_head(hidden, condition, step) * 2.0
-```
-"""
+"""The two kinds of pass a template's hooks and blocks run in: `FullPass`
+(its value `FULL_PASS`) and `DecodeStep`."""
 
 import functools
 import inspect
@@ -41,7 +13,36 @@ from keras_attn.torch_runtime.direct_call import keras_call
 
 
 class FullPass:
-    """The full pass over whole sequences (see the module docstring).
+    """The full pass over whole sequences, one of the two kinds of pass
+    (with `DecodeStep`) that a template's hooks (`embed`, `finish_blocks`,
+    `language_model_head`) and `TransformerBlock`s are given as `step=`.
+    They ask it what differs between the passes instead of branching on
+    "decoding":
+
+    - `FULL_PASS` (`keras_attn.models.FULL_PASS`, this class's value): whole
+      sequences, on symbolic tensors when the template records the model's
+      graph. Layers run through Keras' `__call__`, dropout runs, padding
+      comes from the ids and rides on the hidden states as their Keras
+      mask, a position table is read at each token's position.
+    - `DecodeStep(cache_step)`: a chunk of new tokens against key/value
+      caches (`keras_attn.generation.CachedForward`). Layers run by their
+      `call` (`keras_attn.torch_runtime.direct_call`), no dropout, padding
+      is the caches' business, a position table is read at the
+      `CacheStep`'s positions.
+
+    A hook overridden by a variant takes `step=FULL_PASS` and passes it on;
+    one written for the former `cache_step=` is adapted with a
+    DeprecationWarning when its class is made (`adapt_step_hooks`).
+
+    Example, a variant's head written once for both passes:
+
+    ```python
+    from keras_attn.models import FULL_PASS
+
+    class DoubledLogits(keras_attn.Transformer):
+        def language_model_head(self, hidden, condition=None, step=FULL_PASS):
+            return super().language_model_head(hidden, condition, step) * 2.0
+    ```
 
     Attributes:
         decoding: False.
@@ -97,7 +98,7 @@ FULL_PASS = FullPass()
 
 
 class DecodeStep(FullPass):
-    """A decoding step over a chunk of new tokens (see the module docstring).
+    """A decoding step over a chunk of new tokens (see `FullPass`).
 
     Args:
         cache_step: the step's `keras_attn.layers.CacheStep` (slots and
