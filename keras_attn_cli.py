@@ -130,7 +130,7 @@ def main(argv=None):
               max_batch=arguments.max_batch, max_length=arguments.max_length,
               block_size=arguments.block_size, num_blocks=arguments.num_blocks,
               prefill_chunk=arguments.prefill_chunk, max_waiting=arguments.max_waiting,
-              shutdown_timeout=arguments.shutdown_timeout)
+              shutdown_timeout=arguments.shutdown_timeout, warm_up=arguments.warm_up)
     except (OSError, ValueError) as error:
         print(f"keras-attn serve: error: {one_line(error)}", file=sys.stderr)
         return 1
@@ -167,6 +167,10 @@ def main_parser():
                        help="requests waiting for the engine before new ones get 429 (default 256)")
     serve.add_argument("--shutdown-timeout", type=float, default=30.0,
                        help="seconds requests in flight get to finish at shutdown (default 30)")
+    serve.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                       help="start serving without building every program first (the first "
+                       "requests then wait for them; by default the server warms up before it "
+                       "listens: Engine.warm_up)")
     return parser
 
 

@@ -41,15 +41,17 @@ the other on the same requests and arrival times:
     its tokens carry transformers' own timestamps.
 
 Each contender is warmed up before its timed run: the engine by
-`--max-batch` short requests (its programs have fixed shapes); static
+`Engine.warm_up` (every program: each decoding window and the prompt
+chunk; its seconds are recorded) and `--max-batch` short requests; static
 batching by generating every batch of the workload once (on JAX and
 TensorFlow each batch shape compiles); transformers by two short requests.
-On torch the engine's step is eager (not compiled), and static batching's
-decoding step runs eagerly too by default (`--static-torch-compile 0`), so
-both keras_attn contenders run the same eager layers; `auto` is the
-library's default rule (a shape compiles once its eager steps took what
-compiling costs, which can happen inside the timed run) and `1` compiles
-every shape during the warm-up.
+On torch the engine's programs are compiled by `torch.compile` in its
+warm-up (`--engine-torch-compile auto`, the library's default; `0` runs
+them eagerly), and static batching's decoding step runs eagerly by default
+(`--static-torch-compile 0`); `auto` is the library's default rule for
+`generate` (a shape compiles once its eager steps took what compiling
+costs, which can happen inside the timed run) and `1` compiles every shape
+during the warm-up.
 
 Reported per contender: throughput (generated tokens over the whole run,
 first arrival to last token), time to first token (TTFT, from arrival)
@@ -128,14 +130,28 @@ def wait_until(moment):
         time.sleep(delay)
 
 
-def run_engine(model, requests, max_batch, max_length):
+def run_engine(model, requests, max_batch, max_length, torch_compile):
     """Contender (a): per request its tokens and their delivery times
-    (perf_counter), and the run's start."""
-    engine = Engine(model, max_batch=max_batch, max_length=max_length, block_size=BLOCK_SIZE,
-                    prefill_chunk=PREFILL_CHUNK, end_token_ids=(), seed=0)
+    (perf_counter), the run's start and the seconds `warm_up` took. On torch
+    the engine's programs follow `torch_compile` (`KERAS_ATTN_TORCH_COMPILE`'s
+    values, read when the engine is made)."""
+    saved = os.environ.get("KERAS_ATTN_TORCH_COMPILE")
+    os.environ["KERAS_ATTN_TORCH_COMPILE"] = torch_compile
+    try:
+        engine = Engine(model, max_batch=max_batch, max_length=max_length,
+                        block_size=BLOCK_SIZE, prefill_chunk=PREFILL_CHUNK, end_token_ids=(),
+                        seed=0)
+    finally:
+        if saved is None:
+            os.environ.pop("KERAS_ATTN_TORCH_COMPILE")
+        else:
+            os.environ["KERAS_ATTN_TORCH_COMPILE"] = saved
+    began = time.perf_counter()
+    engine.warm_up()
+    warm_up_seconds = time.perf_counter() - began
     engine.start()
     try:
-        # Warm-up: the decoding and prompt programs (fixed shapes).
+        # Warm-up of the rest (the first requests through the thread).
         warm = [engine.submit(prompt[:8], SamplingParams(max_new_tokens=4))
                 for _, prompt, _ in requests[:max_batch]]
         for request in warm:
@@ -160,7 +176,7 @@ def run_engine(model, requests, max_batch, max_length):
             thread.join()
     finally:
         engine.stop()
-    return start, [list(h.tokens) for h in handles], stamps
+    return start, [list(h.tokens) for h in handles], stamps, warm_up_seconds
 
 
 def static_batches(requests, max_batch):
@@ -332,9 +348,11 @@ def serve(family, args):
     print(f"{family}: {len(requests)} requests over {requests[-1][0]:.1f} s, "
           f"{sum(r[2] for r in requests)} tokens to generate")
     rows, outputs, notes = [], {}, {}
-    (start, tokens, stamps), load = measured(
-        "engine", lambda: run_engine(model, requests, args.max_batch, max_length))
+    (start, tokens, stamps, warm_up_seconds), load = measured(
+        "engine", lambda: run_engine(model, requests, args.max_batch, max_length,
+                                     args.engine_torch_compile))
     rows.append(summarize("keras_attn Engine", requests, start, tokens, stamps, load))
+    rows[-1]["warm_up_seconds"] = warm_up_seconds
     outputs["engine"] = tokens
     (start, tokens, stamps, step_seconds), load = measured(
         "static", lambda: run_static(model, requests, args.max_batch, args.static_torch_compile))
@@ -426,6 +444,10 @@ def main():
              "decoding step eagerly, as the engine's; auto compiles a shape once its eager steps "
              "took what compiling costs (which can fall inside the timed run); 1 compiles every "
              "shape during the warm-up")
+    parser.add_argument(
+        "--engine-torch-compile", choices=["0", "auto", "1"], default="auto",
+        help="KERAS_ATTN_TORCH_COMPILE for the engine on torch: auto (default) and 1 compile "
+             "every program in Engine.warm_up, before the timed run; 0 runs them eagerly")
     parser.add_argument("--output-name", default=None)
     args = parser.parse_args()
     if args.small:
@@ -436,7 +458,8 @@ def main():
     result = {}
     if BACKEND == "torch":
         result["static_batching_torch_compile"] = args.static_torch_compile
-        result["engine_torch_step"] = "eager"
+        result["engine_torch_step"] = (
+            "eager" if args.engine_torch_compile == "0" else "compiled (torch.compile, warm_up)")
     for family in args.models:  # written after each model, so a cut run keeps what it measured
         result[family] = serve(family, args)
         write_result(result, None, args.output_name or f"serving_{BACKEND}.json")

@@ -276,7 +276,7 @@ class CachedForward:
 
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
                  write_rows=None, logits=True, condition=None, source=None,
-                 row_positions=None, key_row_positions=None):
+                 row_positions=None, key_row_positions=None, rotary_lengths=None):
         """Runs `token_ids` `(batch, n)`, at positions `position .. position + n -
         1`, against `cache`.
 
@@ -303,6 +303,11 @@ class CachedForward:
                 slots are then the clock modulo the capacity (no sink slots:
                 the caller keeps every position a row reads), and sink tokens
                 are each row's first positions.
+            rotary_lengths: optional int `(batch,)`, with `row_positions`:
+                the length each row encodes, for a rope scaling that reads
+                it (`dynamic`, `longrope`); default the longest position of
+                the step plus one. Needs every rotary attention to compute
+                in float32 (its tables are the step's).
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (None when
@@ -401,7 +406,9 @@ class CachedForward:
         # RoPE's tables of the new tokens, once per position object and widths.
         rotary_tables = shared_tables(
             [block.attention for block in self.blocks],
-            lambda attention: attention.rotary_tables(step.cache_step.rotation_positions),
+            lambda attention: attention.rotary_tables(
+                step.cache_step.rotation_positions, rotary_lengths
+            ),
         )
         layers = []
         for index, (block, layer_cache) in enumerate(zip(self.blocks, cache.layers)):

@@ -389,10 +389,11 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return self._project_output(attended, gate), scores, cache
 
-    def rotary_tables(self, positions):
+    def rotary_tables(self, positions, lengths=None):
         """The `rotary_tables` call argument of the integer `positions`
-        (`(length,)` or `(batch, length)`), or None (`Position.tables`)."""
-        return self._position.tables(positions, self.key_size, self.head_size)
+        (`(length,)` or `(batch, length)`), or None (`Position.tables`;
+        `lengths`, int `(batch,)`, each row's length encoded)."""
+        return self._position.tables(positions, self.key_size, self.head_size, lengths)
 
     def project_key_value(self, value, key=None):
         """The keys and values of `value` (and `key`, default `value`) as a

@@ -79,11 +79,12 @@ class Position:
         the keys share, for the same result."""
         return query, key, value
 
-    def tables(self, positions, key_size, head_size):
+    def tables(self, positions, key_size, head_size, lengths=None):
         """What `rotate` reads of the integer `positions` (`(length,)`, or
         `(batch, length)` for positions of each row) for heads of these
         widths, or None: computed once, they serve every layer of an equal
-        position object and widths."""
+        position object and widths. `lengths`: None, or int `(batch,)`, the
+        length each row encodes (read by a rope scaling that reads it)."""
         return None
 
     def decay(self, query, key, query_positions, key_positions, cached=False):
@@ -198,16 +199,16 @@ class Rotary(Position):
             value = self.embedding.rotate(value, key_positions, values=True, tables=value_tables)
         return query, key, value
 
-    def tables(self, positions, key_size, head_size):
+    def tables(self, positions, key_size, head_size, lengths=None):
         """`{"cos", "sin"}` of the queries and keys (`RotaryEmbedding.tables`
         of width `key_size`; with `rotate_values`, also `"value_cos"` and
         `"value_sin"` of width `head_size`, without YaRN's attention
         factor), float32."""
-        cos, sin = self.embedding.tables(positions, key_size)
+        cos, sin = self.embedding.tables(positions, key_size, lengths)
         tables = {"cos": cos, "sin": sin}
         if self.rotate_values:
             tables["value_cos"], tables["value_sin"] = self.embedding.tables(
-                positions, head_size, values=True
+                positions, head_size, lengths, values=True
             )
         return tables
 

@@ -262,7 +262,9 @@ def scaled_frequencies(dim, base, scaling, length=None):
     with `base` under `scaling` (a dict of `standard_rope_scaling`'s form,
     or None for plain RoPE): float32 `(dim // 2,)` and a Python float that
     multiplies the cosines and sines. `length`, the number of positions
-    being encoded (an int or a scalar tensor), is read by `dynamic` only."""
+    being encoded (an int or a scalar tensor), is read by `dynamic` and
+    `longrope` only; an int `(batch,)` tensor gives each row its own length
+    and frequencies `(batch, dim // 2)`."""
     if scaling is None or scaling["rope_type"] in CLIPPED_TYPES:
         return sinusoid_frequencies(dim, base), 1.0
     error = rotary_width_error(dim, scaling)
@@ -285,6 +287,9 @@ def scaled_frequencies(dim, base, scaling, length=None):
         original = float(scaling["original_max_position_embeddings"])
         length = ops.maximum(ops.cast(length, "float32"), original)
         growth = ops.power(factor * length / original - (factor - 1.0), dim / (dim - 2))
+        if len(growth.shape):  # a base per row
+            pairs = ops.arange(dim // 2, dtype="float32")
+            return ops.power((base * growth)[:, None], -2.0 * pairs / dim), 1.0
         return sinusoid_frequencies(dim, base * growth), 1.0
     if rope_type == "yarn":
         return _yarn(dim, base, scaling, factor)
@@ -342,8 +347,10 @@ def _longrope(dim, base, scaling, length):
     # `torch.compile` cannot convert inside a graph (compiled blocks).
     short = ops.convert_to_tensor(tuple(scaling["short_factor"]), "float32")
     long = ops.convert_to_tensor(tuple(scaling["long_factor"]), "float32")
-    # One length per pass: a select of the whole list, which XLA traces.
-    factors = ops.where(ops.greater(ops.cast(length, "float32"), float(original)), long, short)
+    # A select of the whole list, which XLA traces: one length per pass, or
+    # one per row (`(batch, dim // 2)` factors).
+    longer = ops.greater(ops.cast(length, "float32"), float(original))
+    factors = ops.where(longer[..., None] if len(longer.shape) else longer, long, short)
     attention_factor, factor = scaling["attention_factor"], scaling["factor"]
     if attention_factor is None:
         attention_factor = 1.0

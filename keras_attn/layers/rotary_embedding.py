@@ -154,7 +154,9 @@ class RotaryEmbedding(keras.layers.Layer):
         width `size`: float32 `(1, length, 1, size / 2)`, or `(batch, length,
         1, size / 2)` for positions of each row, what `rotate` multiplies the
         pairs by. `length` is the number of positions being encoded, read
-        by a `dynamic` scaling only (default `max(positions) + 1`); YaRN's
+        by `dynamic` and `longrope` scalings only (default `max(positions) +
+        1`; an int `(batch,)` tensor with positions of each row gives each
+        row its own); YaRN's
         attention factor multiplies both, unless `values=True` (a
         temperature of the scores that must not scale rotated values)."""
         if length is None and self._scaling is not None and (
@@ -164,6 +166,8 @@ class RotaryEmbedding(keras.layers.Layer):
         frequencies, attention_factor = scaled_frequencies(
             size, self.max_wavelength, self._scaling, length
         )
+        if len(frequencies.shape) == 2:  # a length per row
+            frequencies = frequencies[:, None, :]
         # `(length, size / 2)`, or `(batch, length, size / 2)` for positions
         # of each row (`CacheStep.row_positions`).
         angles = ops.cast(positions, "float32")[..., None] * frequencies

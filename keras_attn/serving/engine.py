@@ -1,6 +1,7 @@
 """Continuous batching over a paged key/value cache."""
 
 import collections
+import concurrent.futures
 import dataclasses
 import itertools
 import queue
@@ -13,6 +14,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn import progress
 from keras_attn.generation.cached_forward import CachedForward
 from keras_attn.generation.cached_forward import DecodingCache
 from keras_attn.generation.cached_forward import EncodedSource
@@ -24,6 +26,7 @@ from keras_attn.serving.sampling import SamplingParams
 from keras_attn.serving.sampling import choose_token
 from keras_attn.serving.sampling import token_logprob
 from keras_attn.serving.streaming import TextStream
+from keras_attn.torch_runtime.compiled_step import torch_compile_mode
 
 # The shared clock is rebased below this (float32 holds its integers
 # exactly, for XPOS's decay).
@@ -73,6 +76,7 @@ class Request:
         self.row = None            # the decoding batch row, once prefilled
         self.offset = 0            # clock minus own position, while decoding
         self.source = None         # an encoder-decoder's source ids, then encoded
+        self.encoding = prompt     # the tokens a prefill encodes (LongRoPE: again)
 
     @property
     def finished(self):
@@ -178,8 +182,12 @@ class Engine:
     `max_length` tokens), encoded once when its request starts, and the
     decoder starts from its start token. Sink tokens beside a window
     (`attention_sink_tokens`) are each row's first positions, which its
-    blocks keep. Refuses, naming the reason, the models docs/serving.md
-    lists (conditional layer norms, ReRoPE, `dynamic`/`longrope` scaling).
+    blocks keep. A rope scaling that reads the length (`dynamic`,
+    LongRoPE) reads each row's own; a LongRoPE row encodes its sequence
+    again once it passes the original length, as `generate` does (no prefix
+    sharing there). Refuses, naming the reason, conditional layer norms,
+    ReRoPE, and length-reading scalings in attention that does not compute
+    in float32.
 
     Args:
         model: a `TransformerModel` built with `application="lm"`,
@@ -236,9 +244,12 @@ class Engine:
             num_blocks = max_batch * (self.capacity // block_size) + 1
         self.unilm, self.seq2seq = forward.unilm, forward.seq2seq
         # A UniLM source's keys see later tokens, an encoder-decoder's the
-        # source: neither is a prefix's alone.
+        # source: neither is a prefix's alone. A LongRoPE row encodes its
+        # blocks again, long, once it passes the original length.
+        self.recompute_length = forward.recompute_length
         self.pool = BlockPool(
-            num_blocks, block_size, prefix_sharing and not (self.unilm or self.seq2seq)
+            num_blocks, block_size,
+            prefix_sharing and not (self.unilm or self.seq2seq or self.recompute_length),
         )
         if end_token_ids is None:
             end = getattr(tokenizer, "end_id", None) if tokenizer is not None else None
@@ -251,6 +262,11 @@ class Engine:
         self.source_length = -(-self.max_length // prefill_chunk) * prefill_chunk
         self._sources = self._empty_sources() if self.seq2seq else None
         self._programs = {}
+        # On torch, how programs compile (`KERAS_ATTN_TORCH_COMPILE`, read
+        # once here); `warm_up` compiles at once where this is "auto".
+        self.torch_compile = torch_compile_mode() or "never"
+        self._warming = False
+        self._program_thread = None
         self._lock = threading.RLock()
         self._ids = itertools.count()
         self._waiting = collections.deque()
@@ -374,9 +390,62 @@ class Engine:
             if self._prefilling:
                 self._prefill(self._prefilling[0])
             self._fill_rows()
+            self._encode_again()
             if any(self._rows):
                 self._decode()
                 self._fill_rows()
+
+    def warm_up(self):
+        """Builds every program the engine may run, before any request
+        waits for one: the decoding step at each window size, the prompt
+        chunk (a UniLM source at each width up to `max_length`) and an
+        encoder-decoder's source encoding. On JAX and TensorFlow each is
+        compiled by XLA; on torch each is compiled by `torch.compile` unless
+        `KERAS_ATTN_TORCH_COMPILE=0` (where the switch's `auto` rule would
+        compile a program later, during serving). Each runs once on the
+        scratch block (no request's blocks are read or written); progress
+        is shown. Call it before `start`."""
+        with self._lock:
+            if self.busy:
+                raise RuntimeError("warm_up() runs before any request is submitted.")
+            windows = sorted({self._window_of(size) for size in
+                              range(self.block_size, self.capacity + 1, self.block_size)})
+            widths = [self.prefill_chunk]
+            if self.unilm:
+                widths = range(self.prefill_chunk, self.max_length + self.prefill_chunk,
+                               self.prefill_chunk)
+                widths = [w for w in widths if w - self.prefill_chunk < self.max_length]
+            total = len(windows) + len(widths) + int(self.seq2seq)
+            # A request whose every block is the scratch block.
+            phantom = Request(self, -1, [self.forward.pad_token_id], SamplingParams(), None)
+            phantom.real = np.zeros(self.max_length, bool)
+            phantom.table = [0] * (self.prefill_capacity // self.block_size + 1)
+            source = None
+            done = 0
+            started = time.perf_counter()
+            self._warming = True
+            try:
+                if self.seq2seq:
+                    done += 1
+                    progress.say(f"warming up program {done} of {total}: the source encoding")
+                    source = self._encode([self.forward.pad_token_id])
+                for width in widths:
+                    done += 1
+                    progress.say(f"warming up program {done} of {total}: a prompt chunk of "
+                                 f"{width} tokens")
+                    arguments, _ = self._prefill_arguments(phantom, 0, width)
+                    self._run(arguments, self.prefill_capacity, source)
+                for window in windows:
+                    done += 1
+                    progress.say(f"warming up program {done} of {total}: decoding over "
+                                 f"{window} positions")
+                    rows = [None] * self.max_batch
+                    self._run(self._decode_arguments(rows, self._clock, window), window,
+                              self._sources)
+            finally:
+                self._warming = False
+            progress.say(f"warmed up {progress.plural(total, 'program')} in "
+                         f"{progress.duration(time.perf_counter() - started)}")
 
     def run(self):
         """Steps until no request waits or runs."""
@@ -450,7 +519,22 @@ class Engine:
         size = self.prefill_chunk
         if self.unilm:
             size *= -(-len(request.prompt) // size)
-        chunk = request.prompt[start:start + size]
+        arguments, n = self._prefill_arguments(request, start, size)
+        logits = self._run(arguments, self.prefill_capacity, request.source)
+        request.written = start + n
+        self.pool.publish(request.prompt, request.table, request.written)
+        if request.written < len(request.encoding):
+            return
+        self._prefilling.popleft()
+        token = self._choose(request, logits[0])
+        if not self._after_token(request, token):
+            request.next_token = token
+            self._ready.append(request)
+
+    def _prefill_arguments(self, request, start, size):
+        """The prompt program's arguments for `request`'s tokens from
+        `start` (at most `size`), and how many there are."""
+        chunk = request.encoding[start:start + size]
         n = len(chunk)
         own = start + np.arange(size)
         real = np.arange(size) < n
@@ -474,18 +558,26 @@ class Engine:
                 None].astype("int32"),
             last=np.array([n - 1], "int32"),
             key_row_positions=slots[None].astype("int32"),
+            # A length-reading rope scaling sees the whole sequence, as the
+            # full pass of `generate`'s prompt.
+            rotary_lengths=np.array([len(request.encoding)], "int32"),
             **_segments(1, size, self.prefill_capacity),
         )
-        logits = self._run(arguments, self.prefill_capacity, request.source)
-        request.written = start + n
-        self.pool.publish(request.prompt, request.table, request.written)
-        if request.written < len(request.prompt):
+        return arguments, n
+
+    def _encode_again(self):
+        """LongRoPE (`recompute_length` L): a row about to encode position
+        L leaves its row and encodes its whole sequence again, long, as a
+        prompt first in line (its blocks rewritten), as `generate` does at
+        that step; its next token comes from that pass."""
+        if self.recompute_length is None:
             return
-        self._prefilling.popleft()
-        token = self._choose(request, logits[0])
-        if not self._after_token(request, token):
-            request.next_token = token
-            self._ready.append(request)
+        for index, request in enumerate(self._rows):
+            if request is not None and request.written == self.recompute_length:
+                self._rows[index] = request.row = None
+                request.encoding = request.prompt + request.tokens
+                request.written = 0
+                self._prefilling.appendleft(request)
 
     def _fill_rows(self):
         """Prefilled requests take the free decoding rows, in order."""
@@ -504,7 +596,9 @@ class Engine:
         position of the longest row, the new token's included. A row's
         positions are the clocks since it joined, so a shorter window reads
         the same keys; one program per window size."""
-        needed = max(request.written for request in requests) + 1
+        return self._window_of(max(request.written for request in requests) + 1)
+
+    def _window_of(self, needed):
         window = self.block_size
         while window < needed and window < self.capacity:
             window *= 2
@@ -514,6 +608,27 @@ class Engine:
         rows = self._rows
         clock = self._clock
         window = self._window([request for request in rows if request is not None])
+        logits = self._run(self._decode_arguments(rows, clock, window), window, self._sources)
+        self._clock = clock + 1
+        if self._clock >= CLOCK_LIMIT:
+            # Rebase the clock by whole turns of the window: nothing the
+            # rows read changes (their offsets move with it).
+            turns = (self._clock - self.capacity) // self.capacity * self.capacity
+            self._clock -= turns
+            for request in rows:
+                if request is not None:
+                    request.offset -= turns
+        for index, request in enumerate(rows):
+            if request is None:
+                continue
+            request.written += 1
+            token = self._choose(request, logits[index])
+            if not self._after_token(request, token):
+                request.next_token = token
+
+    def _decode_arguments(self, rows, clock, window):
+        """The decoding program's arguments for `rows` (None: an idle row)
+        at `clock`, reading the latest `window` clocks."""
         slots = np.arange(window)
         # The clock each slot holds: the latest at or before `clock` whose
         # slot it is (`clock % window` is the new tokens').
@@ -560,25 +675,10 @@ class Engine:
             write=write,
             last=np.zeros((self.max_batch,), "int32"),
             key_row_positions=own.astype("int32"),
+            rotary_lengths=(written + 1).astype("int32"),
             **segments,
         )
-        logits = self._run(arguments, window, self._sources)
-        self._clock = clock + 1
-        if self._clock >= CLOCK_LIMIT:
-            # Rebase the clock by whole turns of the window: nothing the
-            # rows read changes (their offsets move with it).
-            turns = (self._clock - self.capacity) // self.capacity * self.capacity
-            self._clock -= turns
-            for request in rows:
-                if request is not None:
-                    request.offset -= turns
-        for index, request in enumerate(rows):
-            if request is None:
-                continue
-            request.written += 1
-            token = self._choose(request, logits[index])
-            if not self._after_token(request, token):
-                request.next_token = token
+        return arguments
 
     def _choose(self, request, logits):
         token = choose_token(
@@ -646,11 +746,21 @@ class Engine:
         key = (arguments["tokens"].shape, capacity)
         program = self._programs.get(key)
         if program is None:
-            program = self._programs[key] = compile_program(self._program, self.model)
+            program = self._programs[key] = self._compile(self._program)
         logits, self._pools = program(
-            self._pools, source, *[arguments[name] for name in ARGUMENTS]
+            self._pools, arguments["tokens"], source, *[arguments[name] for name in ARGUMENTS]
         )
         return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
+
+    def _compile(self, program):
+        """`program` compiled (see `compile_program`); during `warm_up` on
+        torch, compiled at its first call whatever the switch's `auto` rule."""
+        mode = self.torch_compile
+        if self._warming and mode == "auto":
+            mode = "always"
+        if mode != "never" and self._program_thread is None:
+            self._program_thread = ProgramThread()
+        return compile_program(program, self.model, mode, self._program_thread)
 
     def _empty_sources(self):
         """Zero `EncodedSource`s of `max_batch` rows of `source_length`."""
@@ -670,18 +780,17 @@ class Engine:
             valid &= ids != self.forward.plan.pad_token_id
         program = self._programs.get("encode")
         if program is None:
-            program = self._programs["encode"] = compile_program(
-                lambda pools, source, ids, valid: (
-                    self.forward.encode_source(ids, valid), pools
-                ),
-                self.model,
-            )
-        encoded, self._pools = program(self._pools, None, ids, valid.astype("int32"))
+            program = self._programs["encode"] = self._compile(self._encode_program)
+        encoded, self._pools = program(self._pools, ids, None, valid.astype("int32"))
         return encoded
 
-    def _program(self, pools, source, tokens, clock, row_positions, gather, key_positions, key_valid,
+    def _encode_program(self, pools, ids, source, valid):
+        """An encoder-decoder's source encoded (`source` is None)."""
+        return self.forward.encode_source(ids, valid), pools
+
+    def _program(self, pools, tokens, source, clock, row_positions, gather, key_positions, key_valid,
                  real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums,
-                 key_row_positions):
+                 key_row_positions, rotary_lengths):
         """One step of the model on the rows' blocks: gathers each row's
         slots from the pools, runs `CachedForward`, writes the new keys and
         values to the pools at `write` and returns the float32 logits of
@@ -699,6 +808,7 @@ class Engine:
         logits, cache = self.forward(
             tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
             row_positions=row_positions, key_row_positions=key_row_positions, source=source,
+            rotary_lengths=rotary_lengths if self.forward.length_dependent else None,
         )
         slot = ops.mod(clock, capacity)
         entries = ops.reshape(write, (-1,))
@@ -749,9 +859,9 @@ def _segments(batch, length, capacity):
 
 
 ARGUMENTS = (
-    "tokens", "clock", "row_positions", "gather", "key_positions", "key_valid",
+    "clock", "row_positions", "gather", "key_positions", "key_valid",
     "real_tokens", "padding_mask", "write", "last", "segment_ids", "key_orders",
-    "segment_sums", "key_row_positions",
+    "segment_sums", "key_row_positions", "rotary_lengths",
 )
 
 
@@ -767,8 +877,13 @@ def unsupported(forward):
         return (f"its rope_scaling {scaling['rope_type']!r} clips relative positions in the "
                 "scores, which the engine's shared clock does not give per row.")
     if forward.length_dependent:
-        return (f"its rope_scaling {scaling['rope_type']!r} reads the length encoded, which "
-                "differs between the rows of a batch.")
+        mixed = [block.attention for block in forward.blocks
+                 if block.attention.compute_dtype != "float32"]
+        if mixed:
+            return (f"its rope_scaling {scaling['rope_type']!r} reads each row's length, which "
+                    f"the step's float32 rotary tables give; attention {mixed[0].name!r} "
+                    f"computes in {mixed[0].compute_dtype} (serve it with a float32 dtype "
+                    "policy).")
     return None
 
 
@@ -790,11 +905,14 @@ def _longest_request(forward, max_length):
     return max_length
 
 
-def compile_program(program, model):
-    """`program(pools, *arrays)` (arrays or structures of them, None kept)
-    as one XLA program on JAX (pools donated) and
-    TensorFlow; on torch eagerly under `torch.no_grad()`, pools written in
-    place."""
+def compile_program(program, model, torch_compile="never", thread=None):
+    """`program(pools, tokens, *arrays)` (arrays or structures of them, None
+    kept) as one XLA program on JAX (pools donated) and TensorFlow; on torch
+    under `torch.no_grad()`, pools written in place, compiled by
+    `torch.compile` as `torch_compile` says (`"always"`, `"auto"`: once its
+    eager calls took about what compiling costs, `"never"`; see
+    `CompiledStep`, here without CUDA graphs), run in `thread` (a
+    `ProgramThread`) when given."""
     backend = keras.config.backend()
     if backend == "jax":
         import jax
@@ -817,12 +935,38 @@ def compile_program(program, model):
     if backend == "torch":
         import torch
 
-        def run(pools, *args):
+        from keras_attn.torch_runtime.compiled_step import CompiledStep
+
+        if torch_compile != "never":
+            program = CompiledStep(program, torch_compile, graphs=False)
+
+        def run_here(pools, *args):
             with torch.no_grad():
                 return program(pools, *_map_arrays(ops.convert_to_tensor, args))
 
+        def run(pools, *args):
+            if thread is None:
+                return run_here(pools, *args)
+            return thread(run_here, pools, *args)
+
+        run.compiled_step = program if torch_compile != "never" else None
         return run
     return program
+
+
+class ProgramThread:
+    """Runs an engine's compiled torch programs in one thread of their own,
+    whichever thread steps the engine (the caller's, or `Engine.start`'s).
+    dynamo guards Keras' per-thread state, so a program compiled in one
+    thread (`warm_up`) would compile again in another."""
+
+    def __init__(self):
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="keras_attn-programs"
+        )
+
+    def __call__(self, function, *args):
+        return self._executor.submit(function, *args).result()
 
 
 def _map_arrays(function, structure):

@@ -685,14 +685,18 @@ def load(model_dir, max_batch=8, max_length=None, block_size=16, num_blocks=None
 
 def serve(model_dir, host="127.0.0.1", port=8000, max_batch=8, max_length=None, block_size=16,
           num_blocks=None, prefill_chunk=32, max_waiting=256, max_body_bytes=1 << 20,
-          shutdown_timeout=30.0, log_level="info"):
+          shutdown_timeout=30.0, log_level="info", warm_up=True):
     """Serves the Hugging Face checkpoint folder `model_dir` (see `load`)
     with `create_app` on uvicorn until interrupted (Ctrl-C); requests in
-    flight get `shutdown_timeout` seconds to finish."""
+    flight get `shutdown_timeout` seconds to finish. With `warm_up`, the
+    engine builds every program (`Engine.warm_up`) before the server
+    listens."""
     import uvicorn
 
     engine, tokenizer, chat_template = load(model_dir, max_batch, max_length, block_size,
                                             num_blocks, prefill_chunk)
+    if warm_up:
+        engine.warm_up()
     name = os.path.basename(os.path.normpath(os.fspath(model_dir)))
     app = create_app(engine, name, tokenizer, chat_template, max_waiting=max_waiting,
                      max_body_bytes=max_body_bytes, shutdown_timeout=shutdown_timeout)

@@ -22,24 +22,24 @@ class CompiledStep:
     static shapes, compiled once per shape (batch or beams, cache capacity,
     buffer length), never per step. Each `CompiledStep` compiles its own
     code object, so models do not share dynamo's recompile limit. When a
-    shape compiles is `mode` (`torch_compile_mode`). On a GPU a compiled
-    shape is replayed as a CUDA graph from its second step in each
-    `generate` call (`step_graph.StepGraph`). Caches go to
+    shape compiles is `mode` (`torch_compile_mode`). On a GPU (unless
+    `graphs=False`) a compiled shape is replayed as a CUDA graph from its
+    second step in each `generate` call (`step_graph.StepGraph`). `step` may
+    be a function, a closure or a bound method (the serving engine's
+    programs, which write its cache pools in place and take no graphs). Caches go to
     `compile_cache.ensure`'s folder. If compiling fails, the reason is logged
     once and the step runs eagerly from then on (the same numbers). See
     docs/generation.md and docs/torch.md."""
 
-    def __init__(self, step, mode="always"):
+    def __init__(self, step, mode="always", graphs=True):
         import torch
 
         self.step = step
-        function = types.FunctionType(
-            step.__code__.replace(), step.__globals__, step.__name__, step.__defaults__,
-        )
         compile_cache.ensure()
-        self.compiled = torch.compile(function, dynamic=False)
+        self.compiled = torch.compile(_own_code(step), dynamic=False)
         self.failure = None
         self.mode = mode
+        self.uses_graphs = graphs
         # Per shape: the seconds its eager steps took so far, and the shapes
         # compiled (`mode="auto"`).
         self.eager_seconds = {}
@@ -57,7 +57,8 @@ class CompiledStep:
 
     def __call__(self, *args):
         on_gpu = step_graph.on_gpu(args[1])
-        graphs = self.no_graphs is None and on_gpu and settings.current().cuda_graphs
+        graphs = (self.uses_graphs and self.no_graphs is None and on_gpu
+                  and settings.current().cuda_graphs)
         shape = _step_shape(args) if self.mode == "auto" or graphs else None
         if self.failure is None and self._compiles(shape, on_gpu):
             try:
@@ -121,6 +122,20 @@ class CompiledStep:
             "compiling costs; KERAS_ATTN_TORCH_COMPILE=1 compiles at once, 0 never."
         )
         return True
+
+
+def _own_code(step):
+    """`step` (a function or bound method) with a copy of its code object,
+    so that dynamo's caches and recompile limit are this copy's own."""
+    function = getattr(step, "__func__", step)
+    own = types.FunctionType(
+        function.__code__.replace(), function.__globals__, function.__name__,
+        function.__defaults__, function.__closure__,
+    )
+    own.__kwdefaults__ = function.__kwdefaults__
+    if hasattr(step, "__self__"):
+        return types.MethodType(own, step.__self__)
+    return own
 
 
 # About what compiling one shape of the decoding step costs, by where the

@@ -288,3 +288,21 @@ def test_frequencies_match_transformers(name):
     )
     np.testing.assert_allclose(to_numpy(frequencies), expected.numpy(), rtol=1e-5)
     assert attention_factor == pytest.approx(expected_factor, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["dynamic", "longrope"])
+def test_a_length_per_row_gives_each_row_its_own_tables(name):
+    """Rows of a batch at their own positions and lengths (the serving
+    engine's): each row's tables equal that row's alone, at its length, on
+    both sides of the original length."""
+    embedding = keras_attn.layers.RotaryEmbedding(scaling=standard(SCALINGS[name]))
+    positions = np.array([[1, 2, 3], [4, 5, 6], [0, 8, 9]], "int32")
+    lengths = np.array([4, 7, 10], "int32")
+    cos, sin = (to_numpy(t) for t in embedding.tables(positions, SIZE, lengths))
+    for row in range(3):
+        alone = embedding.tables(positions[row], SIZE, int(lengths[row]))
+        np.testing.assert_allclose(cos[row], to_numpy(alone[0])[0], atol=1e-6)
+        np.testing.assert_allclose(sin[row], to_numpy(alone[1])[0], atol=1e-6)
+    # The rows' own lengths matter: one length for every row differs.
+    shared = to_numpy(embedding.tables(positions, SIZE, 10)[0])
+    assert np.abs(shared[0] - cos[0]).max() > 1e-3

@@ -7,23 +7,26 @@ import keras
 import numpy as np
 import pytest
 
+import keras_attn
+
 from keras_attn.models import VARIANTS
 from keras_attn.serving import Engine
 from keras_attn.serving import SamplingParams
+from tests.models.test_variants import CONFIG
 from tests.models.test_variants import VARIANT_FIELDS
 from tests.models.test_variants import build
 
 BACKEND = keras.config.backend()
-# Variants the engine refuses, and why (its docstring's list).
-REFUSED = {"phi3": "longrope"}
 LM_VARIANTS = [name for name, cls in VARIANTS.items() if "lm" in cls.applications]
 # The bookkeeping is the same host code on every backend; the step program
 # is what differs. Every variant on torch (eager steps), three walks on the
 # XLA backends (about 4 s of compiling each): learned positions with a
 # tied head, rotary grouped-query attention with windows, a distance bias.
+# Phi-3's LongRoPE (original length 5) switches to its long factors inside
+# the short prompts' generation and from the start of the long prompts'.
 SERVED = [
     name for name in LM_VARIANTS
-    if name not in REFUSED and (BACKEND == "torch" or name in ("gpt2", "gemma2", "alibi"))
+    if BACKEND == "torch" or name in ("gpt2", "gemma2", "alibi")
 ]
 rng = np.random.default_rng(1)
 PROMPTS = [rng.integers(4, 30, size=n).tolist() for n in (3, 9, 5, 12, 1)]
@@ -64,7 +67,10 @@ def test_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     expected = alone(model, prompts, steps, monkeypatch)
     assert [r.tokens for r in requests] == expected
     assert {r.finish_reason for r in requests} == {"length"}
-    assert engine.pool.shared_lent >= 2  # both later prompts shared blocks
+    if engine.recompute_length is None:
+        assert engine.pool.shared_lent >= 2  # both later prompts shared blocks
+    else:  # LongRoPE rewrites a row's blocks: none are shared
+        assert engine.pool.shared_lent == 0
     engine.pool.check()
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
@@ -85,6 +91,25 @@ def test_sink_tokens_beside_a_window_equal_generating_alone(variant, monkeypatch
     engine.run()
     assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
     engine.pool.check()
+
+
+def compiled_graphs():
+    """How many graphs torch.compile has made in this process (0 elsewhere)."""
+    if BACKEND != "torch":
+        return 0
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def warmed_up(engine):
+    """On torch (eager programs, built at once) the engine's programs after
+    `warm_up`, which the requests then must not add to; None elsewhere,
+    where warming up would compile programs the test does not use."""
+    if BACKEND != "torch":
+        return None
+    engine.warm_up()
+    return dict(engine._programs)
 
 
 UNILM_VARIANTS = [
@@ -108,10 +133,12 @@ def test_unilm_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     prompts = [PROMPTS[3], PROMPTS[1], PROMPTS[3][:5] + [7, 8], PROMPTS[2]]
     steps = [5, 6, 4, 3]
     engine = Engine(model, max_batch=2, block_size=4, prefill_chunk=8, end_token_ids=[])
+    programs = warmed_up(engine)
     requests = [engine.submit(prompts[0], max_new_tokens=steps[0])]
     engine.step()
     requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
     engine.run()
+    assert programs is None or engine._programs == programs
     assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
     assert engine.pool.shared_lent == 0
     engine.pool.check()
@@ -135,19 +162,38 @@ def test_seq2seq_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     steps = [5, 6, 4, 3]
     engine = Engine(model, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[],
                     max_length=16)
+    programs = warmed_up(engine)
     requests = [engine.submit(prompts[0], max_new_tokens=steps[0])]
     engine.step()
     requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
     engine.run()
+    assert programs is None or engine._programs == programs
     assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
     engine.pool.check()
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
-@pytest.mark.parametrize("variant", sorted(REFUSED))
-def test_a_variant_it_cannot_serve_is_refused(variant):
-    with pytest.raises(ValueError, match=REFUSED[variant]):
-        Engine(model_for(variant))
+def test_a_model_it_cannot_serve_is_refused():
+    """LongRoPE in bfloat16 attention (the rows' lengths travel in the
+    step's float32 tables, which Keras would round), conditional norms
+    (no request gives a condition), ReRoPE (clipped distances)."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        mixed = model_for("phi3")
+    finally:
+        keras.config.set_dtype_policy(previous)
+    with pytest.raises(ValueError, match="longrope.*computes in bfloat16"):
+        Engine(mixed)
+    conditional = keras_attn.build_transformer_model(
+        CONFIG, variant="gpt2", application="lm", conditional_layer_norm=3,
+        conditional_layer_norm_hidden_size=4,
+    )
+    with pytest.raises(ValueError, match="conditional_layer_norm"):
+        Engine(conditional)
+    rerope = build("roformer", "lm", rope_scaling={"rope_type": "rerope", "window": 4})
+    with pytest.raises(ValueError, match="rerope"):
+        Engine(rerope)
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +328,46 @@ def test_a_stop_string_ends_the_request_and_is_cut_from_its_text(gpt2, monkeypat
     assert "".join(d.text for d in deltas) == request.text
     plain = engine.submit(PROMPTS[2], max_new_tokens=10)
     assert "".join(d.text for d in plain) == Bytes().decode(greedy) == plain.text
+
+
+def test_warm_up_builds_every_program_before_any_request(gpt2, monkeypatch):
+    """After `warm_up`, serving requests of every length up to `max_length`
+    (from the engine's thread) builds no program and compiles nothing, and
+    their tokens are what they are without it (the warm-up wrote only the
+    scratch block). On torch the programs are
+    compiled by `torch.compile`, which the tokens check against the eager
+    `generate`."""
+    # Windows 4, 8 and 16, and the prompt chunk; on torch, where each
+    # compiles for seconds, one window of 16. Under the `auto` rule,
+    # serving would compile later; `warm_up` compiles at once.
+    block_size = 4
+    if BACKEND == "torch":
+        monkeypatch.setenv("KERAS_ATTN_TORCH_COMPILE", "auto")
+        block_size = 16
+    engine = Engine(gpt2, max_batch=2, block_size=block_size, prefill_chunk=4, max_length=16,
+                    end_token_ids=[])
+    engine.warm_up()
+    programs = dict(engine._programs)
+    assert len(programs) == {4: 4, 16: 2}[block_size]
+    if BACKEND == "torch":  # compiled, not fallen back to eager steps
+        steps_run = [program.compiled_step for program in programs.values()]
+        assert all(s.mode == "always" and s.failure is None for s in steps_run)
+    engine.pool.check()
+    graphs = compiled_graphs()
+    prompts, steps = [PROMPTS[3], PROMPTS[0], PROMPTS[4]], [4, 13, 15]
+    # Served from the engine's thread: its programs were compiled in this one.
+    engine.start()
+    try:
+        requests = [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts, steps)]
+        for request in requests:
+            request.result(60)
+    finally:
+        engine.stop()
+    assert engine._programs == programs
+    assert compiled_graphs() == graphs
+    assert [r.tokens for r in requests] == alone(gpt2, prompts, steps, monkeypatch)
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+    busy = Engine(gpt2, max_batch=2, block_size=block_size, max_length=16)
+    busy.submit(PROMPTS[0], max_new_tokens=2)
+    with pytest.raises(RuntimeError, match="before any request"):
+        busy.warm_up()

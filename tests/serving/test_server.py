@@ -552,8 +552,10 @@ def test_the_command_line_passes_its_options_to_serve(monkeypatch):
     (args, kwargs), = calls
     assert args == ("some/folder",)
     expected = {"host": "127.0.0.1", "port": 8123, "max_batch": 3, "max_length": 96,
-                "block_size": 4, "num_blocks": 50}
+                "block_size": 4, "num_blocks": 50, "warm_up": True}
     assert {key: kwargs[key] for key in expected} == expected
+    keras_attn_cli.main(["serve", "some/folder", "--no-warm-up"])
+    assert calls[-1][1]["warm_up"] is False
     with pytest.raises(SystemExit) as exit:
         keras_attn_cli.main(["serve", "some/folder", "--port", "eighty"])
     assert exit.value.code == 2
