@@ -100,6 +100,20 @@ class BlockPool:
                 self._by_prefix[key] = block
                 self._prefix_of[block] = key
 
+    def grow(self, table, length):
+        """Appends free blocks to `table` (in place) until it holds `length`
+        positions; returns False, lending nothing, when too few are free."""
+        needed = self.blocks_for(length) - len(table)
+        if needed <= 0:
+            return True
+        if needed > len(self._free):
+            return False
+        for _ in range(needed):
+            block = self._free.popleft()
+            self._references[block] += 1
+            table.append(block)
+        return True
+
     def release(self, table):
         """Returns a request's blocks; a block is free again once no request
         holds it."""

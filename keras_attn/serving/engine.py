@@ -76,7 +76,8 @@ class Request:
         self.row = None            # the decoding batch row, once prefilled
         self.offset = 0            # clock minus own position, while decoding
         self.source = None         # an encoder-decoder's source ids, then encoded
-        self.encoding = prompt     # the tokens a prefill encodes (LongRoPE: again)
+        self.encoding = prompt     # the tokens a prefill encodes (again: LongRoPE, preempted)
+        self.admitted = None       # admission order, while it holds blocks
 
     @property
     def finished(self):
@@ -167,10 +168,14 @@ class Engine:
     and runs one decoding step for every decoding row. The programs have
     fixed shapes (`(max_batch, 1)` and `(1, prefill_chunk)`), so nothing
     compiles per request. Keys and values live in a paged cache
-    (`BlockPool`): a request's blocks are reserved for its prompt plus
-    `max_new_tokens` when admitted (one that cannot fit waits; one longer
-    than `max_length` is refused). Each row reads its own positions, so a
-    request computes what it computes alone (to float rounding).
+    (`BlockPool`): a decoder's request is lent blocks as it grows (its
+    prompt's at admission; one that cannot fit waits), and when none are
+    free the latest admitted request is preempted (its blocks freed; when
+    admitted again its prompt and generated tokens are encoded again);
+    UniLM and encoder-decoder requests hold their whole length from
+    admission. A request longer than `max_length` is refused. Each row
+    reads its own positions, so a request computes what it computes alone
+    (to float rounding).
 
     Serves `application="lm"` models with absolute, rotary or relative-bias
     positions, grouped-query attention and attention windows, and
@@ -269,6 +274,12 @@ class Engine:
         self._program_thread = None
         self._lock = threading.RLock()
         self._ids = itertools.count()
+        self._admissions = itertools.count()
+        # Blocks are lent as a request grows (a decoder's), or for its whole
+        # length at admission (UniLM, encoder-decoders: a preempted one
+        # could not encode its generated tokens again as a prompt).
+        self.lazy = not (self.unilm or self.seq2seq)
+        self.preemptions = 0
         self._waiting = collections.deque()
         self._prefilling = collections.deque()
         self._ready = collections.deque()  # prefilled, waiting for a row
@@ -374,12 +385,14 @@ class Engine:
         return bool(self._waiting or self._prefilling or self._ready or any(self._rows))
 
     def stats(self):
-        """Counts of waiting, prefilling and decoding requests and free blocks."""
+        """Counts of waiting, prefilling and decoding requests, free blocks
+        and preemptions so far."""
         with self._lock:
             return dict(
                 waiting=len(self._waiting), prefilling=len(self._prefilling) + len(self._ready),
                 decoding=sum(r is not None for r in self._rows),
                 free_blocks=self.pool.free_blocks, blocks=self.pool.capacity,
+                preemptions=self.preemptions,
             )
 
     def step(self):
@@ -496,17 +509,50 @@ class Engine:
     def _admit(self):
         """Lends blocks to waiting requests, first come first served (the
         first that cannot fit makes those behind it wait too), while fewer
-        than `max_batch` admitted requests wait for a row."""
+        than `max_batch` admitted requests wait for a row: for the tokens to
+        encode and the first new one (`lazy`), else for the whole length."""
         while self._waiting and len(self._prefilling) + len(self._ready) < self.max_batch:
             request = self._waiting[0]
             length = len(request.prompt) + request.params.max_new_tokens
+            if self.lazy:
+                length = min(length, len(request.encoding) + 1)
             granted = self.pool.allocate(request.prompt, length)
             if granted is None:
                 return
             self._waiting.popleft()
             request.table, shared = granted
             request.written = shared * self.block_size
+            request.admitted = next(self._admissions)
             self._prefilling.append(request)
+
+    def _lend(self, request, length):
+        """Grows `request`'s blocks to hold `length` positions, preempting
+        the latest admitted requests while too few are free. Returns False
+        when `request` itself was preempted (it was the latest)."""
+        while not self.pool.grow(request.table, length):
+            holders = [r for r in self._unfinished() if r.table is not None]
+            victim = max(holders, key=lambda r: r.admitted)
+            self._preempt(victim)
+            if victim is request:
+                return False
+        return True
+
+    def _preempt(self, request):
+        """Frees `request`'s blocks and puts it first in line: when admitted
+        again, its prompt and the tokens it generated are encoded as a
+        prompt (the last one's logits give its next token), as recomputing
+        them alone would."""
+        self.pool.release(request.table)
+        request.table = request.admitted = None
+        if request.row is not None:
+            self._rows[request.row] = request.row = None
+        for line in (self._prefilling, self._ready):
+            if request in line:
+                line.remove(request)
+        request.encoding = request.prompt + request.tokens
+        request.written = 0
+        self._waiting.appendleft(request)
+        self.preemptions += 1
 
     def _prefill(self, request):
         """Encodes the next chunk of `request`'s prompt (a UniLM source
@@ -519,6 +565,8 @@ class Engine:
         size = self.prefill_chunk
         if self.unilm:
             size *= -(-len(request.prompt) // size)
+        if self.lazy and not self._lend(request, min(start + size, len(request.encoding))):
+            return
         arguments, n = self._prefill_arguments(request, start, size)
         logits = self._run(arguments, self.prefill_capacity, request.source)
         request.written = start + n
@@ -605,6 +653,13 @@ class Engine:
         return min(window, self.capacity)
 
     def _decode(self):
+        if self.lazy:
+            # Each row's next position, the earliest admitted first.
+            for request in sorted(filter(None, self._rows), key=lambda r: r.admitted):
+                if request.row is not None:
+                    self._lend(request, request.written + 1)
+            if not any(self._rows):
+                return
         rows = self._rows
         clock = self._clock
         window = self._window([request for request in rows if request is not None])

@@ -240,15 +240,16 @@ def test_end_tokens_and_cancellation_free_their_blocks(gpt2, monkeypatch):
 
 
 def test_a_request_waits_for_blocks_and_a_too_long_one_is_refused(gpt2, monkeypatch):
-    # Blocks for one request of 12 positions at a time.
-    engine = Engine(gpt2, max_batch=3, block_size=4, num_blocks=4, prefill_chunk=4,
+    # Four blocks of 4: the first prompt and its first new token take
+    # three, the second prompt's two do not fit until the first ends.
+    engine = Engine(gpt2, max_batch=3, block_size=4, num_blocks=5, prefill_chunk=4,
                     end_token_ids=[], max_length=16)
-    first = engine.submit(PROMPTS[2], max_new_tokens=7)
-    second = engine.submit(PROMPTS[0], max_new_tokens=9)
+    first = engine.submit(PROMPTS[1], max_new_tokens=7)
+    second = engine.submit(PROMPTS[2], max_new_tokens=9)
     engine.step()
     assert engine.stats()["waiting"] == 1
     engine.run()
-    assert [first.tokens, second.tokens] == alone(gpt2, [PROMPTS[2], PROMPTS[0]], [7, 9],
+    assert [first.tokens, second.tokens] == alone(gpt2, [PROMPTS[1], PROMPTS[2]], [7, 9],
                                                   monkeypatch)
     with pytest.raises(ValueError, match="max_length=16"):
         engine.submit(PROMPTS[3], max_new_tokens=5)
@@ -371,3 +372,29 @@ def test_warm_up_builds_every_program_before_any_request(gpt2, monkeypatch):
     busy.submit(PROMPTS[0], max_new_tokens=2)
     with pytest.raises(RuntimeError, match="before any request"):
         busy.warm_up()
+
+
+def test_a_preempted_request_gives_the_tokens_it_gives_alone(gpt2, monkeypatch):
+    """Blocks are lent as requests grow: on a pool too small for the rows'
+    whole lengths the latest admitted request is preempted (its blocks
+    freed) and, admitted again, encodes its prompt and generated tokens
+    again; every request's greedy tokens still equal `generate`'s, and
+    seeded sampling draws the same tokens."""
+    prompts = [PROMPTS[3], PROMPTS[1], PROMPTS[0], PROMPTS[2]]
+    steps = [9, 12, 13, 10]
+    # Room for one request of 21 positions and a few blocks more.
+    engine = Engine(gpt2, max_batch=3, block_size=2, num_blocks=16, prefill_chunk=4,
+                    max_length=24, end_token_ids=[])
+    requests = [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts, steps)]
+    seeded = SamplingParams(max_new_tokens=12, temperature=1.0, top_k=8, seed=5)
+    sampled = engine.submit(PROMPTS[1], seeded)
+    while engine.busy:
+        engine.step()
+        engine.pool.check()
+    assert engine.stats()["preemptions"] > 0
+    assert [r.tokens for r in requests] == alone(gpt2, prompts, steps, monkeypatch)
+    assert {r.finish_reason for r in requests} == {"length"}
+    roomy = Engine(gpt2, max_batch=3, block_size=2, prefill_chunk=4, max_length=24)
+    assert roomy.submit(PROMPTS[1], seeded).result() == sampled.tokens
+    assert roomy.stats()["preemptions"] == 0
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
