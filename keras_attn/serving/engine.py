@@ -1,27 +1,21 @@
 """Continuous batching over a paged key/value cache."""
 
 import collections
-import concurrent.futures
 import dataclasses
 import itertools
-import queue
 import threading
 import time
 from typing import List
 from typing import Optional
 
-import keras
 import numpy as np
-from keras import ops
 
 from keras_attn import progress
 from keras_attn.generation.cached_forward import CachedForward
-from keras_attn.generation.cached_forward import DecodingCache
-from keras_attn.generation.cached_forward import EncodedSource
-from keras_attn.layers.key_value_cache import KeyValueCache
-from keras_attn.layers.key_value_cache import read_slots
 from keras_attn.layers.rope_scaling import CLIPPED_TYPES
 from keras_attn.serving.block_pool import BlockPool
+from keras_attn.serving.programs import StepPrograms
+from keras_attn.serving.request import Request
 from keras_attn.serving.sampling import SamplingParams
 from keras_attn.serving.sampling import choose_token
 from keras_attn.serving.sampling import token_logprob
@@ -31,131 +25,6 @@ from keras_attn.torch_runtime.compiled_step import torch_compile_mode
 # The shared clock is rebased below this (float32 holds its integers
 # exactly, for XPOS's decay).
 CLOCK_LIMIT = 2**22
-
-
-class Request:
-    """One request of an `Engine`: its prompt, its parameters and, as they
-    come, its tokens and text.
-
-    Iterating over a request yields its `Delta`s (new tokens and the text
-    they complete) until it finishes; when no thread runs the engine
-    (`Engine.start`), iterating drives it (`Engine.step`).
-
-    Attributes:
-        prompt: the prompt's token ids.
-        params: its `SamplingParams`.
-        tokens: the generated token ids so far.
-        logprobs: with `params.logprobs`, a `TokenLogprob` per generated
-            token (recorded before its delta is given); else empty.
-        text: their text so far (with a tokenizer), cut before a stop string.
-        finish_reason: None while running, then `"length"` (its
-            `max_new_tokens`, or the model's length), `"stop"` (an end token
-            or a stop string) or `"cancelled"`.
-    """
-
-    def __init__(self, engine, request_id, prompt, params, stream):
-        self.engine = engine
-        self.request_id = request_id
-        self.prompt = prompt
-        self.params = params
-        self.tokens = []
-        self.logprobs = []
-        self.text = ""
-        self.finish_reason = None
-        self._stream = stream
-        self._text = ""            # text so far, cut before a stop string
-        self._sent = 0             # characters of it given in deltas
-        self._scan = 0             # where a stop string could start
-        self._unsent = []          # tokens not given in a delta yet
-        self._events = queue.Queue()
-        self._finished = threading.Event()
-        # The engine's bookkeeping.
-        self.real = None           # own positions holding a real token (not padding)
-        self.table = None          # block ids
-        self.written = 0           # positions whose keys are in the blocks
-        self.row = None            # the decoding batch row, once prefilled
-        self.offset = 0            # clock minus own position, while decoding
-        self.source = None         # an encoder-decoder's source ids, then encoded
-        self.encoding = prompt     # the tokens a prefill encodes (again: LongRoPE, preempted)
-        self.admitted = None       # admission order, while it holds blocks
-
-    @property
-    def finished(self):
-        return self.finish_reason is not None
-
-    def cancel(self):
-        """Ends the request at the next step boundary; its blocks are freed."""
-        self.engine._cancel(self)
-
-    def result(self, timeout=None):
-        """Waits until the request finishes (driving the engine when no
-        thread runs it) and returns its tokens."""
-        for _ in self:
-            pass
-        if not self._finished.wait(timeout):
-            raise TimeoutError(f"request {self.request_id} did not finish in {timeout} s")
-        return self.tokens
-
-    def __iter__(self):
-        while True:
-            try:
-                event = self._events.get_nowait()
-            except queue.Empty:
-                if self.engine.running:
-                    event = self._events.get()
-                else:
-                    if self.finished:
-                        return
-                    self.engine.step()
-                    continue
-            if event is None:
-                return
-            yield event
-
-    def _add(self, token):
-        """Records a generated token; returns whether a stop string now
-        appears in the text (which is cut before it)."""
-        self.tokens.append(token)
-        self._unsent.append(token)
-        if self._stream is None:
-            return False
-        self._text += self._stream.add([token])
-        stops = self.params.stop
-        if not stops:
-            return False
-        hits = [at for at in (self._text.find(stop, self._scan) for stop in stops) if at >= 0]
-        if hits:
-            self._text = self._text[:min(hits)]
-            return True
-        self._scan = max(0, len(self._text) - max(map(len, stops)) + 1)
-        return False
-
-    def _publish(self, finish_reason=None, stopped=False):
-        """Queues a `Delta` of what is new; the text that could begin a stop
-        string waits until the next token says it does not."""
-        if finish_reason is not None and self._stream is not None and not stopped:
-            self._text += self._stream.flush()
-        ready = len(self._text)
-        if finish_reason is None and self.params.stop:
-            ready -= max(map(len, self.params.stop)) - 1
-        text = self._text[self._sent:ready] if ready > self._sent else ""
-        self._sent = max(self._sent, ready)
-        self.text = self._text[:self._sent]
-        tokens, self._unsent = self._unsent, []
-        if not tokens and not text and finish_reason is None:
-            return
-        if finish_reason is not None:
-            self.finish_reason = finish_reason
-        self._events.put(Delta(tokens, text, finish_reason))
-        if finish_reason is not None:
-            self._events.put(None)
-            self._finished.set()
-
-
-class Delta(collections.namedtuple("Delta", ["tokens", "text", "finish_reason"])):
-    """What one step added to a request: token ids, the text they complete
-    (UTF-8 safe: characters split across tokens wait for their last piece)
-    and, on the last delta, the finish reason."""
 
 
 class Engine:
@@ -261,17 +130,16 @@ class Engine:
             end_token_ids = () if end is None else end
         self.end_token_ids = SamplingParams(end_token_ids=end_token_ids).end_token_ids
         self._rng = np.random.default_rng(seed)
-        self._pools = self._empty_pools(num_blocks * block_size)
         # An encoder-decoder's sources, one row per decoding row (see
         # `_fill_rows`), of at most `max_length` tokens.
         self.source_length = -(-self.max_length // prefill_chunk) * prefill_chunk
-        self._sources = self._empty_sources() if self.seq2seq else None
-        self._programs = {}
-        # On torch, how programs compile (`KERAS_ATTN_TORCH_COMPILE`, read
-        # once here); `warm_up` compiles at once where this is "auto".
-        self.torch_compile = torch_compile_mode() or "never"
-        self._warming = False
-        self._program_thread = None
+        # The pools and programs. On torch, how programs compile
+        # (`KERAS_ATTN_TORCH_COMPILE`, read once here); `warm_up` compiles
+        # at once where this is "auto".
+        self.programs = StepPrograms(
+            forward, model, max_batch, num_blocks * block_size, self.source_length,
+            torch_compile_mode() or "never",
+        )
         self._lock = threading.RLock()
         self._ids = itertools.count()
         self._admissions = itertools.count()
@@ -436,7 +304,7 @@ class Engine:
             source = None
             done = 0
             started = time.perf_counter()
-            self._warming = True
+            self.programs.warming = True
             try:
                 if self.seq2seq:
                     done += 1
@@ -447,16 +315,16 @@ class Engine:
                     progress.say(f"warming up program {done} of {total}: a prompt chunk of "
                                  f"{width} tokens")
                     arguments, _ = self._prefill_arguments(phantom, 0, width)
-                    self._run(arguments, self.prefill_capacity, source)
+                    self.programs.run(arguments, self.prefill_capacity, source)
                 for window in windows:
                     done += 1
                     progress.say(f"warming up program {done} of {total}: decoding over "
                                  f"{window} positions")
                     rows = [None] * self.max_batch
-                    self._run(self._decode_arguments(rows, self._clock, window), window,
-                              self._sources)
+                    self.programs.run(self._decode_arguments(rows, self._clock, window),
+                                      window, self.programs.sources)
             finally:
-                self._warming = False
+                self.programs.warming = False
             progress.say(f"warmed up {progress.plural(total, 'program')} in "
                          f"{progress.duration(time.perf_counter() - started)}")
 
@@ -568,7 +436,7 @@ class Engine:
         if self.lazy and not self._lend(request, min(start + size, len(request.encoding))):
             return
         arguments, n = self._prefill_arguments(request, start, size)
-        logits = self._run(arguments, self.prefill_capacity, request.source)
+        logits = self.programs.run(arguments, self.prefill_capacity, request.source)
         request.written = start + n
         self.pool.publish(request.prompt, request.table, request.written)
         if request.written < len(request.encoding):
@@ -633,7 +501,7 @@ class Engine:
             request = self._ready.popleft()
             request.row = self._rows.index(None)
             if self.seq2seq:
-                self._sources = _with_row(self._sources, request.row, request.source)
+                self.programs.put_source(request.row, request.source)
             # The clock of the next step minus the row's own position.
             request.offset = self._clock - request.written
             self._rows[request.row] = request
@@ -663,7 +531,9 @@ class Engine:
         rows = self._rows
         clock = self._clock
         window = self._window([request for request in rows if request is not None])
-        logits = self._run(self._decode_arguments(rows, clock, window), window, self._sources)
+        logits = self.programs.run(
+            self._decode_arguments(rows, clock, window), window, self.programs.sources
+        )
         self._clock = clock + 1
         if self._clock >= CLOCK_LIMIT:
             # Rebase the clock by whole turns of the window: nothing the
@@ -773,6 +643,16 @@ class Engine:
 
     # Programs -------------------------------------------------------------
 
+    def _encode(self, source):
+        """The `EncodedSource` of one request's source ids, padded to
+        `source_length` (pad ids are padding, as in the full pass)."""
+        ids = np.full((1, self.source_length), self.forward.pad_token_id, "int32")
+        ids[0, :len(source)] = source
+        valid = np.arange(self.source_length)[None] < len(source)
+        if self.forward.plan.pad_token_id is not None:
+            valid &= ids != self.forward.plan.pad_token_id
+        return self.programs.encode(ids, valid)
+
     def _entries(self, request, positions):
         """The pool entries of `request`'s own `positions`."""
         table = np.asarray(request.table)
@@ -790,109 +670,6 @@ class Engine:
             index[row, valid] = self._entries(request, own[valid])
         return index
 
-    def _empty_pools(self, entries):
-        pools = []
-        for block in self.forward.blocks:
-            cache = block.attention.empty_cache(1, entries)
-            pools.append((cache.keys[0], cache.values[0]))
-        return tuple(pools)
-
-    def _run(self, arguments, capacity, source=None):
-        key = (arguments["tokens"].shape, capacity)
-        program = self._programs.get(key)
-        if program is None:
-            program = self._programs[key] = self._compile(self._program)
-        logits, self._pools = program(
-            self._pools, arguments["tokens"], source, *[arguments[name] for name in ARGUMENTS]
-        )
-        return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
-
-    def _compile(self, program):
-        """`program` compiled (see `compile_program`); during `warm_up` on
-        torch, compiled at its first call whatever the switch's `auto` rule."""
-        mode = self.torch_compile
-        if self._warming and mode == "auto":
-            mode = "always"
-        if mode != "never" and self._program_thread is None:
-            self._program_thread = ProgramThread()
-        return compile_program(program, self.model, mode, self._program_thread)
-
-    def _empty_sources(self):
-        """Zero `EncodedSource`s of `max_batch` rows of `source_length`."""
-        caches = tuple(
-            block.cross_attention.empty_cache(self.max_batch, self.source_length)
-            for block in self.forward.blocks
-        )
-        return EncodedSource(caches, ops.zeros((self.max_batch, self.source_length), "bool"))
-
-    def _encode(self, source):
-        """The `EncodedSource` of one request's source ids, padded to
-        `source_length` (pad ids are padding, as in the full pass)."""
-        ids = np.full((1, self.source_length), self.forward.pad_token_id, "int32")
-        ids[0, :len(source)] = source
-        valid = np.arange(self.source_length)[None] < len(source)
-        if self.forward.plan.pad_token_id is not None:
-            valid &= ids != self.forward.plan.pad_token_id
-        program = self._programs.get("encode")
-        if program is None:
-            program = self._programs["encode"] = self._compile(self._encode_program)
-        encoded, self._pools = program(self._pools, ids, None, valid.astype("int32"))
-        return encoded
-
-    def _encode_program(self, pools, ids, source, valid):
-        """An encoder-decoder's source encoded (`source` is None)."""
-        return self.forward.encode_source(ids, valid), pools
-
-    def _program(self, pools, tokens, source, clock, row_positions, gather, key_positions, key_valid,
-                 real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums,
-                 key_row_positions, rotary_lengths):
-        """One step of the model on the rows' blocks: gathers each row's
-        slots from the pools, runs `CachedForward`, writes the new keys and
-        values to the pools at `write` and returns the float32 logits of
-        each row's token at `last`."""
-        batch, length = tokens.shape
-        capacity = key_positions.shape[0]
-        layers = tuple(
-            KeyValueCache(ops.take(keys, gather, axis=0), ops.take(values, gather, axis=0))
-            for keys, values in pools
-        )
-        cache = DecodingCache(
-            layers, key_positions, ops.cast(key_valid, "bool"), key_orders, real_tokens,
-            segment_sums,
-        )
-        logits, cache = self.forward(
-            tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
-            row_positions=row_positions, key_row_positions=key_row_positions, source=source,
-            rotary_lengths=rotary_lengths if self.forward.length_dependent else None,
-        )
-        slot = ops.mod(clock, capacity)
-        entries = ops.reshape(write, (-1,))
-        new_pools = []
-        for (keys, values), layer in zip(pools, cache.layers):
-            new_keys = read_slots(layer.keys, slot, length)
-            new_values = read_slots(layer.values, slot, length)
-            new_pools.append((
-                _scatter(keys, entries, ops.reshape(new_keys, (-1,) + tuple(keys.shape[1:]))),
-                _scatter(values, entries, ops.reshape(new_values, (-1,) + tuple(values.shape[1:]))),
-            ))
-        picked = ops.take_along_axis(logits, ops.reshape(last, (batch, 1, 1)), axis=1)[:, 0]
-        return ops.cast(picked, "float32"), tuple(new_pools)
-
-
-def _with_row(sources, row, source):
-    """`sources` with row `row` replaced by `source` (one row, as wide)."""
-
-    def put(buffer, value):
-        start = (row,) + (0,) * (len(buffer.shape) - 1)
-        return ops.slice_update(buffer, start, ops.cast(value, buffer.dtype))
-
-    return EncodedSource(
-        tuple(
-            KeyValueCache(put(c.keys, s.keys), put(c.values, s.values))
-            for c, s in zip(sources.keys_values, source.keys_values)
-        ),
-        put(sources.valid, source.valid),
-    )
 
 
 def _real_at(request, positions):
@@ -911,13 +688,6 @@ def _segments(batch, length, capacity):
         key_orders=np.zeros((batch, capacity), "int32"),
         segment_sums=np.zeros((batch,), "int32"),
     )
-
-
-ARGUMENTS = (
-    "clock", "row_positions", "gather", "key_positions", "key_valid",
-    "real_tokens", "padding_mask", "write", "last", "segment_ids", "key_orders",
-    "segment_sums", "key_row_positions", "rotary_lengths",
-)
 
 
 def unsupported(forward):
@@ -960,78 +730,3 @@ def _longest_request(forward, max_length):
     return max_length
 
 
-def compile_program(program, model, torch_compile="never", thread=None):
-    """`program(pools, tokens, *arrays)` (arrays or structures of them, None
-    kept) as one XLA program on JAX (pools donated) and TensorFlow; on torch
-    under `torch.no_grad()`, pools written in place, compiled by
-    `torch.compile` as `torch_compile` says (`"always"`, `"auto"`: once its
-    eager calls took about what compiling costs, `"never"`; see
-    `CompiledStep`, here without CUDA graphs), run in `thread` (a
-    `ProgramThread`) when given."""
-    backend = keras.config.backend()
-    if backend == "jax":
-        import jax
-
-        variables = model.variables
-
-        def stateless(values, pools, *args):
-            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                return program(pools, *args)
-
-        compiled = jax.jit(stateless, donate_argnums=(1,))
-        return lambda pools, *args: compiled([v.value for v in variables], pools, *args)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        compiled = tf.function(program, jit_compile=True, reduce_retracing=False)
-        return lambda pools, *args: compiled(
-            pools, *_map_arrays(tf.convert_to_tensor, args)
-        )
-    if backend == "torch":
-        import torch
-
-        from keras_attn.torch_runtime.compiled_step import CompiledStep
-
-        if torch_compile != "never":
-            program = CompiledStep(program, torch_compile, graphs=False)
-
-        def run_here(pools, *args):
-            with torch.no_grad():
-                return program(pools, *_map_arrays(ops.convert_to_tensor, args))
-
-        def run(pools, *args):
-            if thread is None:
-                return run_here(pools, *args)
-            return thread(run_here, pools, *args)
-
-        run.compiled_step = program if torch_compile != "never" else None
-        return run
-    return program
-
-
-class ProgramThread:
-    """Runs an engine's compiled torch programs in one thread of their own,
-    whichever thread steps the engine (the caller's, or `Engine.start`'s).
-    dynamo guards Keras' per-thread state, so a program compiled in one
-    thread (`warm_up`) would compile again in another."""
-
-    def __init__(self):
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="keras_attn-programs"
-        )
-
-    def __call__(self, function, *args):
-        return self._executor.submit(function, *args).result()
-
-
-def _map_arrays(function, structure):
-    """`structure` with `function` applied to each array, None kept."""
-    return keras.tree.map_structure(lambda a: a if a is None else function(a), structure)
-
-
-def _scatter(table, entries, updates):
-    """`table` with rows `entries` set to `updates`; in place on torch."""
-    updates = ops.cast(updates, table.dtype)
-    if keras.config.backend() == "torch":
-        return table.index_copy_(0, entries.long(), updates)
-    return ops.scatter_update(table, ops.expand_dims(entries, -1), updates)

@@ -109,7 +109,7 @@ def warmed_up(engine):
     if BACKEND != "torch":
         return None
     engine.warm_up()
-    return dict(engine._programs)
+    return dict(engine.programs.compiled)
 
 
 UNILM_VARIANTS = [
@@ -138,7 +138,7 @@ def test_unilm_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     engine.step()
     requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
     engine.run()
-    assert programs is None or engine._programs == programs
+    assert programs is None or engine.programs.compiled == programs
     assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
     assert engine.pool.shared_lent == 0
     engine.pool.check()
@@ -167,7 +167,7 @@ def test_seq2seq_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     engine.step()
     requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
     engine.run()
-    assert programs is None or engine._programs == programs
+    assert programs is None or engine.programs.compiled == programs
     assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
     engine.pool.check()
     assert engine.stats()["free_blocks"] == engine.pool.capacity
@@ -348,7 +348,7 @@ def test_warm_up_builds_every_program_before_any_request(gpt2, monkeypatch):
     engine = Engine(gpt2, max_batch=2, block_size=block_size, prefill_chunk=4, max_length=16,
                     end_token_ids=[])
     engine.warm_up()
-    programs = dict(engine._programs)
+    programs = dict(engine.programs.compiled)
     assert len(programs) == {4: 4, 16: 2}[block_size]
     if BACKEND == "torch":  # compiled, not fallen back to eager steps
         steps_run = [program.compiled_step for program in programs.values()]
@@ -364,7 +364,7 @@ def test_warm_up_builds_every_program_before_any_request(gpt2, monkeypatch):
             request.result(60)
     finally:
         engine.stop()
-    assert engine._programs == programs
+    assert engine.programs.compiled == programs
     assert compiled_graphs() == graphs
     assert [r.tokens for r in requests] == alone(gpt2, prompts, steps, monkeypatch)
     assert engine.stats()["free_blocks"] == engine.pool.capacity

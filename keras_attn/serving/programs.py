@@ -1,0 +1,221 @@
+"""The serving engine's device side: the paged cache pools and the
+programs that run the model on them."""
+
+import concurrent.futures
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attn.generation.cached_forward import DecodingCache
+from keras_attn.generation.cached_forward import EncodedSource
+from keras_attn.layers.key_value_cache import KeyValueCache
+from keras_attn.layers.key_value_cache import read_slots
+
+ARGUMENTS = (
+    "clock", "row_positions", "gather", "key_positions", "key_valid",
+    "real_tokens", "padding_mask", "write", "last", "segment_ids", "key_orders",
+    "segment_sums", "key_row_positions", "rotary_lengths",
+)
+
+
+class StepPrograms:
+    """The key/value pools of an engine's paged cache (`entries` positions
+    per layer), an encoder-decoder's source rows (`max_batch` rows of
+    `source_length`), and the programs that run the model on them: one per
+    shape of their arguments (`run`), compiled on first use
+    (`compile_program`; on torch as `torch_compile` says, and `warming`
+    compiles at once under `"auto"`), and the source encoding (`encode`).
+
+    The engine builds the arguments (`ARGUMENTS`, see `step`); this holds
+    what lives on the device between steps.
+    """
+
+    def __init__(self, forward, model, max_batch, entries, source_length, torch_compile):
+        self.forward = forward
+        self.model = model
+        self.torch_compile = torch_compile
+        self.compiled = {}
+        self.warming = False
+        self._thread = None
+        self.pools = tuple(
+            (cache.keys[0], cache.values[0])
+            for cache in (block.attention.empty_cache(1, entries) for block in forward.blocks)
+        )
+        self.sources = None
+        if forward.seq2seq:
+            caches = tuple(
+                block.cross_attention.empty_cache(max_batch, source_length)
+                for block in forward.blocks
+            )
+            self.sources = EncodedSource(
+                caches, ops.zeros((max_batch, source_length), "bool")
+            )
+
+    def run(self, arguments, capacity, source=None):
+        """The float32 `(rows, vocab)` logits of one step on `arguments`
+        (a dict of `ARGUMENTS` and `tokens`) over `capacity` slots; the
+        pools written."""
+        key = (arguments["tokens"].shape, capacity)
+        program = self.compiled.get(key)
+        if program is None:
+            program = self.compiled[key] = self._compile(self.step)
+        logits, self.pools = program(
+            self.pools, arguments["tokens"], source, *[arguments[name] for name in ARGUMENTS]
+        )
+        return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
+
+    def encode(self, ids, valid):
+        """The `EncodedSource` of source `ids` `(1, source_length)` with
+        `valid` `(1, source_length)`."""
+        program = self.compiled.get("encode")
+        if program is None:
+            program = self.compiled["encode"] = self._compile(self.encode_step)
+        encoded, self.pools = program(self.pools, ids, None, valid.astype("int32"))
+        return encoded
+
+    def put_source(self, row, source):
+        """Writes one request's encoded `source` into source row `row`."""
+        self.sources = _with_row(self.sources, row, source)
+
+    def _compile(self, program):
+        """`program` compiled (see `compile_program`); while `warming` on
+        torch, compiled at its first call whatever the switch's `auto` rule."""
+        mode = self.torch_compile
+        if self.warming and mode == "auto":
+            mode = "always"
+        if mode != "never" and self._thread is None:
+            self._thread = ProgramThread()
+        return compile_program(program, self.model, mode, self._thread)
+
+    def encode_step(self, pools, ids, source, valid):
+        """An encoder-decoder's source encoded (`source` is None)."""
+        return self.forward.encode_source(ids, valid), pools
+
+    def step(self, pools, tokens, source, clock, row_positions, gather, key_positions, key_valid,
+                 real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums,
+                 key_row_positions, rotary_lengths):
+        """One step of the model on the rows' blocks: gathers each row's
+        slots from the pools, runs `CachedForward`, writes the new keys and
+        values to the pools at `write` and returns the float32 logits of
+        each row's token at `last`."""
+        batch, length = tokens.shape
+        capacity = key_positions.shape[0]
+        layers = tuple(
+            KeyValueCache(ops.take(keys, gather, axis=0), ops.take(values, gather, axis=0))
+            for keys, values in pools
+        )
+        cache = DecodingCache(
+            layers, key_positions, ops.cast(key_valid, "bool"), key_orders, real_tokens,
+            segment_sums,
+        )
+        logits, cache = self.forward(
+            tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
+            row_positions=row_positions, key_row_positions=key_row_positions, source=source,
+            rotary_lengths=rotary_lengths if self.forward.length_dependent else None,
+        )
+        slot = ops.mod(clock, capacity)
+        entries = ops.reshape(write, (-1,))
+        new_pools = []
+        for (keys, values), layer in zip(pools, cache.layers):
+            new_keys = read_slots(layer.keys, slot, length)
+            new_values = read_slots(layer.values, slot, length)
+            new_pools.append((
+                _scatter(keys, entries, ops.reshape(new_keys, (-1,) + tuple(keys.shape[1:]))),
+                _scatter(values, entries, ops.reshape(new_values, (-1,) + tuple(values.shape[1:]))),
+            ))
+        picked = ops.take_along_axis(logits, ops.reshape(last, (batch, 1, 1)), axis=1)[:, 0]
+        return ops.cast(picked, "float32"), tuple(new_pools)
+
+
+def _with_row(sources, row, source):
+    """`sources` with row `row` replaced by `source` (one row, as wide)."""
+
+    def put(buffer, value):
+        start = (row,) + (0,) * (len(buffer.shape) - 1)
+        return ops.slice_update(buffer, start, ops.cast(value, buffer.dtype))
+
+    return EncodedSource(
+        tuple(
+            KeyValueCache(put(c.keys, s.keys), put(c.values, s.values))
+            for c, s in zip(sources.keys_values, source.keys_values)
+        ),
+        put(sources.valid, source.valid),
+    )
+
+
+def compile_program(program, model, torch_compile="never", thread=None):
+    """`program(pools, tokens, *arrays)` (arrays or structures of them, None
+    kept) as one XLA program on JAX (pools donated) and TensorFlow; on torch
+    under `torch.no_grad()`, pools written in place, compiled by
+    `torch.compile` as `torch_compile` says (`"always"`, `"auto"`: once its
+    eager calls took about what compiling costs, `"never"`; see
+    `CompiledStep`, here without CUDA graphs), run in `thread` (a
+    `ProgramThread`) when given."""
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax
+
+        variables = model.variables
+
+        def stateless(values, pools, *args):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return program(pools, *args)
+
+        compiled = jax.jit(stateless, donate_argnums=(1,))
+        return lambda pools, *args: compiled([v.value for v in variables], pools, *args)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(program, jit_compile=True, reduce_retracing=False)
+        return lambda pools, *args: compiled(
+            pools, *_map_arrays(tf.convert_to_tensor, args)
+        )
+    if backend == "torch":
+        import torch
+
+        from keras_attn.torch_runtime.compiled_step import CompiledStep
+
+        if torch_compile != "never":
+            program = CompiledStep(program, torch_compile, graphs=False)
+
+        def run_here(pools, *args):
+            with torch.no_grad():
+                return program(pools, *_map_arrays(ops.convert_to_tensor, args))
+
+        def run(pools, *args):
+            if thread is None:
+                return run_here(pools, *args)
+            return thread(run_here, pools, *args)
+
+        run.compiled_step = program if torch_compile != "never" else None
+        return run
+    return program
+
+
+class ProgramThread:
+    """Runs an engine's compiled torch programs in one thread of their own,
+    whichever thread steps the engine (the caller's, or `Engine.start`'s).
+    dynamo guards Keras' per-thread state, so a program compiled in one
+    thread (`warm_up`) would compile again in another."""
+
+    def __init__(self):
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="keras_attn-programs"
+        )
+
+    def __call__(self, function, *args):
+        return self._executor.submit(function, *args).result()
+
+
+def _map_arrays(function, structure):
+    """`structure` with `function` applied to each array, None kept."""
+    return keras.tree.map_structure(lambda a: a if a is None else function(a), structure)
+
+
+def _scatter(table, entries, updates):
+    """`table` with rows `entries` set to `updates`; in place on torch."""
+    updates = ops.cast(updates, table.dtype)
+    if keras.config.backend() == "torch":
+        return table.index_copy_(0, entries.long(), updates)
+    return ops.scatter_update(table, ops.expand_dims(entries, -1), updates)
