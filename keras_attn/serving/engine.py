@@ -417,10 +417,20 @@ class Engine:
         for line in (self._prefilling, self._ready):
             if request in line:
                 line.remove(request)
-        request.encoding = request.prompt + request.tokens
-        request.written = 0
+        self._encode_from_start(request)
         self._waiting.appendleft(request)
         self.preemptions += 1
+
+    def _encode_from_start(self, request):
+        """Makes `request`'s prompt and generated tokens the tokens its next
+        prefill encodes, from position 0. A generated pad id is padding
+        there too (the decoding step that would have marked it has not run
+        for the last one)."""
+        request.encoding = request.prompt + request.tokens
+        request.written = 0
+        if self.forward.masks_pad_tokens:
+            length = len(request.encoding)
+            request.real[:length] = np.asarray(request.encoding) != self.forward.pad_token_id
 
     def _prefill(self, request):
         """Encodes the next chunk of `request`'s prompt (a UniLM source
@@ -491,8 +501,7 @@ class Engine:
         for index, request in enumerate(self._rows):
             if request is not None and request.written == self.recompute_length:
                 self._rows[index] = request.row = None
-                request.encoding = request.prompt + request.tokens
-                request.written = 0
+                self._encode_from_start(request)
                 self._prefilling.appendleft(request)
 
     def _fill_rows(self):

@@ -398,3 +398,23 @@ def test_a_preempted_request_gives_the_tokens_it_gives_alone(gpt2, monkeypatch):
     assert roomy.submit(PROMPTS[1], seeded).result() == sampled.tokens
     assert roomy.stats()["preemptions"] == 0
     assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+def test_a_generated_pad_id_stays_padding_when_encoded_again(monkeypatch):
+    """A BERT decoder hides pad ids' keys; a request encoded again from its
+    start (preempted) marks its generated pad ids as padding, the last one
+    too (no decoding step has seen it), so later tokens attend as `generate`
+    lets them."""
+    model = model_for("bert")
+    bias = next(v for v in model.weights if v.path == "MLM-Bias/bias")
+    bias.assign(np.where(np.arange(bias.shape[0]) == 0, 50.0, 0.0).astype("float32"))
+    engine = Engine(model, max_batch=1, block_size=4, prefill_chunk=4, end_token_ids=[])
+    request = engine.submit(PROMPTS[1], max_new_tokens=6)
+    while len(request.tokens) < 2:
+        engine.step()
+    assert request.tokens == [0, 0]
+    engine._preempt(request)
+    prompt = len(PROMPTS[1])
+    assert not request.real[prompt:prompt + 2].any() and request.real[:prompt].all()
+    engine.run()
+    assert request.tokens == alone(model, [PROMPTS[1]], [6], monkeypatch)[0]
