@@ -293,9 +293,9 @@ class Engine:
                               range(self.block_size, self.capacity + 1, self.block_size)})
             widths = [self.prefill_chunk]
             if self.unilm:
-                widths = range(self.prefill_chunk, self.max_length + self.prefill_chunk,
-                               self.prefill_chunk)
-                widths = [w for w in widths if w - self.prefill_chunk < self.max_length]
+                # A source of at most `max_length - 1` tokens, in whole chunks.
+                chunk = self.prefill_chunk
+                widths = list(range(chunk, self.max_length - 1 + chunk, chunk))
             total = len(windows) + len(widths) + int(self.seq2seq)
             # A request whose every block is the scratch block.
             phantom = Request(self, -1, [self.forward.pad_token_id], SamplingParams(), None)
