@@ -287,9 +287,6 @@ def scaled_frequencies(dim, base, scaling, length=None):
         original = float(scaling["original_max_position_embeddings"])
         length = ops.maximum(ops.cast(length, "float32"), original)
         growth = ops.power(factor * length / original - (factor - 1.0), dim / (dim - 2))
-        if len(growth.shape):  # a base per row
-            pairs = ops.arange(dim // 2, dtype="float32")
-            return ops.power((base * growth)[:, None], -2.0 * pairs / dim), 1.0
         return sinusoid_frequencies(dim, base * growth), 1.0
     if rope_type == "yarn":
         return _yarn(dim, base, scaling, factor)

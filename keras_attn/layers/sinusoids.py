@@ -25,9 +25,13 @@ def check_even_width(layer, argument, width):
 
 def sinusoid_frequencies(dim, max_wavelength=10000):
     """`max_wavelength^(-2k / dim)` for `k = 0 .. dim // 2 - 1`, float32,
-    shape `(dim // 2,)`: the highest frequency (1) first."""
+    shape `(dim // 2,)`: the highest frequency (1) first. A `(batch,)`
+    tensor `max_wavelength` (a base per row) gives `(batch, dim // 2)`."""
     pairs = ops.arange(dim // 2, dtype="float32")
-    return ops.power(ops.cast(max_wavelength, "float32"), -2.0 * pairs / dim)
+    base = ops.cast(max_wavelength, "float32")
+    if len(base.shape):
+        base = base[:, None]
+    return ops.power(base, -2.0 * pairs / dim)
 
 
 def sinusoid_angles(positions, dim, max_wavelength=10000):
