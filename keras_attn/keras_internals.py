@@ -313,6 +313,29 @@ def autocast_scope_active():
     return keras_backend.get_autocast_scope() is not None
 
 
+# Keras' per-thread settings that read as None while unset
+# (`keras.src.backend.common.global_state`): scopes, the torch device, the
+# layer call context.
+_NONE_WHILE_UNSET = (
+    "autocast_scope", "stateless_scope", "symbolic_scope", "torch_device", "current_call_ctx",
+)
+
+
+def settle_thread_state():
+    """Sets each of Keras' per-thread settings that reads None while unset
+    (`_NONE_WHILE_UNSET`) to None in this thread where it is unset: no value
+    Keras reads changes. dynamo guards whether Keras' thread-local state
+    has the attribute, not only its value, so without this a function
+    compiled in one thread compiles again in a thread where Keras never set
+    them (a server's worker thread). Uses `global_state.GLOBAL_STATE_TRACKER`."""
+    from keras.src.backend.common import global_state
+
+    tracker = global_state.GLOBAL_STATE_TRACKER
+    for name in _NONE_WHILE_UNSET:
+        if not hasattr(tracker, name):
+            setattr(tracker, name, None)
+
+
 def set_output_masks(layer, inputs, outputs, previous_mask):
     """Attaches to `outputs` the Keras masks `layer.compute_mask(inputs,
     previous_mask)` gives, where they have none, as `Layer.__call__` does

@@ -1,7 +1,6 @@
 """The serving engine's device side: the paged cache pools and the
 programs that run the model on them."""
 
-import concurrent.futures
 
 import keras
 import numpy as np
@@ -37,7 +36,6 @@ class StepPrograms:
         self.torch_compile = torch_compile
         self.compiled = {}
         self.warming = False
-        self._thread = None
         self.pools = tuple(
             (cache.keys[0], cache.values[0])
             for cache in (block.attention.empty_cache(1, entries) for block in forward.blocks)
@@ -84,9 +82,7 @@ class StepPrograms:
         mode = self.torch_compile
         if self.warming and mode == "auto":
             mode = "always"
-        if mode != "never" and self._thread is None:
-            self._thread = ProgramThread()
-        return compile_program(program, self.model, mode, self._thread)
+        return compile_program(program, self.model, mode)
 
     def encode_step(self, pools, ids, source, valid):
         """An encoder-decoder's source encoded (`source` is None)."""
@@ -144,14 +140,14 @@ def _with_row(sources, row, source):
     )
 
 
-def compile_program(program, model, torch_compile="never", thread=None):
+def compile_program(program, model, torch_compile="never"):
     """`program(pools, tokens, *arrays)` (arrays or structures of them, None
     kept) as one XLA program on JAX (pools donated) and TensorFlow; on torch
     under `torch.no_grad()`, pools written in place, compiled by
     `torch.compile` as `torch_compile` says (`"always"`, `"auto"`: once its
     eager calls took about what compiling costs, `"never"`; see
-    `CompiledStep`, here without CUDA graphs), run in `thread` (a
-    `ProgramThread`) when given."""
+    `CompiledStep`, here without CUDA graphs), in whichever thread steps the
+    engine (`CompiledStep` settles Keras' per-thread state first)."""
     backend = keras.config.backend()
     if backend == "jax":
         import jax
@@ -179,33 +175,13 @@ def compile_program(program, model, torch_compile="never", thread=None):
         if torch_compile != "never":
             program = CompiledStep(program, torch_compile, graphs=False)
 
-        def run_here(pools, *args):
+        def run(pools, *args):
             with torch.no_grad():
                 return program(pools, *_map_arrays(ops.convert_to_tensor, args))
-
-        def run(pools, *args):
-            if thread is None:
-                return run_here(pools, *args)
-            return thread(run_here, pools, *args)
 
         run.compiled_step = program if torch_compile != "never" else None
         return run
     return program
-
-
-class ProgramThread:
-    """Runs an engine's compiled torch programs in one thread of their own,
-    whichever thread steps the engine (the caller's, or `Engine.start`'s).
-    dynamo guards Keras' per-thread state, so a program compiled in one
-    thread (`warm_up`) would compile again in another."""
-
-    def __init__(self):
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="keras_attn-programs"
-        )
-
-    def __call__(self, function, *args):
-        return self._executor.submit(function, *args).result()
 
 
 def _map_arrays(function, structure):

@@ -117,6 +117,8 @@ class CompiledBlocks:
                 )
             return False
         inputs = [values[key] for key in region.input_keys]
+        # The same guards in every thread (`settle_thread_state`): one compile.
+        keras_internals.settle_thread_state()
         outputs = region.function(region.operations, inputs, training, region.constants)
         count = len(region.output_keys)
         for key, value, mask in zip(region.output_keys, outputs[:count], outputs[count:]):

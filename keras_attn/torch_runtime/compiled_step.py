@@ -7,6 +7,7 @@ import types
 
 import keras
 
+from keras_attn import keras_internals
 from keras_attn import progress
 from keras_attn.torch_runtime import compile_cache
 from keras_attn.torch_runtime import step_graph
@@ -56,6 +57,8 @@ class CompiledStep:
         self.graphs = {}
 
     def __call__(self, *args):
+        # The same guards in every thread (`settle_thread_state`): one compile.
+        keras_internals.settle_thread_state()
         on_gpu = step_graph.on_gpu(args[1])
         graphs = (self.uses_graphs and self.no_graphs is None and on_gpu
                   and settings.current().cuda_graphs)

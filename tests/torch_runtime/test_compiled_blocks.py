@@ -4,6 +4,7 @@ structure once (`keras_attn.torch_runtime.compiled_blocks.CompiledBlocks`, issue
 the eager pass's, every block runs compiled, one graph per structure, no
 recompiles over batches."""
 
+import concurrent.futures
 import linecache
 import re
 import types
@@ -163,6 +164,12 @@ def test_new_lengths_and_batch_sizes_compile_once_more_then_never(dynamo_only):
     counts = DynamoCounts()
     for inputs, reference in zip(data, expected):
         np.testing.assert_allclose(model.predict_on_batch(inputs), reference, rtol=1e-5, atol=1e-5)
+    assert (counts.frames, counts.graphs) == (3, 3), dict(counts.counters)
+    # From a thread where Keras never set its per-thread state (a server's
+    # worker): the same graphs, nothing compiled again.
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        got = worker.submit(model.predict_on_batch, data[3]).result()
+    np.testing.assert_allclose(got, expected[3], rtol=1e-5, atol=1e-5)
     assert (counts.frames, counts.graphs) == (3, 3), dict(counts.counters)
 
 

@@ -2,6 +2,7 @@
 one graph per shape, none per step, no graph breaks, the eager step's
 tokens, and an eager fallback that says why."""
 
+import concurrent.futures
 import logging
 
 import keras
@@ -59,6 +60,14 @@ def test_one_graph_per_shape_and_none_per_step(model):
     before = dynamo_counts()
     generator.generate([[6, 1, 17, 30], [12, 13, 14, 15]], STEPS)
     assert tuple(np.subtract(dynamo_counts(), before)) == (0, 0, 0)
+
+    # From a thread where Keras never set its per-thread state (a server's
+    # worker): the same graph, not a second compile.
+    before = dynamo_counts()
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        tokens = worker.submit(generator.generate, prompts, STEPS).result()
+    assert tuple(np.subtract(dynamo_counts(), before)) == (0, 0, 0)
+    np.testing.assert_array_equal(tokens, uncached_greedy(model, prompts, STEPS))
 
     before = dynamo_counts()
     prompts = [[2, 7, 9, 11], [3, 5, 8, 4], [20, 21, 22, 23]]
