@@ -143,10 +143,11 @@ class Engine:
         self._lock = threading.RLock()
         self._ids = itertools.count()
         self._admissions = itertools.count()
-        # Blocks are lent as a request grows (a decoder's), or for its whole
-        # length at admission (UniLM, encoder-decoders: a preempted one
-        # could not encode its generated tokens again as a prompt).
-        self.lazy = not (self.unilm or self.seq2seq)
+        # Blocks are lent as a request grows (a decoder's; an encoder-decoder's
+        # decoder tokens), or for its whole length at admission (UniLM: a
+        # preempted request could not encode its generated tokens again as
+        # a source).
+        self.lazy = not self.unilm
         self.preemptions = 0
         self._waiting = collections.deque()
         self._prefilling = collections.deque()
@@ -438,15 +439,15 @@ class Engine:
         the last, its first token is chosen and it waits for a decoding
         row."""
         start = request.written
-        if self.seq2seq and start == 0:
-            request.source = self._encode(request.source)
+        if self.seq2seq and request.encoded_source is None:
+            request.encoded_source = self._encode(request.source)
         size = self.prefill_chunk
         if self.unilm:
             size *= -(-len(request.prompt) // size)
         if self.lazy and not self._lend(request, min(start + size, len(request.encoding))):
             return
         arguments, n = self._prefill_arguments(request, start, size)
-        logits = self.programs.run(arguments, self.prefill_capacity, request.source)
+        logits = self.programs.run(arguments, self.prefill_capacity, request.encoded_source)
         request.written = start + n
         self.pool.publish(request.prompt, request.table, request.written)
         if request.written < len(request.encoding):
@@ -510,7 +511,7 @@ class Engine:
             request = self._ready.popleft()
             request.row = self._rows.index(None)
             if self.seq2seq:
-                self.programs.put_source(request.row, request.source)
+                self.programs.put_source(request.row, request.encoded_source)
             # The clock of the next step minus the row's own position.
             request.offset = self._clock - request.written
             self._rows[request.row] = request
@@ -639,6 +640,7 @@ class Engine:
         return True
 
     def _finish(self, request, reason, stopped=False):
+        request.encoded_source = None
         if request.table is not None:
             self.pool.release(request.table)
             request.table = None

@@ -47,7 +47,8 @@ class Request:
         self.written = 0           # positions whose keys are in the blocks
         self.row = None            # the decoding batch row, once prefilled
         self.offset = 0            # clock minus own position, while decoding
-        self.source = None         # an encoder-decoder's source ids, then encoded
+        self.source = None         # an encoder-decoder's source ids
+        self.encoded_source = None  # and its encoding, kept while preempted
         self.encoding = prompt     # the tokens a prefill encodes (again: LongRoPE, preempted)
         self.admitted = None       # admission order, while it holds blocks
 

@@ -168,9 +168,22 @@ def test_seq2seq_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
     engine.run()
     assert programs is None or engine.programs.compiled == programs
-    assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
+    expected = alone(model, prompts, steps, monkeypatch)
+    assert [r.tokens for r in requests] == expected
     engine.pool.check()
     assert engine.stats()["free_blocks"] == engine.pool.capacity
+    # Blocks lent as the decoder grows: on a pool too small for both rows a
+    # request is preempted, keeps its encoded source, and encodes its decoder
+    # tokens again.
+    tight = Engine(model, max_batch=2, block_size=1, num_blocks=10, prefill_chunk=4,
+                   end_token_ids=[], max_length=16)
+    requests = [tight.submit(p, max_new_tokens=n) for p, n in zip(prompts, steps)]
+    while tight.busy:
+        tight.step()
+        tight.pool.check()
+    assert tight.stats()["preemptions"] > 0
+    assert [r.tokens for r in requests] == expected
+    assert tight.stats()["free_blocks"] == tight.pool.capacity
 
 
 def test_a_model_it_cannot_serve_is_refused():
