@@ -143,11 +143,6 @@ class Engine:
         self._lock = threading.RLock()
         self._ids = itertools.count()
         self._admissions = itertools.count()
-        # Blocks are lent as a request grows (a decoder's; an encoder-decoder's
-        # decoder tokens), or for its whole length at admission (UniLM: a
-        # preempted request could not encode its generated tokens again as
-        # a source).
-        self.lazy = not self.unilm
         self.preemptions = 0
         self._waiting = collections.deque()
         self._prefilling = collections.deque()
@@ -379,12 +374,11 @@ class Engine:
         """Lends blocks to waiting requests, first come first served (the
         first that cannot fit makes those behind it wait too), while fewer
         than `max_batch` admitted requests wait for a row: for the tokens to
-        encode and the first new one (`lazy`), else for the whole length."""
+        encode and the first new one (more as it grows, `_lend`)."""
         while self._waiting and len(self._prefilling) + len(self._ready) < self.max_batch:
             request = self._waiting[0]
-            length = len(request.prompt) + request.params.max_new_tokens
-            if self.lazy:
-                length = min(length, len(request.encoding) + 1)
+            length = min(len(request.prompt) + request.params.max_new_tokens,
+                         len(request.encoding) + 1)
             granted = self.pool.allocate(request.prompt, length)
             if granted is None:
                 return
@@ -443,8 +437,9 @@ class Engine:
             request.encoded_source = self._encode(request.source)
         size = self.prefill_chunk
         if self.unilm:
-            size *= -(-len(request.prompt) // size)
-        if self.lazy and not self._lend(request, min(start + size, len(request.encoding))):
+            # The source (and, preempted, the tokens generated) in one pass.
+            size *= -(-len(request.encoding) // size)
+        if not self._lend(request, min(start + size, len(request.encoding))):
             return
         arguments, n = self._prefill_arguments(request, start, size)
         logits = self.programs.run(arguments, self.prefill_capacity, request.encoded_source)
@@ -490,6 +485,11 @@ class Engine:
             rotary_lengths=np.array([len(request.encoding)], "int32"),
             **_segments(1, size, self.prefill_capacity),
         )
+        if self.unilm:
+            # Encoded again after a preemption, a UniLM request's generated
+            # tokens are its second segment: each sees the source and the
+            # generated tokens up to itself, as when it was decoded.
+            arguments["segment_ids"][0, :n] = own[:n] >= len(request.prompt)
         return arguments, n
 
     def _encode_again(self):
@@ -531,13 +531,12 @@ class Engine:
         return min(window, self.capacity)
 
     def _decode(self):
-        if self.lazy:
-            # Each row's next position, the earliest admitted first.
-            for request in sorted(filter(None, self._rows), key=lambda r: r.admitted):
-                if request.row is not None:
-                    self._lend(request, request.written + 1)
-            if not any(self._rows):
-                return
+        # Each row's next position, the earliest admitted first.
+        for request in sorted(filter(None, self._rows), key=lambda r: r.admitted):
+            if request.row is not None:
+                self._lend(request, request.written + 1)
+        if not any(self._rows):
+            return
         rows = self._rows
         clock = self._clock
         window = self._window([request for request in rows if request is not None])

@@ -139,10 +139,23 @@ def test_unilm_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     requests += [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts[1:], steps[1:])]
     engine.run()
     assert programs is None or engine.programs.compiled == programs
-    assert [r.tokens for r in requests] == alone(model, prompts, steps, monkeypatch)
+    expected = alone(model, prompts, steps, monkeypatch)
+    assert [r.tokens for r in requests] == expected
     assert engine.pool.shared_lent == 0
     engine.pool.check()
     assert engine.stats()["free_blocks"] == engine.pool.capacity
+    # Blocks lent as requests grow: on a pool too small for both rows a
+    # request is preempted and encodes its source and generated tokens again
+    # in one pass, the generated ones as its second segment.
+    tight = Engine(model, max_batch=2, block_size=1, num_blocks=20, prefill_chunk=8,
+                   end_token_ids=[])
+    requests = [tight.submit(p, max_new_tokens=n) for p, n in zip(prompts, steps)]
+    while tight.busy:
+        tight.step()
+        tight.pool.check()
+    assert tight.stats()["preemptions"] > 0
+    assert [r.tokens for r in requests] == expected
+    assert tight.stats()["free_blocks"] == tight.pool.capacity
 
 
 SEQ2SEQ_VARIANTS = [
