@@ -46,6 +46,15 @@ FEED_FORWARD_PROJECTIONS = {
 }
 
 # Metadata that configuration files carry and that does not change the model.
+# `build_transformer_model` keywords that change what is built; found in a
+# configuration they are an error (they would be ignored there), not a
+# warning.
+BUILDER_KEYWORDS = (
+    "with_pool", "with_nsp", "padding_mask_input", "conditional_layer_norm",
+    "conditional_layer_norm_hidden_size", "conditional_layer_norm_activation", "application",
+    "keep_tokens", "compound_tokens",
+)
+
 IGNORED_KEYS = {
     "architectures",
     "torch_dtype",
@@ -209,6 +218,12 @@ def _normalise(values, origin, strict, model_type=None):
                 f"Unknown configuration field `{key}`. Known fields: "
                 f"{sorted(FIELDS)} (Google / Hugging Face spellings "
                 f"{sorted(ALIASES)} are accepted too)."
+            )
+        elif key in BUILDER_KEYWORDS:
+            raise ValueError(
+                f"{origin} has `{key}`, which is a keyword of build_transformer_model, "
+                f"not a configuration field (the configuration would ignore it): pass "
+                f"{key}={value!r} to build_transformer_model instead."
             )
         elif key not in IGNORED_KEYS and key not in family_ignored:
             warnings.warn(f"{origin}: ignoring unknown field `{key}`.", stacklevel=3)

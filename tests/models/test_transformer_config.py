@@ -65,6 +65,17 @@ def test_unknown_file_fields_warn_instead_of_vanishing():
         load_config(dict(GOOGLE, mystery_field=1))
 
 
+@pytest.mark.parametrize("key, value", [
+    ("conditional_layer_norm", 3), ("with_pool", True), ("application", "mlm"),
+])
+def test_a_builder_keyword_in_a_configuration_is_an_error_naming_it(key, value):
+    """A keyword of `build_transformer_model` in the configuration would be
+    ignored there (an unconditional model for `conditional_layer_norm`): an
+    error saying to pass it to the builder, not a warning."""
+    with pytest.raises(ValueError, match=f"`{key}`.*pass {key}={value!r} to build_transformer_model"):
+        load_config(dict(GOOGLE, **{key: value}))
+
+
 def test_conflicting_spellings_are_an_error():
     with pytest.raises(ValueError, match="twice"):
         load_config(dict(GOOGLE, num_layers=6))
