@@ -112,6 +112,19 @@ def warmed_up(engine):
     return dict(engine.programs.compiled)
 
 
+def served_with_preemptions(engine, prompts, steps):
+    """The tokens `engine`, whose pool is too small for its rows, gives
+    `prompts` (`steps` new tokens each): some request is preempted, the
+    blocks add up after every step and are all free at the end."""
+    requests = [engine.submit(p, max_new_tokens=n) for p, n in zip(prompts, steps)]
+    while engine.busy:
+        engine.step()
+        engine.pool.check()
+    assert engine.stats()["preemptions"] > 0
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+    return [r.tokens for r in requests]
+
+
 UNILM_VARIANTS = [
     name for name, cls in VARIANTS.items()
     if "unilm" in cls.applications and (BACKEND == "torch" or name == "roformer")
@@ -149,13 +162,7 @@ def test_unilm_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     # in one pass, the generated ones as its second segment.
     tight = Engine(model, max_batch=2, block_size=1, num_blocks=20, prefill_chunk=8,
                    end_token_ids=[])
-    requests = [tight.submit(p, max_new_tokens=n) for p, n in zip(prompts, steps)]
-    while tight.busy:
-        tight.step()
-        tight.pool.check()
-    assert tight.stats()["preemptions"] > 0
-    assert [r.tokens for r in requests] == expected
-    assert tight.stats()["free_blocks"] == tight.pool.capacity
+    assert served_with_preemptions(tight, prompts, steps) == expected
 
 
 SEQ2SEQ_VARIANTS = [
@@ -190,13 +197,7 @@ def test_seq2seq_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     # tokens again.
     tight = Engine(model, max_batch=2, block_size=1, num_blocks=10, prefill_chunk=4,
                    end_token_ids=[], max_length=16)
-    requests = [tight.submit(p, max_new_tokens=n) for p, n in zip(prompts, steps)]
-    while tight.busy:
-        tight.step()
-        tight.pool.check()
-    assert tight.stats()["preemptions"] > 0
-    assert [r.tokens for r in requests] == expected
-    assert tight.stats()["free_blocks"] == tight.pool.capacity
+    assert served_with_preemptions(tight, prompts, steps) == expected
 
 
 def test_a_model_it_cannot_serve_is_refused():
