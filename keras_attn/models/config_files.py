@@ -45,7 +45,6 @@ FEED_FORWARD_PROJECTIONS = {
     "gated-silu": ("silu", True),
 }
 
-# Metadata that configuration files carry and that does not change the model.
 # `build_transformer_model` keywords that change what is built; found in a
 # configuration they are an error (they would be ignored there), not a
 # warning.
@@ -55,6 +54,7 @@ BUILDER_KEYWORDS = (
     "keep_tokens", "compound_tokens",
 )
 
+# Metadata that configuration files carry and that does not change the model.
 IGNORED_KEYS = {
     "architectures",
     "torch_dtype",

@@ -37,12 +37,13 @@ class Engine:
     and runs one decoding step for every decoding row. The programs have
     fixed shapes (`(max_batch, 1)` and `(1, prefill_chunk)`), so nothing
     compiles per request. Keys and values live in a paged cache
-    (`BlockPool`): a decoder's request is lent blocks as it grows (its
-    prompt's at admission; one that cannot fit waits), and when none are
-    free the latest admitted request is preempted (its blocks freed; when
-    admitted again its prompt and generated tokens are encoded again);
-    UniLM and encoder-decoder requests hold their whole length from
-    admission. A request longer than `max_length` is refused. Each row
+    (`BlockPool`): a request is lent blocks as it grows (its prompt's at
+    admission; one that cannot fit waits), and when none are free the
+    latest admitted request is preempted (its blocks freed; when admitted
+    again its prompt and generated tokens are encoded again: an
+    encoder-decoder's decoder tokens, its encoded source kept; a UniLM
+    request's source and generated tokens in one pass). A request longer
+    than `max_length` is refused. Each row
     reads its own positions, so a request computes what it computes alone
     (to float rounding).
 

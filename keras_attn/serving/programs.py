@@ -1,7 +1,6 @@
 """The serving engine's device side: the paged cache pools and the
 programs that run the model on them."""
 
-
 import keras
 import numpy as np
 from keras import ops
