@@ -31,6 +31,9 @@
 #      generative variants (each compiles, about 35 s on an H200);
 #   5. if time is left: the compiled blocks (`jit_compile=True`) against
 #      transformers in float32, a torch profile at 8 x 128, JAX in float32.
+#   6. serving (issue 53): the engine against static batching and
+#      transformers' continuous batching, JAX then torch; by default only if
+#      time is left (PARTS="jax_serving torch_serving" runs them alone).
 # PARTS="torch_gpt2 torch_gpt2_second_process" in the environment runs those
 # only.
 #
@@ -110,3 +113,11 @@ part torch_bert_compiled_float32 90 torch "$here/bert_base.py" "${compiled_peers
     --measurements "call 1x8" "inference 8x128" "inference 2x512" "train step 8x128" --output "$out/compiled"
 part torch_profile 60 torch "$here/torch_profile.py" --output "$out/torch_profile.txt"
 part jax_bert_float32 90 jax "$here/bert_base.py" --models keras_attn keras-hub --repeats 10 --output "$out"
+# 6. Serving (issue 53), if time is left, or alone with
+# PARTS="jax_serving torch_serving": the LLaMA shape (~100M), 64 requests
+# arriving at 16 per second, at most 16 rows, the engine against static
+# batching and transformers' continuous batching on the same GPU (the
+# engine's torch programs compiled in its warm-up, about 30 s each).
+serving=(--models llama --requests 64 --rate 16 --max-batch 16 --output "$out")
+part jax_serving 180 jax "$here/serving.py" "${serving[@]}" --output-name serving_jax.json
+part torch_serving 300 torch "$here/serving.py" "${serving[@]}" --output-name serving_torch.json

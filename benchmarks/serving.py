@@ -1,6 +1,6 @@
 """Serving under Poisson arrivals: keras_attn's continuous-batching `Engine`
-against static batching with `model.generate` and, on torch, transformers'
-continuous batching, side by side in one run.
+against static batching with `model.generate` and transformers' continuous
+batching, side by side in one run.
 
 On the backend KERAS_BACKEND selects, with random weights in float32, for
 each of `--models`:
@@ -35,7 +35,8 @@ the other on the same requests and arrival times:
     batch's end. The batches run one after the other without sleeping: each
     `generate` is timed and the schedule is computed from those times (the
     same as waiting in real time, since nothing else runs meanwhile).
-(c) transformers CB (torch only): the transformers model's
+(c) transformers CB (on every backend; torch on the GPU Keras computes on,
+    else the CPU): the transformers model's
     `init_continuous_batching(...)` manager, at most `--max-batch` requests
     per batch, `add_request(record_timestamps=True)` at each arrival time;
     its tokens carry transformers' own timestamps.
@@ -66,7 +67,7 @@ reported, not raised. The 1-minute load average before and after each
 contender is recorded: other processes share the CPU.
 
 Results go to `benchmarks/results/serving_<backend>.json` (`--output-name`
-to name it otherwise).
+to name it otherwise, `--output` for another folder).
 
     KERAS_BACKEND=jax python benchmarks/serving.py --small
     KERAS_BACKEND=torch python benchmarks/serving.py --models llama --requests 32 --rate 2
@@ -229,7 +230,8 @@ def _run_static(model, requests, batches):
 
 
 def run_transformers(transformers_model, requests, max_batch, max_length):
-    """Contender (c), torch only: transformers' continuous batching manager,
+    """Contender (c): transformers' continuous batching manager on torch,
+    whatever Keras' backend (on the GPU Keras computes on, else the CPU),
     requests added at their arrival times."""
     import torch
     import transformers
@@ -361,7 +363,7 @@ def serve(family, args):
                                   "seconds_per_decoding_step": percentiles(step_seconds)}
     rows.append(row)
     outputs["static"] = tokens
-    if BACKEND == "torch" and not args.no_transformers:
+    if not args.no_transformers:
         try:
             (start, tokens, stamps), load = measured(
                 "transformers", lambda: run_transformers(
@@ -449,6 +451,8 @@ def main():
         help="KERAS_ATTN_TORCH_COMPILE for the engine on torch: auto (default) and 1 compile "
              "every program in Engine.warm_up, before the timed run; 0 runs them eagerly")
     parser.add_argument("--output-name", default=None)
+    parser.add_argument("--output", default=None,
+                        help="the folder of the results (default benchmarks/results)")
     args = parser.parse_args()
     if args.small:
         args.requests = SMALL["requests"]
@@ -462,7 +466,7 @@ def main():
             "eager" if args.engine_torch_compile == "0" else "compiled (torch.compile, warm_up)")
     for family in args.models:  # written after each model, so a cut run keeps what it measured
         result[family] = serve(family, args)
-        write_result(result, None, args.output_name or f"serving_{BACKEND}.json")
+        write_result(result, args.output, args.output_name or f"serving_{BACKEND}.json")
 
 
 if __name__ == "__main__":
