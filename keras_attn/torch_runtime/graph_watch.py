@@ -14,7 +14,21 @@ import sys
 from keras_attn.torch_runtime.cuda_graph import NotCapturable
 
 
-class GraphWatch:
+class ModeScope:
+    """A context manager that enters and leaves its torch mode, `self.mode`
+    (`GraphWatch`'s function mode, a recording's dispatch mode)."""
+
+    mode = None
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+class GraphWatch(ModeScope):
     """A torch function mode over a run that a CUDA graph records: records
     what the graph cannot replay (`problems`, each with its place in the
     run), and makes tensors built from Python numbers with `torch.full`.
@@ -23,9 +37,12 @@ class GraphWatch:
         on_device: whether a tensor is on the graph's device.
         strict: raise `NotCapturable` at the first problem instead of
             recording it.
+        reads_only: watch for host reads alone (a recording on the CPU,
+            `recorded_pass`, where copies and tensors made from numbers are
+            operations like any other): no fill kernels, no copy checks.
     """
 
-    def __init__(self, on_device, strict=False):
+    def __init__(self, on_device, strict=False, reads_only=False):
         from torch.overrides import TorchFunctionMode
 
         watch = self
@@ -35,21 +52,17 @@ class GraphWatch:
                 return watch.handle(func, args, kwargs or {})
 
         self.mode = Mode()
-        self.on_device, self.strict = on_device, strict
+        self.on_device, self.strict, self.reads_only = on_device, strict, reads_only
         self.problems = []
-
-    def __enter__(self):
-        self.mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.mode.__exit__(*exc)
 
     def handle(self, func, args, kwargs):
         import torch
 
         name = getattr(func, "__name__", "")
-        if func in _makers() and args and not isinstance(args[0], torch.Tensor):
+        if self.reads_only:
+            if name in _HOST_READS and args and self.on_device(args[0]):
+                self.problem(f"reads a tensor's value on the host (Tensor.{name})")
+        elif func in _makers() and args and not isinstance(args[0], torch.Tensor):
             dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
             device = kwargs.get("device", args[2] if len(args) > 2 else None)
             made = _filled(args[0], dtype, device, kwargs.get("requires_grad", False))
@@ -66,7 +79,7 @@ class GraphWatch:
             # host inside the call (Keras' torch SGD passes its learning rate
             # so), which invalidates a capture without a Python-level read.
             self.problem(f"reads a tensor's value on the host (a tensor as {name}'s alpha)")
-        if kwargs.get("generator") is not None:
+        if kwargs.get("generator") is not None and not self.reads_only:
             self.problem(
                 "draws random numbers from an explicit torch.Generator (a seeded "
                 "keras.random.SeedGenerator, such as Dropout(seed=...)): a replay "

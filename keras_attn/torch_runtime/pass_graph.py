@@ -1,4 +1,5 @@
-"""Whole inference passes of a `TransformerModel` replayed as CUDA graphs."""
+"""Whole inference passes of a `TransformerModel` replayed: as CUDA graphs on
+a GPU, as recorded torch operations on the CPU (`recorded_pass`)."""
 
 import collections
 import logging
@@ -11,6 +12,7 @@ from keras_attn.torch_runtime.cuda_graph import CapturedGraph
 from keras_attn.torch_runtime.cuda_graph import NotCapturable
 from keras_attn.torch_runtime.cuda_graph import recording
 from keras_attn.torch_runtime.graph_watch import GraphWatch
+from keras_attn.torch_runtime import recorded_pass
 
 logger = logging.getLogger("keras_attn")
 
@@ -26,6 +28,16 @@ def on_gpu(inputs):
     """Whether a pass's standardized `inputs` are all on a CUDA device (a pass
     a graph can hold); others run eagerly."""
     return bool(inputs) and all(getattr(value, "is_cuda", False) for value in inputs)
+
+
+def on_cpu(inputs):
+    """Whether a pass's standardized `inputs` are all CPU tensors (a pass
+    `recorded_pass.RecordedPass` can hold)."""
+    import torch
+
+    return bool(inputs) and all(
+        isinstance(value, torch.Tensor) and value.device.type == "cpu" for value in inputs
+    )
 
 
 def capturable_now():
@@ -134,13 +146,19 @@ class PassGraph(CapturedGraph):
         return self.structure.unflatten(outputs)
 
 
+# What `PassGraphs` holds, by kind: (what is replayed, for messages).
+KINDS = {"cuda": "CUDA graphs", "recorded": "recorded passes"}
+
+
 class PassGraphs:
     """The captured inference passes of one model, by input signature.
 
     `__call__` returns what the eager pass `run` returns, to 1e-5. A
-    signature (each input's shape, dtype and device; inference mode and CUDA
-    autocast) runs eagerly at its first call, is captured (`PassGraph`) at
-    its second and replayed after; at most `limit` signatures keep a graph,
+    signature (each input's shape, dtype and device; inference mode and
+    autocast) runs eagerly at its first call, is captured at its second
+    (`kind` `"cuda"`: a `PassGraph` on a GPU; `"recorded"`: a
+    `recorded_pass.RecordedPass` on the CPU) and replayed after; at most
+    `limit` signatures keep a graph,
     the least recently replayed dropped first. Before each replay the model's
     state (each variable and its tensor's identity, address and dtype; each
     layer's compute dtype, quantization mode, `trainable`, LoRA) is compared
@@ -150,6 +168,7 @@ class PassGraphs:
 
     Args:
         limit: how many signatures keep a captured graph.
+        kind: `"cuda"` or `"recorded"` (`KINDS`).
 
     Example:
 
@@ -180,10 +199,12 @@ class PassGraphs:
     ```
     """
 
-    def __init__(self, limit=GRAPH_LIMIT):
+    def __init__(self, limit=GRAPH_LIMIT, kind="cuda"):
         if limit < 1:
             raise ValueError(f"PassGraphs keeps at least one graph; received limit={limit!r}.")
-        self.limit = limit
+        if kind not in KINDS:
+            raise ValueError(f"PassGraphs kind is one of {sorted(KINDS)}; received kind={kind!r}.")
+        self.limit, self.kind = limit, kind
         self.graphs = collections.OrderedDict()
         self.seen = collections.OrderedDict()
         self.state = None
@@ -211,13 +232,14 @@ class PassGraphs:
                     self.seen.popitem(last=False)
                 return run(inputs)
             try:
-                graph = PassGraph(run, inputs)
+                made = PassGraph if self.kind == "cuda" else recorded_pass.RecordedPass
+                graph = made(run, inputs)
             except NotCapturable as error:
                 self.refused = str(error)
                 self.graphs.clear()
                 logger.warning(
-                    "Model %r runs its inference passes eagerly, without CUDA graphs: %s.",
-                    model.name, error,
+                    "Model %r runs its inference passes eagerly, without %s: %s.",
+                    model.name, KINDS[self.kind], error,
                 )
                 return run(inputs)
             self.captures += 1
@@ -233,9 +255,9 @@ class PassGraphs:
         """One line for the model's execution plan: the signatures captured
         and the limit, or why this model's passes run eagerly."""
         if self.refused is not None:
-            return f"inference CUDA graphs off for this model: {self.refused}"
+            return f"inference {KINDS[self.kind]} off for this model: {self.refused}"
         return (
-            f"inference CUDA graphs: {len(self.graphs)} of at most {self.limit} input "
+            f"inference {KINDS[self.kind]}: {len(self.graphs)} of at most {self.limit} input "
             f"signatures captured ({self.captures} captures, {self.replays} replays)"
         )
 
@@ -279,14 +301,14 @@ class _ModelState:
 
 def _signature(inputs):
     """What a graph is captured for: each input's shape, dtype and device,
-    inference mode and CUDA autocast."""
+    inference mode and CUDA and CPU autocast."""
     import torch
 
     return (
         tuple((tuple(value.shape), value.dtype, value.device) for value in inputs),
         torch.is_inference_mode_enabled(),
-        torch.is_autocast_enabled("cuda"),
-        torch.get_autocast_dtype("cuda"),
+        *((torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+          for device in ("cuda", "cpu")),
     )
 
 

@@ -126,18 +126,26 @@ def _torch_entries(model, keras_layers):
             + forward.path, "KERAS_ATTN_COMPILE_BLOCKS is off",
         )
     graphs = direct and now.cuda_graphs and on_gpu
+    compiled = keras_internals.jit_compile_requested(model)
+    recorded = direct and not compiled and now.recorded_passes and not on_gpu
     if graphs:
         inference = Entry(
             runner_module.PATHS["cuda graph"] + " per input signature, from its second call",
             model._runner.pass_graphs.describe(),
         )
+    elif recorded:
+        inference = Entry(
+            runner_module.PATHS["recorded pass"] + " per input signature, from its second call",
+            model._runner.recorded_passes.describe(),
+        )
     else:
-        reasons = (forward.why, _no_graphs(direct, now, on_gpu))
+        reasons = (forward.why, _no_graphs(direct, now, on_gpu),
+                   _not_recorded(direct, now, on_gpu, compiled))
         inference = Entry(forward.path, "; ".join(reason for reason in reasons if reason))
     call = Entry(
         forward.path + "; under torch.no_grad() as predict",
-        "autograd is on in a plain call: a captured graph's outputs carry no gradient",
-    ) if graphs else forward
+        "autograd is on in a plain call: a replayed pass's outputs carry no gradient",
+    ) if graphs or recorded else forward
     if now.cuda_graphs and on_gpu:
         fit = Entry(
             "Keras' train step captured as one CUDA graph per batch signature, from its "
@@ -158,6 +166,18 @@ def _no_graphs(direct, now, on_gpu):
         return "no CUDA graphs: KERAS_ATTN_TORCH_CUDA_GRAPHS is off"
     if not on_gpu:
         return "no CUDA graphs: the model is not on a GPU"
+    return ""
+
+
+def _not_recorded(direct, now, on_gpu, compiled):
+    """Why a CPU model's inference passes are not recorded ("" on a GPU,
+    where `_no_graphs` says it)."""
+    if on_gpu or not direct:
+        return ""
+    if not now.recorded_passes:
+        return "no recorded passes: KERAS_ATTN_RECORDED_PASSES is off"
+    if compiled:
+        return "no recorded passes: compile(jit_compile=True) compiles the pass instead"
     return ""
 
 

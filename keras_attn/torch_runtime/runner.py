@@ -25,6 +25,8 @@ PATHS = {
     "keras": "Keras' `Functional.call`: every layer through `Layer.__call__`",
     "direct": "`DirectGraph`: each layer computed by its `call`",
     "compiled blocks": "`DirectGraph`, each block structure compiled once by `torch.compile`",
+    "recorded pass": "the torch operations of one pass, recorded and replayed as one "
+    "straight-line function (on the CPU)",
     "cuda graph": "one captured CUDA graph of the whole pass, replayed",
 }
 
@@ -34,7 +36,8 @@ class TorchRunner:
 
     `call` picks the path of each eager pass (`PATHS`; the table is in
     docs/torch.md): Keras' own pass, `DirectGraph`, its blocks compiled
-    (`CompiledBlocks`), or a replayed CUDA graph (`pass_graph.PassGraphs`);
+    (`CompiledBlocks`), a replayed CUDA graph on a GPU or the replayed
+    operations of a recorded pass on the CPU (`pass_graph.PassGraphs`);
     `train_step` runs Keras' step or its captured graph
     (`train_graph.TrainGraphs`). `last` holds the path each kind of call
     (`"inference"`, `"training"`) took last, for `keras_attn.explain`. The
@@ -43,6 +46,7 @@ class TorchRunner:
     def __init__(self):
         self.direct_graph = None
         self.pass_graphs = pass_graph.PassGraphs()
+        self.recorded_passes = pass_graph.PassGraphs(kind="recorded")
         self.train_graphs = train_graph.TrainGraphs()
         self.last = {}
 
@@ -68,6 +72,8 @@ class TorchRunner:
 
         if path.name == "cuda graph":
             return self.pass_graphs(model, run, flat)
+        if path.name == "recorded pass":
+            return self.recorded_passes(model, run, flat)
         return run(flat)
 
     @staticmethod
@@ -94,7 +100,12 @@ class TorchRunner:
         graph_reason = _graph_reason(training, flat, now)
         if compiles_blocks(model, now):
             return Path("compiled blocks", graph_reason)
-        return Path("direct", f"{_blocks_reason(model, now)}; {graph_reason}")
+        if (
+            not training and now.recorded_passes and pass_graph.on_cpu(flat)
+            and pass_graph.capturable_now()
+        ):
+            return Path("recorded pass")
+        return Path("direct", f"{_blocks_reason(model, now)}; {_recorded_reason(training, flat, now)}")
 
     def train_step(self, model, data, step):
         """Keras' torch `train_step(data)` (`step`), replayed as a captured
@@ -132,6 +143,19 @@ def _graph_reason(training, flat, now):
     if not pass_graph.on_gpu(flat):
         return "inputs not on a GPU: CUDA graphs need one"
     return "autograd is on: a graph's outputs carry no gradient (use torch.no_grad() or predict)"
+
+
+def _recorded_reason(training, flat, now):
+    """Why a direct pass is not replayed (a recorded pass on the CPU, a CUDA
+    graph on a GPU)."""
+    if pass_graph.on_cpu(flat):
+        if training:
+            return "a training pass (only inference passes are recorded)"
+        if not now.recorded_passes:
+            return "KERAS_ATTN_RECORDED_PASSES is off"
+        return ("autograd is on: a recorded pass's outputs carry no gradient (use "
+                "torch.no_grad() or predict)")
+    return _graph_reason(training, flat, now)
 
 
 def _blocks_reason(model, now):

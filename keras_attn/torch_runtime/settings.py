@@ -50,6 +50,10 @@ SWITCHES = {
         True, "compiled torch decoding steps on a GPU are replayed as CUDA graphs (off: "
         "their kernels are launched one by one)",
     ),
+    "KERAS_ATTN_RECORDED_PASSES": Switch(
+        True, "inference passes on the CPU at an input signature seen before replay the "
+        "torch operations recorded from one pass (off: every pass runs its layers)",
+    ),
     "KERAS_ATTN_TORCH_COMPILE_CACHE": Switch(
         True, "torch's compile caches of what keras_attn compiles are kept in one folder "
         "across processes: the user's TORCHINDUCTOR_CACHE_DIR, else keras_attn/torch_compile "
@@ -111,6 +115,8 @@ class TorchSettings:
         cuda_graphs: `KERAS_ATTN_TORCH_CUDA_GRAPHS`: work on a GPU replays
             captured CUDA graphs (decoding steps, inference passes,
             training steps).
+        recorded_passes: `KERAS_ATTN_RECORDED_PASSES`: inference passes on
+            the CPU replay their recorded operations (`RecordedPass`).
         compile_cache: `KERAS_ATTN_TORCH_COMPILE_CACHE`: True (the default
             folder), False (torch's own settings) or a folder.
     """
@@ -119,6 +125,7 @@ class TorchSettings:
     compile_blocks: bool
     torch_compile: str
     cuda_graphs: bool
+    recorded_passes: bool
     compile_cache: object
 
 
@@ -132,5 +139,6 @@ def current():
         compile_blocks=values["KERAS_ATTN_COMPILE_BLOCKS"],
         torch_compile={True: "always", False: "never"}.get(mode, mode),
         cuda_graphs=values["KERAS_ATTN_TORCH_CUDA_GRAPHS"],
+        recorded_passes=values["KERAS_ATTN_RECORDED_PASSES"],
         compile_cache=values["KERAS_ATTN_TORCH_COMPILE_CACHE"],
     )

@@ -8,6 +8,8 @@ copies; signatures are bounded; a changed model (a replaced weight, LoRA,
 int8, a dtype policy, `trainable`) is never replayed from a stale graph,
 while a weight assigned in place is read by the replay; a pass a graph
 cannot hold runs eagerly with one warning; every registered variant.
+The registry-driven, changed-model, in-place-weight and through-the-model
+tests run on recorded passes (the CPU's kind) as well.
 On a GPU: the real graph of a tiny model equals its eager pass."""
 
 import logging
@@ -205,9 +207,15 @@ def test_signatures_are_bounded_least_recently_used_first(encoder):
         pass_graph.PassGraphs(limit=0)
 
 
-def test_a_weight_assigned_in_place_is_read_by_the_replay():
+# Both kinds of replayed pass: CUDA graphs (emulated) and, on the CPU,
+# recorded passes (tests/torch_runtime/test_recorded_pass.py).
+KINDS = sorted(pass_graph.KINDS)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_weight_assigned_in_place_is_read_by_the_replay(kind):
     model = build(seed=3)
-    run, graphs = eager_pass(model), pass_graph.PassGraphs()
+    run, graphs = eager_pass(model), pass_graph.PassGraphs(kind=kind)
     inputs = inputs_for(model)
     with no_grad():
         graphs(model, run, inputs)
@@ -216,7 +224,7 @@ def test_a_weight_assigned_in_place_is_read_by_the_replay():
         kernel.assign(to_numpy(kernel) * 2)
         expected = run(inputs)
         assert_equal_outputs(graphs(model, run, inputs), expected)
-    assert (len(CpuPassGraph.made), CpuPassGraph.replays) == (1, 2)
+    assert (graphs.captures, graphs.replays) == (1, 2)
 
 
 def replace_a_weight(model):
@@ -253,13 +261,14 @@ PREPARE = {"lora merged": add_adapters}
 SAME_NUMBERS = {"lora merged", "trainable"}
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("change", sorted(CHANGES))
-def test_a_changed_model_is_never_replayed_from_a_stale_graph(change):
+def test_a_changed_model_is_never_replayed_from_a_stale_graph(change, kind):
     """After the change the next call runs eagerly (no replay), the one
     after captures the changed model: both give its eager pass."""
     model = build(seed=4)
     PREPARE.get(change, lambda model: None)(model)
-    run, graphs = eager_pass(model), pass_graph.PassGraphs()
+    run, graphs = eager_pass(model), pass_graph.PassGraphs(kind=kind)
     inputs = inputs_for(model)
     with no_grad():
         graphs(model, run, inputs)
@@ -270,10 +279,10 @@ def test_a_changed_model_is_never_replayed_from_a_stale_graph(change):
         if change not in SAME_NUMBERS:
             assert not np.allclose(to_numpy(expected), to_numpy(before), atol=1e-5)
         assert_equal_outputs(graphs(model, run, inputs), expected)
-        assert (len(CpuPassGraph.made), CpuPassGraph.replays) == (1, 1)
+        assert (graphs.captures, graphs.replays) == (1, 1)
         assert_equal_outputs(graphs(model, run, inputs), expected)
         assert_equal_outputs(graphs(model, run, inputs), expected)
-        assert (len(CpuPassGraph.made), CpuPassGraph.replays) == (2, 3)
+        assert (graphs.captures, graphs.replays) == (2, 3)
 
 
 class RefusedCapture(CpuPassGraph):
@@ -359,20 +368,21 @@ def test_with_autograd_on_every_call_runs_eagerly(encoder):
     assert CpuPassGraph.made == []
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("variant", sorted(REGISTERED))
-def test_every_variant_replays_its_eager_pass(variant):
+def test_every_variant_replays_its_eager_pass(variant, kind):
     keras.utils.set_random_seed(0)
     config = dict(VARIANT_CONFIG, **VARIANT_FIELDS.get(variant, {}))
     model = keras_attn.build_transformer_model(
         config, variant=variant, application=REGISTERED[variant].applications[0]
     )
-    run, graphs = eager_pass(model), pass_graph.PassGraphs()
+    run, graphs = eager_pass(model), pass_graph.PassGraphs(kind=kind)
     first, second = inputs_for(model, seed=1), inputs_for(model, seed=2)
     with no_grad():
         expected = graphs(model, run, first)  # a signature's first call: `run` itself
         graphs(model, run, second)  # captured with other values
         assert_equal_outputs(graphs(model, run, first), expected)
-    assert (len(CpuPassGraph.made), CpuPassGraph.replays) == (1, 2), graphs.describe()
+    assert (graphs.captures, graphs.replays, graphs.refused) == (1, 2, None), graphs.describe()
 
 
 # Through the model ------------------------------------------------------------
@@ -387,22 +397,26 @@ def graphs_on(emulated):
     return emulated
 
 
-def test_model_calls_under_no_grad_and_predict_replay(graphs_on):
+@pytest.mark.parametrize("kind", KINDS)
+def test_model_calls_under_no_grad_and_predict_replay(kind, request):
+    if kind == "cuda":
+        request.getfixturevalue("graphs_on")
     model = build(seed=5)
     inputs = inputs_for(model)
     with no_grad():
         expected = eager_pass(model)(inputs)
         for _ in range(3):
             assert_equal_outputs(model(inputs), expected)
-    assert (len(CpuPassGraph.made), CpuPassGraph.replays) == (1, 2)
+    graphs = {"cuda": model._runner.pass_graphs, "recorded": model._runner.recorded_passes}[kind]
+    assert (graphs.captures, graphs.replays) == (1, 2)
     # Autograd on: the eager pass, whose outputs can be differentiated.
     assert model(inputs).requires_grad
-    assert (len(CpuPassGraph.made), CpuPassGraph.replays) == (1, 2)
+    assert (graphs.captures, graphs.replays) == (1, 2)
     data = [to_numpy(value) for value in inputs]
     for _ in range(2):
         predicted = model.predict(data, batch_size=2, verbose=0)
         np.testing.assert_allclose(predicted, to_numpy(expected), rtol=1e-5, atol=1e-5)
-    assert CpuPassGraph.replays >= 2
+    assert graphs.replays >= 3
 
 
 # On a GPU ---------------------------------------------------------------------

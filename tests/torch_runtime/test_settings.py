@@ -18,6 +18,7 @@ READERS = {
     "KERAS_ATTN_DIRECT_PASS": lambda: settings.current().direct_pass,
     "KERAS_ATTN_COMPILE_BLOCKS": lambda: settings.current().compile_blocks,
     "KERAS_ATTN_TORCH_CUDA_GRAPHS": lambda: settings.current().cuda_graphs,
+    "KERAS_ATTN_RECORDED_PASSES": lambda: settings.current().recorded_passes,
     # "always" / "never" / "auto" on torch; None (nothing read) elsewhere.
     "KERAS_ATTN_TORCH_COMPILE": compiled_step.torch_compile_mode,
     # True (the default folder) / False / a folder path.
