@@ -129,11 +129,11 @@ class _Step:
     that is None); `pure`: False where it writes in place or draws random
     numbers, None once merged into an earlier step."""
 
-    __slots__ = ("func", "args", "kwargs", "name", "outputs", "container", "pure")
+    __slots__ = ("func", "args", "kwargs", "uses", "name", "outputs", "container", "pure")
 
-    def __init__(self, func, args, kwargs, name, outputs, container, pure):
-        self.func, self.args, self.kwargs, self.name = func, args, kwargs, name
-        self.outputs, self.container, self.pure = outputs, container, pure
+    def __init__(self, func, args, kwargs, uses, name, outputs, container, pure):
+        self.func, self.args, self.kwargs, self.uses = func, args, kwargs, uses
+        self.name, self.outputs, self.container, self.pure = name, outputs, container, pure
 
 
 class _Tape(ModeScope):
@@ -199,7 +199,7 @@ class _Tape(ModeScope):
                 self.written.add(reference.root)
         pure = not written and torch.Tag.nondeterministic_seeded not in func.tags
         fixed = pure and all(reference.fixed for reference in arguments)
-        step = _Step(func, args, kwargs, f"v{next(self.names)}", [], container, pure)
+        step = _Step(func, args, kwargs, arguments, f"v{next(self.names)}", [], container, pure)
         aliased = self._aliased(schema, args, kwargs)
         for index, leaf in enumerate(leaves):
             if leaf is None:
@@ -310,7 +310,7 @@ class _Tape(ModeScope):
         # lets it go: the replay's peak memory is the pass's.
         last_use = {}
         for index, step in enumerate(steps):
-            for reference in _references((step.args, step.kwargs)):
+            for reference in step.uses:
                 last_use[_base(replaced.get(reference, reference).name)] = index
         kept = {_base(replaced.get(reference, reference).name) for reference in returned}
         for index, step in enumerate(steps):
@@ -323,7 +323,7 @@ class _Tape(ModeScope):
             lines.append(f"    {step.name} = {op}({', '.join(arguments)})")
             done = sorted({
                 _base(replaced.get(reference, reference).name)
-                for reference in _references((step.args, step.kwargs))
+                for reference in step.uses
                 if last_use.get(_base(replaced.get(reference, reference).name)) == index
             } - kept)
             done = [name for name in done if name.startswith("v")]
@@ -352,7 +352,7 @@ class _Tape(ModeScope):
         for step in self.steps:
             if not step.pure:
                 continue
-            touched = [*_references((step.args, step.kwargs)), *filter(None, step.outputs)]
+            touched = [*step.uses, *filter(None, step.outputs)]
             if any(reference.root in self.written for reference in touched):
                 continue
             key = (step.func, _key(step.args, replaced), _key(step.kwargs, replaced))
@@ -376,7 +376,7 @@ class _Tape(ModeScope):
             if step.pure is None or (step.pure and step not in needed):
                 continue
             live.append(step)
-            for reference in _references((step.args, step.kwargs)):
+            for reference in step.uses:
                 needed.add(replaced.get(reference, reference).step)
         return live[::-1]
 
