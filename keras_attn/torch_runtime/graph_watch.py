@@ -59,10 +59,7 @@ class GraphWatch(ModeScope):
         import torch
 
         name = getattr(func, "__name__", "")
-        if self.reads_only:
-            if name in _HOST_READS and args and self.on_device(args[0]):
-                self.problem(f"reads a tensor's value on the host (Tensor.{name})")
-        elif func in _makers() and args and not isinstance(args[0], torch.Tensor):
+        if not self.reads_only and func in _makers() and args and not isinstance(args[0], torch.Tensor):
             dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
             device = kwargs.get("device", args[2] if len(args) > 2 else None)
             made = _filled(args[0], dtype, device, kwargs.get("requires_grad", False))
@@ -71,7 +68,10 @@ class GraphWatch(ModeScope):
             self.problem(f"builds a tensor from host data ({type(args[0]).__name__})")
         elif name in _HOST_READS and args and self.on_device(args[0]):
             self.problem(f"reads a tensor's value on the host (Tensor.{name})")
-        elif name in ("cpu", "to", "cuda", "copy_") and args and isinstance(args[0], torch.Tensor):
+        elif (
+            not self.reads_only and name in ("cpu", "to", "cuda", "copy_") and args
+            and isinstance(args[0], torch.Tensor)
+        ):
             self._check_copy(name, args, kwargs)
         alpha = kwargs.get("alpha")
         if isinstance(alpha, torch.Tensor) and self.on_device(alpha):
