@@ -77,12 +77,12 @@ class RecordedPass:
     def __init__(self, run, inputs):
         import torch
 
-        tape = _Tape(inputs)
         watch = GraphWatch(lambda value: isinstance(value, torch.Tensor), reads_only=True)
+        tape = _Tape(inputs, watch)
         with watch, tape:
             outputs = run(list(inputs))
-        if watch.problems or tape.problems:
-            raise NotCapturable("; ".join([*watch.problems, *tape.problems]))
+        if watch.problems:
+            raise NotCapturable("; ".join(watch.problems))
         leaves, self.structure = optree.tree_flatten(outputs, none_is_leaf=True)
         masks = [keras_internals.keras_mask(leaf) for leaf in leaves]
         for leaf in leaves:
@@ -137,9 +137,10 @@ class _Step:
 
 
 class _Tape(ModeScope):
-    """The torch dispatch mode that records a run (see `RecordedPass`)."""
+    """The torch dispatch mode that records a run (see `RecordedPass`); what
+    it cannot record goes to `watch`'s problems."""
 
-    def __init__(self, inputs):
+    def __init__(self, inputs, watch):
         from torch.utils._python_dispatch import TorchDispatchMode
 
         tape = self
@@ -164,7 +165,7 @@ class _Tape(ModeScope):
         self.shared = {}  # (dtype, shape, device, bytes) -> reference
         self.written = set()  # roots written in place
         self.steps = []
-        self.problems = []
+        self.problem = watch.problem
 
     def record(self, func, args, kwargs):
         import torch
@@ -254,8 +255,9 @@ class _Tape(ModeScope):
             value.numel() <= SHARED_CONSTANT_SIZE and not isinstance(value, torch.nn.Parameter)
             and value.device.type == "cpu" and value.is_contiguous()
         ):
-            key = (value.dtype, tuple(value.shape), value.numpy().tobytes()
-                   if value.dtype != torch.bfloat16 else value.view(torch.int16).numpy().tobytes())
+            # Its bytes, whatever its dtype (numpy has no bfloat16).
+            key = (value.dtype, tuple(value.shape),
+                   value.reshape(-1).view(torch.uint8).numpy().tobytes())
             if key in self.shared:
                 return self.shared[key]
         alias = self.storages.get(_storage(value))
@@ -282,13 +284,6 @@ class _Tape(ModeScope):
         if _storage(value) and self.storages.get(_storage(value), (lambda: None,))[0]() is None:
             self.storages[_storage(value)] = (held, reference)
 
-    def problem(self, what):
-        from keras_attn.torch_runtime.graph_watch import _where
-
-        problem = f"{what} at {_where()}"
-        if problem not in self.problems:
-            self.problems.append(problem)
-
     def function(self, outputs):
         """`(function, source, operations)`: the replay of the recording
         returning `outputs` (tensors of the run), its source and how many
@@ -308,10 +303,11 @@ class _Tape(ModeScope):
         lines = [f"def replay({', '.join(reference.name for reference in self.inputs)}):"]
         # Each intermediate is let go after its last use, as the eager pass
         # lets it go: the replay's peak memory is the pass's.
-        last_use = {}
-        for index, step in enumerate(steps):
-            for reference in step.uses:
-                last_use[_base(replaced.get(reference, reference).name)] = index
+        reads = [
+            {_base(replaced.get(reference, reference).name) for reference in step.uses}
+            for step in steps
+        ]
+        last_use = {name: index for index, names in enumerate(reads) for name in names}
         kept = {_base(replaced.get(reference, reference).name) for reference in returned}
         for index, step in enumerate(steps):
             op = _global(namespace, constants, step.func)
@@ -321,12 +317,10 @@ class _Tape(ModeScope):
                 for key, item in step.kwargs.items()
             ]
             lines.append(f"    {step.name} = {op}({', '.join(arguments)})")
-            done = sorted({
-                _base(replaced.get(reference, reference).name)
-                for reference in step.uses
-                if last_use.get(_base(replaced.get(reference, reference).name)) == index
-            } - kept)
-            done = [name for name in done if name.startswith("v")]
+            done = sorted(
+                name for name in reads[index] - kept
+                if name.startswith("v") and last_use[name] == index
+            )
             if step.name not in last_use and step.name not in kept:
                 done.append(step.name)
             if done:
