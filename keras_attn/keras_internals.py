@@ -136,6 +136,64 @@ def quantized_call(layer, *args, **kwargs):
     return layer.quantized_call(*args, **kwargs)
 
 
+def int8_dense_without_gradient(layer, inputs):
+    """What an int8 `keras.layers.Dense` computes for `inputs`
+    (`Dense._int8_call`: the same operations in the same order), without the
+    custom-gradient wrapper around its product, for a caller that needs no
+    gradient. On torch that wrapper is an autograd function whose `forward`
+    sets an attribute in a `try`, which `torch.compile` cannot trace: each
+    quantized layer broke the compiled decoding step into pieces. Uses
+    `Dense._kernel`, `kernel_scale`, `inputs_quantizer` and the LoRA
+    attributes."""
+    kernel_scale = ops.convert_to_tensor(layer.kernel_scale)
+    output_scale = kernel_scale
+    if layer.inputs_quantizer:
+        quantized, inputs_scale = _abs_max_quantize(layer.inputs_quantizer, inputs)
+        output_scale = ops.multiply(output_scale, inputs_scale)
+    else:
+        quantized = inputs
+    x = ops.matmul(quantized, ops.convert_to_tensor(layer._kernel))
+    x = ops.divide(ops.cast(x, layer.compute_dtype), output_scale)
+    if layer.lora_enabled:
+        lora_x = ops.matmul(ops.matmul(inputs, layer.lora_kernel_a), layer.lora_kernel_b)
+        x = ops.add(x, (layer.lora_alpha / layer.lora_rank) * lora_x)
+        x = ops.cast(x, layer.compute_dtype)
+    if layer.bias is not None:
+        x = ops.add(x, layer.bias)
+    if layer.activation is not None:
+        x = layer.activation(x)
+    return x
+
+
+def _abs_max_quantize(quantizer, inputs):
+    """`quantizer(inputs, axis=-1)` for Keras' `AbsMaxQuantizer`
+    (`quantizers.abs_max_quantize`, on the device), its maximum taken by
+    `ops.amax`: the same values, without the result attribute probe in
+    torch's `ops.max`, which `torch.compile` cannot trace."""
+    low, high = quantizer.value_range
+    scale = ops.divide(
+        high, ops.add(ops.amax(ops.abs(inputs), axis=-1, keepdims=True), quantizer.epsilon)
+    )
+    scale = ops.cast(scale, keras.backend.standardize_dtype(inputs.dtype))
+    outputs = ops.clip(ops.round(ops.multiply(inputs, scale)), low, high)
+    return ops.cast(outputs, quantizer.output_dtype), scale
+
+
+def plain_int8_dense(layer):
+    """Whether `layer` is an int8 `keras.layers.Dense` whose int8 call is
+    Keras' own (`int8_dense_without_gradient` computes it)."""
+    return (
+        isinstance(layer, keras.layers.Dense)
+        and layer.quantization_mode == "int8"
+        and type(layer)._int8_call is keras.layers.Dense._int8_call
+        and type(layer).quantized_call is keras.layers.Dense.quantized_call
+        and (
+            not layer.inputs_quantizer
+            or type(layer.inputs_quantizer) is keras.quantizers.AbsMaxQuantizer
+        )
+    )
+
+
 def embedding_int8_lookup(embedding, inputs, training=None):
     """`keras.layers.Embedding`'s own int8 lookup of `inputs` on the quantized
     `embedding`, for a subclass that overrides `_int8_call`

@@ -122,6 +122,40 @@ def test_quantized_call_computes_a_quantized_dense():
     )
 
 
+@pytest.mark.parametrize("with_lora", [False, True])
+def test_int8_dense_without_gradient_equals_keras_int8_call(with_lora):
+    """Bit-equal to `Dense._int8_call` (the same operations), with and
+    without LoRA; a Dense subclass with its own int8 call is not "plain"."""
+    dense = keras.layers.Dense(2, activation="relu")
+    dense.build((None, 3))
+    dense.quantize("int8")
+    if with_lora:
+        dense.enable_lora(2)
+        dense.lora_kernel_b.assign(np.full(dense.lora_kernel_b.shape, 0.3, "float32"))
+    assert keras_internals.plain_int8_dense(dense)
+    for name in ("_kernel", "kernel_scale", "inputs_quantizer"):
+        assert hasattr(dense, name), changed(
+            "Dense", name, "int8_dense_without_gradient", "is gone"
+        )
+    inputs = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(keras_internals.int8_dense_without_gradient(dense, inputs)),
+        keras.ops.convert_to_numpy(dense(inputs)),
+        err_msg=changed(
+            "Dense", "_int8_call", "int8_dense_without_gradient", "computes differently"
+        ),
+    )
+
+    class OwnInt8(keras.layers.Dense):
+        def _int8_call(self, inputs, training=None):
+            return super()._int8_call(inputs, training) * 2
+
+    own = OwnInt8(2)
+    own.build((None, 3))
+    own.quantize("int8", type_check=False)
+    assert not keras_internals.plain_int8_dense(own)
+
+
 def test_int8_call_is_the_hook_of_a_quantized_embedding():
     require_method(keras.layers.Embedding, "_int8_call", "embedding_int8_lookup")
     calls = []

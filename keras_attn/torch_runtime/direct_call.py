@@ -132,10 +132,26 @@ def layer_caller(decoding):
 
 def _call(layer, args, kwargs):
     """`layer.call(*args, **kwargs)`, or `quantized_call` for a quantized
-    layer (`model.quantize`), as `Operation.__call__` picks."""
+    layer (`model.quantize`), as `Operation.__call__` picks. While
+    `torch.compile` traces without autograd (the compiled decoding step), an
+    int8 `Dense` runs its operations without Keras' custom-gradient wrapper,
+    which the tracer cannot follow (`keras_internals.int8_dense_without_gradient`)."""
+    if (
+        len(args) == 1
+        and torch_compiling()
+        and keras_internals.plain_int8_dense(layer)
+        and not _grad_enabled()
+    ):
+        return keras_internals.int8_dense_without_gradient(layer, args[0])
     if layer.quantization_mode is not None:
         return keras_internals.quantized_call(layer, *args, **kwargs)
     return layer.call(*args, **kwargs)
+
+
+def _grad_enabled():
+    import torch
+
+    return torch.is_grad_enabled()
 
 
 _PARAMETERS = weakref.WeakKeyDictionary()
