@@ -35,7 +35,8 @@ if os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] != "0":
 # before the default became the "compile once it pays" rule (see
 # `keras_attn.torch_runtime.compiled_step.torch_compile_mode`): the compiled step
 # is what the torch generation tests check. Tests of the rule, the
-# documentation pages and the examples (run as a reader runs them) unset it.
+# documentation pages and the examples (run as a reader runs them) unset it;
+# tests/models and tests/serving decode eagerly (their conftest.py files).
 os.environ.setdefault("KERAS_ATTN_TORCH_COMPILE", "1")
 
 import numpy as np
