@@ -59,9 +59,11 @@ def masked_softmax(logits, mask=None, sink_logits=None):
     else:
         sinks = ops.reshape(ops.cast(sink_logits, "float32"), (1, -1, 1, 1))
         # The row's largest logit, the sink's included, is subtracted before
-        # the exponentials (no overflow); it cancels in the ratio.
+        # the exponentials (no overflow); it cancels in the ratio. `amax`:
+        # torch's `ops.max` probes its result in a way `torch.compile`
+        # cannot trace (a graph break per layer in a compiled step).
         peak = ops.stop_gradient(
-            ops.maximum(ops.max(logits, axis=-1, keepdims=True), sinks)
+            ops.maximum(ops.amax(logits, axis=-1, keepdims=True), sinks)
         )
         exponentials = ops.exp(logits - peak)
         total = ops.sum(exponentials, axis=-1, keepdims=True) + ops.exp(sinks - peak)

@@ -11,7 +11,9 @@ import pytest
 
 import keras_attn
 from keras_attn.generation.cached_forward import CachedForward
+from keras_attn.torch_runtime.compiled_step import torch_compiles_steps
 from tests.harness import to_numpy
+from tests.torch_runtime.test_compiled_step import dynamo_counts
 
 WINDOW, SINKS, PROMPT, LENGTH = 4, 2, 3, 24
 CONFIG = dict(
@@ -101,7 +103,13 @@ def test_greedy_generation_is_the_masked_twins(models):
     streaming, twin = models
     prompt = [5, 9, 2]
     new = 16
+    before = dynamo_counts()
     generated = streaming.generate([prompt], max_new_tokens=new)[0]
+    if torch_compiles_steps():
+        # One graph: the sink softmax's maximum traces (torch's `ops.max`
+        # broke the step into 28 graphs).
+        graphs, breaks, _ = np.subtract(dynamo_counts(), before)
+        assert (graphs, breaks) == (1, 0), f"{graphs} graphs, {breaks} breaks"
     # One buffer of the final length (one shape for every reference pass):
     # the causal mask hides the positions not filled yet.
     buffer = np.ones((1, len(prompt) + new), "int32")
