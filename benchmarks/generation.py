@@ -810,7 +810,11 @@ def first_call(family, new_tokens):
 
         from keras_attn.torch_runtime import compile_cache
 
+        from keras_attn.torch_runtime import settings
+
         result["compile_cache"] = compile_cache.ensure()._asdict()
+        # How the step reaches torch.compile: its Python, or its recording.
+        result["recorded_steps"] = settings.current().recorded_steps
         result["torch_cache_counters"] = {
             key: count for group in ("inductor", "aot_autograd")
             for key, count in counters[group].items() if "cache" in key

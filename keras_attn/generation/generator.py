@@ -252,7 +252,7 @@ class Generator:
             else:
                 cache = prompt_pass(bucket)
             if self._step is not None:
-                self._step.new_run()
+                self._step.new_run(self.model)
             step = DecodingStep(
                 forward, lengths, condition, encoded, self._step, target_starts, bucket
             )

@@ -172,7 +172,9 @@ def compile_program(program, model, torch_compile="never"):
         from keras_attn.torch_runtime.compiled_step import CompiledStep
 
         if torch_compile != "never":
-            program = CompiledStep(program, torch_compile, graphs=False)
+            # From its Python: `Engine.warm_up` compiles each program at its
+            # first call, where a recorded step would compile at its second.
+            program = CompiledStep(program, torch_compile, graphs=False, recorded=False)
 
         def run(pools, *args):
             with torch.no_grad():

@@ -10,6 +10,7 @@ import keras
 from keras_attn import keras_internals
 from keras_attn import progress
 from keras_attn.torch_runtime import compile_cache
+from keras_attn.torch_runtime import recorded_step
 from keras_attn.torch_runtime import step_graph
 from keras_attn.torch_runtime import settings
 
@@ -27,17 +28,23 @@ class CompiledStep:
     `graphs=False`) a compiled shape is replayed as a CUDA graph from its
     second step in each `generate` call (`step_graph.StepGraph`). `step` may
     be a function, a closure or a bound method (the serving engine's
-    programs, which write its cache pools in place and take no graphs). Caches go to
+    programs, which write its cache pools in place and take no graphs). With
+    `KERAS_ATTN_RECORDED_STEPS` on (and `recorded`), `torch.compile` compiles
+    the step's recorded operations (`recorded_step.RecordedStep`), from a
+    shape's second call. Caches go to
     `compile_cache.ensure`'s folder. If compiling fails, the reason is logged
     once and the step runs eagerly from then on (the same numbers). See
     docs/generation.md and docs/torch.md."""
 
-    def __init__(self, step, mode="always", graphs=True):
+    def __init__(self, step, mode="always", graphs=True, recorded=True):
         import torch
 
         self.step = step
         compile_cache.ensure()
         self.compiled = torch.compile(_own_code(step), dynamic=False)
+        if recorded and settings.current().recorded_steps:
+            # Compiled from its recorded operations, not its Python.
+            self.compiled = recorded_step.RecordedStep(step, self.compiled)
         self.failure = None
         self.mode = mode
         self.uses_graphs = graphs
@@ -51,10 +58,13 @@ class CompiledStep:
         self.graphs = {}
         self.no_graphs = None
 
-    def new_run(self):
+    def new_run(self, model=None):
         """Forgets the CUDA graphs of the previous `generate` call: a graph
-        replays the model as it was at its capture (see `StepGraph`)."""
+        replays the model as it was at its capture (see `StepGraph`); a
+        recorded step checks `model` likewise (`RecordedStep.new_run`)."""
         self.graphs = {}
+        if model is not None and isinstance(self.compiled, recorded_step.RecordedStep):
+            self.compiled.new_run(model)
 
     def __call__(self, *args):
         # The same guards in every thread (`settle_thread_state`): one compile.

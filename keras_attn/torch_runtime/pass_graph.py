@@ -218,7 +218,7 @@ class PassGraphs:
         since (see the class); eagerly otherwise."""
         if self.refused is not None or not capturable_now():
             return run(inputs)
-        state = _ModelState(model)
+        state = ModelState(model)
         if self.state is None or not self.state.matches(state):
             self.graphs.clear()
             self.seen.clear()
@@ -262,7 +262,7 @@ class PassGraphs:
         )
 
 
-class _ModelState:
+class ModelState:
     """What a captured pass assumed about its model (see `PassGraphs`), its
     objects held by weak references so that a dead object's reused id never
     reads as unchanged."""
@@ -290,7 +290,7 @@ class _ModelState:
         return self
 
     def matches(self, current):
-        """Whether `current` (a later `_ModelState` of the same model) finds
+        """Whether `current` (a later `ModelState` of the same model) finds
         the model as this (`kept`) state saw it."""
         return (
             current.ids == self.ids

@@ -192,7 +192,11 @@ def _torch_generate(model, now, on_gpu):
         "always": "at each shape's first step",
         "auto": "once a shape's eager steps have taken as long as compiling it",
     }[mode]
-    path = f"the decoding step compiled by torch.compile {when}"
+    compiled = (
+        "compiled by torch.compile from its recorded operations (KERAS_ATTN_RECORDED_STEPS)"
+        if now.recorded_steps and not on_gpu else "compiled by torch.compile"
+    )
+    path = f"the decoding step {compiled} {when}"
     if now.cuda_graphs and on_gpu:
         return Entry(path + ", replayed as a CUDA graph from each call's second step")
     return Entry(path, _no_graphs(True, now, on_gpu))

@@ -54,6 +54,8 @@ class RecordedPass:
         run: the eager pass, `run(inputs) -> outputs` (a tensor, or a list
             or dict of tensors).
         inputs: the pass's inputs, a list of tensors.
+        keep_outputs: keep the recording run's outputs for `take_outputs`
+            (for a run whose side effects must happen once).
 
     Raises:
         NotCapturable: the pass reads a tensor's value on the host, writes
@@ -74,7 +76,7 @@ class RecordedPass:
     ```
     """
 
-    def __init__(self, run, inputs):
+    def __init__(self, run, inputs, keep_outputs=False):
         import torch
 
         watch = GraphWatch(lambda value: isinstance(value, torch.Tensor), reads_only=True)
@@ -93,6 +95,14 @@ class RecordedPass:
         self.function, self.source, self.operations = tape.function(
             leaves + [mask for mask in masks if mask is not None]
         )
+        # The recording run's own outputs, for a caller that uses them as
+        # the first call's (`keep_outputs`; it takes them, see `take_outputs`).
+        self.outputs = outputs if keep_outputs else None
+
+    def take_outputs(self):
+        """The outputs of the recording run (`keep_outputs=True`), once."""
+        outputs, self.outputs = self.outputs, None
+        return outputs
 
     def __call__(self, inputs):
         """The pass on `inputs` (tensors of the recorded shapes, dtypes and

@@ -54,6 +54,11 @@ SWITCHES = {
         True, "inference passes on the CPU at an input signature seen before replay the "
         "torch operations recorded from one pass (off: every pass runs its layers)",
     ),
+    "KERAS_ATTN_RECORDED_STEPS": Switch(
+        True, "a compiled torch decoding step on the CPU is first recorded as the torch "
+        "operations it runs, and torch.compile compiles that recording, not the step's "
+        "Python (a shorter first call; off: torch.compile traces the step's Python)",
+    ),
     "KERAS_ATTN_TORCH_COMPILE_CACHE": Switch(
         True, "torch's compile caches of what keras_attn compiles are kept in one folder "
         "across processes: the user's TORCHINDUCTOR_CACHE_DIR, else keras_attn/torch_compile "
@@ -117,6 +122,8 @@ class TorchSettings:
             training steps).
         recorded_passes: `KERAS_ATTN_RECORDED_PASSES`: inference passes on
             the CPU replay their recorded operations (`RecordedPass`).
+        recorded_steps: `KERAS_ATTN_RECORDED_STEPS`: a compiled decoding
+            step on the CPU compiles its recorded operations (`RecordedStep`).
         compile_cache: `KERAS_ATTN_TORCH_COMPILE_CACHE`: True (the default
             folder), False (torch's own settings) or a folder.
     """
@@ -126,6 +133,7 @@ class TorchSettings:
     torch_compile: str
     cuda_graphs: bool
     recorded_passes: bool
+    recorded_steps: bool
     compile_cache: object
 
 
@@ -140,5 +148,6 @@ def current():
         torch_compile={True: "always", False: "never"}.get(mode, mode),
         cuda_graphs=values["KERAS_ATTN_TORCH_CUDA_GRAPHS"],
         recorded_passes=values["KERAS_ATTN_RECORDED_PASSES"],
+        recorded_steps=values["KERAS_ATTN_RECORDED_STEPS"],
         compile_cache=values["KERAS_ATTN_TORCH_COMPILE_CACHE"],
     )

@@ -1,6 +1,7 @@
-"""torch: the decoding step compiled by `torch.compile` (`CompiledStep`):
-one graph per shape, none per step, no graph breaks, the eager step's
-tokens, and an eager fallback that says why."""
+"""torch: the decoding step compiled by `torch.compile` (`CompiledStep`),
+from its Python or from its recorded operations: one graph per shape, none
+per step, no graph breaks, the eager step's tokens, and an eager fallback
+that says why."""
 
 import concurrent.futures
 import logging
@@ -44,7 +45,18 @@ def dynamo_counts():
     )
 
 
-def test_one_graph_per_shape_and_none_per_step(model):
+# How the step reaches torch.compile: its Python traced by dynamo, or its
+# recorded operations (`KERAS_ATTN_RECORDED_STEPS`, `RecordedStep`).
+KINDS = {"python": "0", "recorded": "1"}
+
+
+@pytest.fixture(params=sorted(KINDS))
+def compile_kind(request, monkeypatch):
+    monkeypatch.setenv("KERAS_ATTN_RECORDED_STEPS", KINDS[request.param])
+    return request.param
+
+
+def test_one_graph_per_shape_and_none_per_step(model, compile_kind):
     """The first call compiles the step once (one graph, no break) and runs
     it for every step; a second call of the same shapes compiles nothing; a
     new batch size compiles one graph more. The tokens are greedy decoding
@@ -78,7 +90,9 @@ def test_one_graph_per_shape_and_none_per_step(model):
 
 
 @pytest.mark.parametrize("sampler", ["top_k", "top_p"])
-def test_a_random_sampler_picks_inside_the_one_compiled_graph(model, sampler, monkeypatch):
+def test_a_random_sampler_picks_inside_the_one_compiled_graph(
+    model, sampler, compile_kind, monkeypatch
+):
     """The sampler's choice of the token (its filter, the seeded Gumbel
     noise, the bookkeeping of forced and finished rows) compiles into the
     step's one graph, without a break; another seed and sampler object

@@ -19,6 +19,7 @@ READERS = {
     "KERAS_ATTN_COMPILE_BLOCKS": lambda: settings.current().compile_blocks,
     "KERAS_ATTN_TORCH_CUDA_GRAPHS": lambda: settings.current().cuda_graphs,
     "KERAS_ATTN_RECORDED_PASSES": lambda: settings.current().recorded_passes,
+    "KERAS_ATTN_RECORDED_STEPS": lambda: settings.current().recorded_steps,
     # "always" / "never" / "auto" on torch; None (nothing read) elsewhere.
     "KERAS_ATTN_TORCH_COMPILE": compiled_step.torch_compile_mode,
     # True (the default folder) / False / a folder path.
