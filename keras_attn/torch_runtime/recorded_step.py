@@ -20,13 +20,15 @@ class RecordedStep:
 
     A signature is what dynamo would specialise the step to: the shapes,
     dtypes and devices of its tensor arguments (tuples and named tuples
-    opened), the values of its numbers, strings and None, a sampler's class
-    and `get_config()` (its bound method's function too), and the identity
-    of any other argument (the model's `CachedForward`). The recording reads the
-    variables where they are at each call, as the compiled step does; the
-    generator makes a new step when the model's variables change
-    (`generator.model_state`), and `new_run` drops the recordings when a
-    layer's dtype policy, quantization, `trainable` or LoRA changed. What
+    opened), the values of its numbers, strings and None, a bound method's
+    function and its object's class and `get_config()` (a sampler's
+    `next_tokens`; the object's identity where it has no configuration), and
+    the identity of any other argument (the model's `CachedForward`). The
+    recording reads the variables where they are at each call, as the
+    compiled step does; the generator makes a new step when the model's
+    variables change (`generator.model_state`), and `new_run` drops the
+    recordings when a layer's dtype policy, quantization, `trainable` or
+    LoRA changed. What
     dynamo guards beyond that, a Python attribute a layer reads during the
     step, is not checked: as for CUDA graphs and recorded passes, a layer
     attribute changed after the first call is not seen.
@@ -124,11 +126,11 @@ def _signature(leaf):
         return (type(leaf).__name__, leaf)
     if hasattr(leaf, "__self__") and hasattr(leaf, "__func__"):
         # A bound method (a sampler's `next_tokens`) is a new object at each
-        # lookup: its function and its object.
-        return ("method", leaf.__func__, _signature(leaf.__self__))
-    if hasattr(leaf, "get_config"):
-        # A sampler made for each call: its class and configuration, as the
-        # generator keys its loops.
-        config = tuple(sorted((key, repr(value)) for key, value in leaf.get_config().items()))
-        return ("configured", type(leaf), config)
+        # lookup, and samplers are made for each call: its function, and its
+        # object's class and configuration, as the generator keys its loops.
+        owner = leaf.__self__
+        if hasattr(owner, "get_config"):
+            config = tuple(sorted((key, repr(value)) for key, value in owner.get_config().items()))
+            return ("method", leaf.__func__, type(owner), config)
+        return ("method", leaf.__func__, id(owner))
     return ("object", id(leaf))
