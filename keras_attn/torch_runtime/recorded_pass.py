@@ -55,7 +55,8 @@ class RecordedPass:
             or dict of tensors).
         inputs: the pass's inputs, a list of tensors.
         keep_outputs: keep the recording run's outputs for `take_outputs`
-            (for a run whose side effects must happen once).
+            (for a run whose side effects must happen once), or on the
+            `NotCapturable` raised (its `outputs`).
 
     Raises:
         NotCapturable: the pass reads a tensor's value on the host, writes
@@ -84,7 +85,10 @@ class RecordedPass:
         with watch, tape:
             outputs = run(list(inputs))
         if watch.problems:
-            raise NotCapturable("; ".join(watch.problems))
+            error = NotCapturable("; ".join(watch.problems))
+            # The run itself was eager and exact: its outputs, if kept.
+            error.outputs = outputs if keep_outputs else None
+            raise error
         leaves, self.structure = optree.tree_flatten(outputs, none_is_leaf=True)
         masks = [keras_internals.keras_mask(leaf) for leaf in leaves]
         for leaf in leaves:

@@ -28,16 +28,17 @@ class RecordedStep:
     compiled step does; the generator makes a new step when the model's
     variables change (`generator.model_state`), and `new_run` drops the
     recordings when a layer's dtype policy, quantization, `trainable` or
-    LoRA changed. What
-    dynamo guards beyond that, a Python attribute a layer reads during the
-    step, is not checked: as for CUDA graphs and recorded passes, a layer
-    attribute changed after the first call is not seen.
+    LoRA changed. What dynamo guards beyond that, a Python attribute a
+    layer reads during the step, is not checked: as for CUDA graphs and
+    recorded passes, a layer attribute changed after the first call is not
+    seen.
 
     On the CPU only: a step on a GPU is compiled from its Python.
 
     A step the recording refuses (a value read on the host, a write into a
     tensor the step did not make, see `RecordedPass`) is compiled from its
-    Python as before, with one log line saying why; so are its later
+    Python as before, with one log line saying why, from its next call on
+    (the refused recording run's outputs are that call's); so are its later
     signatures.
 
     Args:
@@ -76,24 +77,16 @@ class RecordedStep:
             # measured there (tensors a layer builds from numbers are the
             # graph's own constants, not host copies at each step).
             return self.compile_python(*args)
-        key = (structure, *map(_signature, leaves))
-        found = self.compiled.get(key)
+        signatures = [_signature(leaf) for leaf in leaves]
+        found = self.compiled.get((structure, *signatures))
         if found is None:
-            recorded = self._record(leaves, structure, where, tensors)
-            if recorded is None:
-                return self.compile_python(*args)
-            # The objects the signature names by identity are held, so that
-            # no other object takes one of their ids.
-            objects = [leaf for leaf in leaves if _signature(leaf)[0] != "tensor"]
-            self.compiled[key] = (
-                recorded, torch.compile(recorded.function, dynamic=False), objects
-            )
-            # The recording run was this call: its writes happened once.
-            return recorded.take_outputs()
+            return self._record(leaves, structure, where, tensors, signatures)
         recorded, replay, _ = found
         return recorded.structure.unflatten(list(replay(*tensors)[: recorded.count]))
 
-    def _record(self, leaves, structure, where, tensors):
+    def _record(self, leaves, structure, where, tensors, signatures):
+        """Runs the step once under the recorder and returns its outputs: this
+        call is the recording run, so its writes happen once."""
         import torch
 
         def run(values):
@@ -112,8 +105,14 @@ class RecordedStep:
                 "operations (%s); torch.compile traces its Python instead (same results, "
                 "a longer first call).", self.refused,
             )
-            return None
-        return recorded
+            return error.outputs
+        # The objects the signature names by identity are held, so that no
+        # other object takes one of their ids.
+        objects = [leaf for leaf, signature in zip(leaves, signatures) if signature[0] != "tensor"]
+        self.compiled[(structure, *signatures)] = (
+            recorded, torch.compile(recorded.function, dynamic=False), objects
+        )
+        return recorded.take_outputs()
 
 
 def _signature(leaf):
