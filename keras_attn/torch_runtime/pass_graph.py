@@ -301,11 +301,19 @@ class ModelState:
 
 def _signature(inputs):
     """What a graph is captured for: each input's shape, dtype and device,
-    inference mode and CUDA and CPU autocast."""
+    and the `dispatch_state`."""
+    return (
+        tuple((tuple(value.shape), value.dtype, value.device) for value in inputs),
+        *dispatch_state(),
+    )
+
+
+def dispatch_state():
+    """What decides which operations torch runs besides the inputs:
+    inference mode, and CUDA and CPU autocast with their dtypes."""
     import torch
 
     return (
-        tuple((tuple(value.shape), value.dtype, value.device) for value in inputs),
         torch.is_inference_mode_enabled(),
         *((torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
           for device in ("cuda", "cpu")),

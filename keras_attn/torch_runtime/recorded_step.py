@@ -18,9 +18,9 @@ class RecordedStep:
     the second, a straight line of operations, which dynamo traces in a
     fraction of the time the layers' Python takes.
 
-    A signature is what dynamo would specialise the step to: the shapes,
-    dtypes and devices of its tensor arguments (tuples and named tuples
-    opened), the values of its numbers, strings and None, a bound method's
+    A signature is what dynamo would specialise the step to: autocast and
+    inference mode (`pass_graph.dispatch_state`), the shapes, dtypes and
+    devices of its tensor arguments (tuples and named tuples opened), the values of its numbers, strings and None, a bound method's
     function and its object's class and `get_config()` (a sampler's
     `next_tokens`; the object's identity where it has no configuration), and
     the identity of any other argument (the model's `CachedForward`). The
@@ -77,7 +77,7 @@ class RecordedStep:
             # measured there (tensors a layer builds from numbers are the
             # graph's own constants, not host copies at each step).
             return self.compile_python(*args)
-        signatures = [_signature(leaf) for leaf in leaves]
+        signatures = [pass_graph.dispatch_state(), *map(_signature, leaves)]
         found = self.compiled.get((structure, *signatures))
         if found is None:
             return self._record(leaves, structure, where, tensors, signatures)
@@ -108,7 +108,9 @@ class RecordedStep:
             return error.outputs
         # The objects the signature names by identity are held, so that no
         # other object takes one of their ids.
-        objects = [leaf for leaf, signature in zip(leaves, signatures) if signature[0] != "tensor"]
+        objects = [
+            leaf for leaf, signature in zip(leaves, signatures[1:]) if signature[0] != "tensor"
+        ]
         self.compiled[(structure, *signatures)] = (
             recorded, torch.compile(recorded.function, dynamic=False), objects
         )

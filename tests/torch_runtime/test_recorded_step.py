@@ -57,6 +57,10 @@ def test_each_signature_is_recorded_once_and_its_first_call_writes_once(replays_
     recorded(torch.zeros(4, 3), torch.ones(4, 3), 3)
     recorded(torch.zeros(4, 3), torch.ones(4, 3), 3)
     assert calls == [2, 3, 3] and len(replays_uncompiled) == 3
+    # So is autocast, which changes the operations recorded.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        total, _ = recorded(torch.zeros(4, 3), torch.ones(4, 3), 3)
+    assert calls == [2, 3, 3, 3] and len(replays_uncompiled) == 4
 
 
 def test_a_sampler_made_for_each_call_is_one_signature(replays_uncompiled):
