@@ -395,6 +395,14 @@ def serve(family, args):
         "greedy_tokens": {"engine_vs_static": mismatches(outputs["static"], outputs["engine"])},
         **notes,
     }
+    if BACKEND == "torch":
+        from keras_attn.torch_runtime import compile_cache
+        from keras_attn.torch_runtime import settings
+
+        # Where torch's compile caches were, and how the engine's programs
+        # reached torch.compile (on the CPU: their recordings, or their Python).
+        result["compile_cache"] = compile_cache.ensure()._asdict()
+        result["recorded_steps"] = settings.current().recorded_steps
     for key, peer in (("static", "keras_attn static batching"),
                       ("transformers", "transformers continuous batching")):
         if peer not in by_name:

@@ -281,8 +281,9 @@ class Engine:
         compiled by XLA; on torch each is compiled by `torch.compile` unless
         `KERAS_ATTN_TORCH_COMPILE=0` (where the switch's `auto` rule would
         compile a program later, during serving). Each runs once on the
-        scratch block (no request's blocks are read or written); progress
-        is shown. Call it before `start`."""
+        scratch block (no request's blocks are read or written; twice on
+        the CPU under torch, where the second call compiles the first's
+        recorded operations); progress is shown. Call it before `start`."""
         with self._lock:
             if self.busy:
                 raise RuntimeError("warm_up() runs before any request is submitted.")

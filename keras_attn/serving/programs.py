@@ -57,9 +57,11 @@ class StepPrograms:
         program = self.compiled.get(key)
         if program is None:
             program = self.compiled[key] = self._compile(self.step)
-        logits, self.pools = program(
-            self.pools, arguments["tokens"], source, *[arguments[name] for name in ARGUMENTS]
-        )
+        for _ in range(self._calls(program)):
+            logits, self.pools = program(
+                self.pools, arguments["tokens"], source,
+                *[arguments[name] for name in ARGUMENTS],
+            )
         return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
 
     def encode(self, ids, valid):
@@ -68,12 +70,21 @@ class StepPrograms:
         program = self.compiled.get("encode")
         if program is None:
             program = self.compiled["encode"] = self._compile(self.encode_step)
-        encoded, self.pools = program(self.pools, ids, None, valid.astype("int32"))
+        for _ in range(self._calls(program)):
+            encoded, self.pools = program(self.pools, ids, None, valid.astype("int32"))
         return encoded
 
     def put_source(self, row, source):
         """Writes one request's encoded `source` into source row `row`."""
         self.sources = _with_row(self.sources, row, source)
+
+    def _calls(self, program):
+        """How many times a call runs `program`: once, and while `warming`
+        as many times as compiling it takes (torch compiles a program from
+        its recording at its second call, `CompiledStep.calls_to_compile`);
+        a program run again on the scratch block writes the same entries."""
+        step = getattr(program, "compiled_step", None)
+        return step.calls_to_compile if self.warming and step is not None else 1
 
     def _compile(self, program):
         """`program` compiled (see `compile_program`); while `warming` on
@@ -145,7 +156,8 @@ def compile_program(program, model, torch_compile="never"):
     under `torch.no_grad()`, pools written in place, compiled by
     `torch.compile` as `torch_compile` says (`"always"`, `"auto"`: once its
     eager calls took about what compiling costs, `"never"`; see
-    `CompiledStep`, here without CUDA graphs), in whichever thread steps the
+    `CompiledStep`, here without CUDA graphs; on the CPU from the program's
+    recorded operations, at its second call), in whichever thread steps the
     engine (`CompiledStep` settles Keras' per-thread state first)."""
     backend = keras.config.backend()
     if backend == "jax":
@@ -172,9 +184,9 @@ def compile_program(program, model, torch_compile="never"):
         from keras_attn.torch_runtime.compiled_step import CompiledStep
 
         if torch_compile != "never":
-            # From its Python: `Engine.warm_up` compiles each program at its
-            # first call, where a recorded step would compile at its second.
-            program = CompiledStep(program, torch_compile, graphs=False, recorded=False)
+            # On the CPU from its recording, at its second call (which
+            # `Engine.warm_up` makes).
+            program = CompiledStep(program, torch_compile, graphs=False)
 
         def run(pools, *args):
             with torch.no_grad():

@@ -31,7 +31,7 @@ class CompiledStep:
     programs, which write its cache pools in place and take no graphs). With
     `KERAS_ATTN_RECORDED_STEPS` on (and `recorded`), `torch.compile` compiles
     the step's recorded operations (`recorded_step.RecordedStep`), from a
-    shape's second call. Caches go to
+    shape's second call (`calls_to_compile`). Caches go to
     `compile_cache.ensure`'s folder. If compiling fails, the reason is logged
     once and the step runs eagerly from then on (the same numbers). See
     docs/generation.md and docs/torch.md."""
@@ -42,9 +42,13 @@ class CompiledStep:
         self.step = step
         compile_cache.ensure()
         self.compiled = torch.compile(_own_code(step), dynamic=False)
+        # How many calls of a new shape compile it (under `"always"`): a
+        # recorded step records at the first and compiles at the second.
+        self.calls_to_compile = 1
         if recorded and settings.current().recorded_steps:
             # Compiled from its recorded operations, not its Python.
             self.compiled = recorded_step.RecordedStep(step, self.compiled)
+            self.calls_to_compile = 2
         self.failure = None
         self.mode = mode
         self.uses_graphs = graphs

@@ -374,12 +374,17 @@ def test_warm_up_builds_every_program_before_any_request(gpt2, monkeypatch):
         block_size = 16
     engine = Engine(gpt2, max_batch=2, block_size=block_size, prefill_chunk=4, max_length=16,
                     end_token_ids=[])
+    before = compiled_graphs()
     engine.warm_up()
     programs = dict(engine.programs.compiled)
     assert len(programs) == {4: 4, 16: 2}[block_size]
     if BACKEND == "torch":  # compiled, not fallen back to eager steps
         steps_run = [program.compiled_step for program in programs.values()]
         assert all(s.mode == "always" and s.failure is None for s in steps_run)
+        # One graph each, compiled on the CPU from the program's recording
+        # (its second call, which warm_up makes).
+        assert compiled_graphs() - before == len(programs)
+        assert all(getattr(s.compiled, "refused", None) is None for s in steps_run)
     engine.pool.check()
     graphs = compiled_graphs()
     prompts, steps = [PROMPTS[3], PROMPTS[0], PROMPTS[4]], [4, 13, 15]
