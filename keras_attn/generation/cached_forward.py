@@ -276,7 +276,8 @@ class CachedForward:
 
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
                  write_rows=None, logits=True, condition=None, source=None,
-                 row_positions=None, key_row_positions=None, rotary_lengths=None):
+                 row_positions=None, key_row_positions=None, rotary_lengths=None,
+                 logits_at=None, query_owners=None, key_owners=None):
         """Runs `token_ids` `(batch, n)`, at positions `position .. position + n -
         1`, against `cache`.
 
@@ -308,10 +309,23 @@ class CachedForward:
                 it (`dynamic`, `longrope`); default the longest position of
                 the step plus one. Needs every rotary attention to compute
                 in float32 (its tables are the step's).
+            logits_at: optional int `(batch, k)`: only each row's tokens at
+                these indices get logits (the final norm and the head run on
+                those tokens alone), `(batch, k, vocab)`.
+            query_owners, key_owners: optional int `(batch, n)` and `(batch,
+                capacity)`, with `row_positions`: several sequences packed in
+                one row, a query seeing only the slots of its own owner (the
+                key owners cover the slots after this step, the new tokens'
+                included). Positions then order the tokens within a row, and
+                every sequence's own positions are `row_positions` and
+                `key_row_positions`; no distance bias, window or UniLM order
+                may read the shared positions (the caller's to check). One
+                without the other is a ValueError.
 
         Returns:
-            `(logits, cache)`: float `(batch, n, vocab)` logits (None when
-            `logits` is False) and the updated cache.
+            `(logits, cache)`: float `(batch, n, vocab)` logits (`(batch, k,
+            vocab)` with `logits_at`; None when `logits` is False) and the
+            updated cache.
         """
         if self.conditional != (condition is not None):
             raise ValueError(
@@ -319,6 +333,8 @@ class CachedForward:
                 + ("takes a `condition` (it was built with conditional_layer_norm=...); "
                    "give one per row." if self.conditional else "takes no `condition`.")
             )
+        if (query_owners is None) != (key_owners is None):
+            raise ValueError("`query_owners` and `key_owners` are given together, or neither.")
         length = token_ids.shape[1]
         capacity = cache.key_positions.shape[0]
         position = ops.cast(position, "int32")
@@ -366,6 +382,11 @@ class CachedForward:
             orders if self.unilm else None,
             key_orders if self.unilm else None,
         )
+        if query_owners is not None:
+            mask = ops.logical_and(mask, ops.equal(
+                ops.cast(key_owners, "int32")[:, None, :],
+                ops.cast(query_owners, "int32")[:, :, None],
+            ))
         # Sink tokens read each row's own positions where the rows stand at
         # different ones; else the positions the slots hold.
         row_sinks = key_row_positions is not None
@@ -435,5 +456,12 @@ class CachedForward:
         )
         if not logits:
             return None, cache
+        if logits_at is not None:
+            # The norm and head act on each token alone: a prompt chunk's
+            # head reads only the token whose logits are used.
+            picks = ops.cast(logits_at, "int32")
+            hidden = ops.take_along_axis(
+                hidden, ops.reshape(picks, tuple(picks.shape) + (1,)), axis=1
+            )
         hidden = plan.finish_blocks(hidden, condition, step=step)
         return plan.language_model_head(hidden, condition, step=step), cache

@@ -67,6 +67,10 @@ class Position:
     reads_distances = False
     # Whether `rotate` reads `tables` (else `tables` gives None).
     has_tables = False
+    # Whether a query's and a key's positions are compared (the kernel's
+    # distances, XPOS's decay), not only each token's own: a pass packing
+    # several sequences in one row cannot give those per sequence.
+    compares_positions = False
 
     def check_widths(self, key_size, head_size):
         """Raises a ValueError unless heads of these widths can be encoded
@@ -236,6 +240,7 @@ class XPos(Rotary):
 
     causal_only = True
     encoding = "xpos"
+    compares_positions = True
 
     def __init__(self, base=10000, scale_base=512, scaling=None, layout="interleaved"):
         super().__init__(base, scaling, layout)
@@ -351,6 +356,7 @@ class ReRoPE(Position):
 
     encoding = "rotary"
     reads_distances = True
+    compares_positions = True
 
     def __init__(self, window, k=None, base=10000, layout="interleaved"):
         _check_positive("base", base)
@@ -393,6 +399,7 @@ class FunctionalRelative(Position):
 
     encoding = "functional_relative"
     reads_distances = True
+    compares_positions = True
 
     def __init__(self, max_relative_position=64):
         check_max_relative_position(max_relative_position)

@@ -149,6 +149,17 @@ def test_each_cached_step_equals_the_full_pass(
     np.testing.assert_allclose(to_numpy(logits)[:, -1], full[:, PROMPT - 1], atol=1e-5, rtol=1e-5)
     if not unilm:
         np.testing.assert_allclose(to_numpy(logits), full[:, :PROMPT], atol=1e-5, rtol=1e-5)
+        # The head on one token per row (`logits_at`), each row its own.
+        picked, _ = forward(
+            ids[:, :PROMPT], 0, forward.empty_cache(2, capacity), source=source,
+            logits_at=np.array([[PROMPT - 1, 0], [2, 3]]),
+        )
+        assert tuple(picked.shape) == (2, 2, full.shape[-1])
+        np.testing.assert_allclose(
+            to_numpy(picked), full[[[0], [1]], [[PROMPT - 1, 0], [2, 3]]], atol=1e-5, rtol=1e-5
+        )
+        with pytest.raises(ValueError, match="given together"):
+            forward(ids[:, :PROMPT], 0, cache, query_owners=np.zeros((2, PROMPT), "int32"))
     for position in range(PROMPT, LENGTH):
         logits, cache = forward(
             ids[:, position : position + 1], position, cache,
