@@ -34,18 +34,20 @@ class Engine:
 
     Each step admits waiting requests whose blocks fit, encodes one chunk of
     at most `prefill_chunk` tokens of one admitted prompt (chunked prefill),
-    and runs one decoding step for every decoding row. The programs have
-    fixed shapes (`(max_batch, 1)` and `(1, prefill_chunk)`), so nothing
-    compiles per request. Keys and values live in a paged cache
-    (`BlockPool`): a request is lent blocks as it grows (its prompt's at
-    admission; one that cannot fit waits), and when none are free the
-    latest admitted request is preempted (its blocks freed; when admitted
-    again its prompt and generated tokens are encoded again: an
-    encoder-decoder's decoder tokens, its encoded source kept; a UniLM
-    request's source and generated tokens in one pass). A request longer
-    than `max_length` is refused. Each row
-    reads its own positions, so a request computes what it computes alone
-    (to float rounding).
+    and runs one decoding step for every decoding row. Where the model
+    allows (`packs`), the chunk and the rows' tokens are one pass, packed in
+    one row of `max_batch + prefill_chunk` tokens, so that a step reads the
+    weights once. The programs have fixed shapes (`(max_batch, 1)`, `(1,
+    prefill_chunk)` and the packed row), so nothing compiles per request.
+    Keys and values live in a paged cache (`BlockPool`): a request is lent
+    blocks as it grows (its prompt's at admission; one that cannot fit
+    waits), and when none are free the latest admitted request is preempted
+    (its blocks freed; when admitted again its prompt and generated tokens
+    are encoded again: an encoder-decoder's decoder tokens, its encoded
+    source kept; a UniLM request's source and generated tokens in one
+    pass). A request longer than `max_length` is refused. Each row reads
+    its own positions, so a request computes what it computes alone (to
+    float rounding).
 
     Serves `application="lm"` models with absolute, rotary or relative-bias
     positions, grouped-query attention and attention windows, and
@@ -122,6 +124,20 @@ class Engine:
         # source: neither is a prefix's alone. A LongRoPE row encodes its
         # blocks again, long, once it passes the original length.
         self.recompute_length = forward.recompute_length
+        # Whether a prompt chunk and the decoding rows run as one packed pass:
+        # whatever reads the shared positions or a row's own state (distance
+        # biases, NEZHA's and XPOS's relative positions, windows and sinks,
+        # UniLM orders, a cross-attention source per row, RoBERTa's count of
+        # real tokens, a length per row) rules it out.
+        self.packs = not (
+            self.unilm or self.seq2seq or forward.length_dependent
+            or forward.position_bias is not None or forward.count_from_padding
+            or any(window is not None for window in forward.windows)
+            or any(forward.sink_tokens)
+            or any(getattr(block.attention.position, "compares_positions", False)
+                   for block in forward.blocks)
+        )
+        self.packed_steps = 0
         self.pool = BlockPool(
             num_blocks, block_size,
             prefix_sharing and not (self.unilm or self.seq2seq or self.recompute_length),
@@ -250,28 +266,32 @@ class Engine:
         return bool(self._waiting or self._prefilling or self._ready or any(self._rows))
 
     def stats(self):
-        """Counts of waiting, prefilling and decoding requests, free blocks
-        and preemptions so far."""
+        """Counts of waiting, prefilling and decoding requests, free blocks,
+        and preemptions and packed steps so far."""
         with self._lock:
             return dict(
                 waiting=len(self._waiting), prefilling=len(self._prefilling) + len(self._ready),
                 decoding=sum(r is not None for r in self._rows),
                 free_blocks=self.pool.free_blocks, blocks=self.pool.capacity,
-                preemptions=self.preemptions,
+                preemptions=self.preemptions, packed_steps=self.packed_steps,
             )
 
     def step(self):
         """One step: admit waiting requests, encode one prompt chunk, give
-        prefilled requests free rows, decode every row."""
+        prefilled requests free rows, decode every row (the chunk and the
+        rows in one packed pass where the engine `packs`)."""
         with self._lock:
             self._admit()
-            if self._prefilling:
-                self._prefill(self._prefilling[0])
-            self._fill_rows()
-            self._encode_again()
-            if any(self._rows):
-                self._decode()
+            if self.packs and self._prefilling and any(self._rows):
+                self._prefill_and_decode(self._prefilling[0])
+            else:
+                if self._prefilling:
+                    self._prefill(self._prefilling[0])
                 self._fill_rows()
+                self._encode_again()
+                if any(self._rows):
+                    self._decode()
+            self._fill_rows()
 
     def warm_up(self):
         """Builds every program the engine may run, before any request
@@ -294,7 +314,7 @@ class Engine:
                 # A source of at most `max_length - 1` tokens, in whole chunks.
                 chunk = self.prefill_chunk
                 widths = list(range(chunk, self.max_length - 1 + chunk, chunk))
-            total = len(windows) + len(widths) + int(self.seq2seq)
+            total = len(windows) * (1 + int(self.packs)) + len(widths) + int(self.seq2seq)
             # A request whose every block is the scratch block.
             phantom = Request(self, -1, [self.forward.pad_token_id], SamplingParams(), None)
             phantom.real = np.zeros(self.max_length, bool)
@@ -321,6 +341,14 @@ class Engine:
                     rows = [None] * self.max_batch
                     self.programs.run(self._decode_arguments(rows, self._clock, window),
                                       window, self.programs.sources)
+                    if self.packs:
+                        done += 1
+                        progress.say(f"warming up program {done} of {total}: a prompt chunk "
+                                     f"packed with decoding over {window} positions")
+                        self.programs.run(*self._packed_arguments(
+                            self._decode_arguments(rows, self._clock, window),
+                            self._prefill_arguments(phantom, 0, self.prefill_chunk)[0],
+                        ))
             finally:
                 self.programs.warming = False
             progress.say(f"warmed up {progress.plural(total, 'program')} in "
@@ -445,15 +473,48 @@ class Engine:
             return
         arguments, n = self._prefill_arguments(request, start, size)
         logits = self.programs.run(arguments, self.prefill_capacity, request.encoded_source)
-        request.written = start + n
+        self._prefilled(request, start + n, logits[0])
+
+    def _prefilled(self, request, written, logits):
+        """After a prompt chunk of `request` up to `written`: its blocks
+        published; after the last, its first token chosen from `logits`
+        and it waits for a decoding row."""
+        request.written = written
         self.pool.publish(request.prompt, request.table, request.written)
         if request.written < len(request.encoding):
             return
         self._prefilling.popleft()
-        token = self._choose(request, logits[0])
+        token = self._choose(request, logits)
         if not self._after_token(request, token):
             request.next_token = token
             self._ready.append(request)
+
+    def _prefill_and_decode(self, request):
+        """The next chunk of `request`'s prompt and a decoding step of every
+        row as one packed pass (`packs`); either alone when lending blocks
+        preempted the other."""
+        start = request.written
+        size = self.prefill_chunk
+        if not self._lend(request, min(start + size, len(request.encoding))):
+            self._decode()
+            return
+        self._lend_rows()
+        if request.table is None or not any(self._rows):
+            # A row's block preempted the prompt, or the prompt's the rows.
+            if request.table is not None:
+                self._prefill(request)
+            if any(self._rows):
+                self._decode()
+            return
+        rows = self._rows
+        window = self._window([r for r in rows if r is not None])
+        prefill, n = self._prefill_arguments(request, start, size)
+        logits = self.programs.run(*self._packed_arguments(
+            self._decode_arguments(rows, self._clock, window), prefill
+        ))
+        self.packed_steps += 1
+        self._decoded(rows, logits[:self.max_batch])
+        self._prefilled(request, start + n, logits[self.max_batch])
 
     def _prefill_arguments(self, request, start, size):
         """The prompt program's arguments for `request`'s tokens from
@@ -480,7 +541,7 @@ class Engine:
             padding_mask=real[None],
             write=np.where(real, self._entries(request, np.minimum(own, start + n - 1)), 0)[
                 None].astype("int32"),
-            last=np.array([n - 1], "int32"),
+            last=np.array([[n - 1]], "int32"),
             key_row_positions=slots[None].astype("int32"),
             # A length-reading rope scaling sees the whole sequence, as the
             # full pass of `generate`'s prompt.
@@ -532,19 +593,27 @@ class Engine:
             window *= 2
         return min(window, self.capacity)
 
-    def _decode(self):
-        # Each row's next position, the earliest admitted first.
+    def _lend_rows(self):
+        """Each row's next position, the earliest admitted first."""
         for request in sorted(filter(None, self._rows), key=lambda r: r.admitted):
             if request.row is not None:
                 self._lend(request, request.written + 1)
+
+    def _decode(self):
+        self._lend_rows()
         if not any(self._rows):
             return
         rows = self._rows
-        clock = self._clock
         window = self._window([request for request in rows if request is not None])
         logits = self.programs.run(
-            self._decode_arguments(rows, clock, window), window, self.programs.sources
+            self._decode_arguments(rows, self._clock, window), window, self.programs.sources
         )
+        self._decoded(rows, logits)
+
+    def _decoded(self, rows, logits):
+        """After a decoding step of `rows`: the clock moves on and each
+        row's next token is chosen from its `logits`."""
+        clock = self._clock
         self._clock = clock + 1
         if self._clock >= CLOCK_LIMIT:
             # Rebase the clock by whole turns of the window: nothing the
@@ -609,12 +678,57 @@ class Engine:
             real_tokens=real_tokens,
             padding_mask=active[:, None],
             write=write,
-            last=np.zeros((self.max_batch,), "int32"),
+            last=np.zeros((self.max_batch, 1), "int32"),
             key_row_positions=own.astype("int32"),
             rotary_lengths=(written + 1).astype("int32"),
             **segments,
         )
         return arguments
+
+    def _packed_arguments(self, decode, prefill):
+        """The packed program's arguments and capacity: the decoding rows'
+        tokens (`decode`, `_decode_arguments`) then the prompt chunk's
+        (`prefill`, `_prefill_arguments`) in one row, over the rows'
+        windows, the prompt's slots and the new tokens' slots laid end to
+        end, each query seeing its own request's slots (`query_owners`,
+        `key_owners`). The new tokens' slots come last: the shared position
+        starts there, so that the chunk never wraps; causality within a
+        request follows from their order, every other slot is before them."""
+        rows = self.max_batch
+        window = decode["gather"].shape[1]
+        own_slots = rows * window + self.prefill_capacity
+        size = prefill["tokens"].shape[1]
+
+        def tokens(name):  # decoding rows' (one each), then the chunk's
+            return np.concatenate([decode[name][:, 0], prefill[name][0]])[None]
+
+        def slots(name, new):  # the rows' windows, the prompt's, the new tokens'
+            return np.concatenate([decode[name].reshape(-1), prefill[name][0], new])[None]
+
+        row_positions = tokens("row_positions")
+        owners = np.concatenate([np.arange(rows), np.full(size, rows)]).astype("int32")[None]
+        arguments = dict(
+            tokens=tokens("tokens"),
+            clock=np.int32(own_slots),
+            row_positions=row_positions,
+            gather=slots("gather", np.zeros(rows + size, "int32")),
+            key_positions=np.zeros(own_slots + rows + size, "int32"),
+            key_valid=slots("key_valid", np.zeros(rows + size, bool)),
+            real_tokens=np.zeros(1, "int32"),
+            padding_mask=tokens("padding_mask"),
+            write=tokens("write"),
+            last=np.concatenate([np.arange(rows), [rows + prefill["last"][0, 0]]])[None].astype(
+                "int32"),
+            key_row_positions=slots("key_row_positions", row_positions[0]),
+            rotary_lengths=np.ones(1, "int32"),
+            query_owners=owners,
+            key_owners=np.concatenate([
+                np.repeat(np.arange(rows), window), np.full(self.prefill_capacity, rows),
+                owners[0],
+            ]).astype("int32")[None],
+            **_segments(1, rows + size, own_slots + rows + size),
+        )
+        return arguments, own_slots + rows + size
 
     def _choose(self, request, logits):
         token = choose_token(

@@ -13,7 +13,7 @@ from keras_attn.layers.key_value_cache import read_slots
 ARGUMENTS = (
     "clock", "row_positions", "gather", "key_positions", "key_valid",
     "real_tokens", "padding_mask", "write", "last", "segment_ids", "key_orders",
-    "segment_sums", "key_row_positions", "rotary_lengths",
+    "segment_sums", "key_row_positions", "rotary_lengths", "query_owners", "key_owners",
 )
 
 
@@ -50,9 +50,10 @@ class StepPrograms:
             )
 
     def run(self, arguments, capacity, source=None):
-        """The float32 `(rows, vocab)` logits of one step on `arguments`
-        (a dict of `ARGUMENTS` and `tokens`) over `capacity` slots; the
-        pools written."""
+        """The float32 `(picks, vocab)` logits of one step on `arguments`
+        (a dict of `ARGUMENTS`, None where absent, and `tokens`) over
+        `capacity` slots, the tokens `last` picks in row order; the pools
+        written."""
         key = (arguments["tokens"].shape, capacity)
         program = self.compiled.get(key)
         if program is None:
@@ -60,7 +61,7 @@ class StepPrograms:
         for _ in range(self._calls(program)):
             logits, self.pools = program(
                 self.pools, arguments["tokens"], source,
-                *[arguments[name] for name in ARGUMENTS],
+                *[arguments.get(name) for name in ARGUMENTS],
             )
         return np.asarray(keras.ops.convert_to_numpy(logits), "float32")
 
@@ -100,12 +101,14 @@ class StepPrograms:
 
     def step(self, pools, tokens, source, clock, row_positions, gather, key_positions, key_valid,
                  real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums,
-                 key_row_positions, rotary_lengths):
+                 key_row_positions, rotary_lengths, query_owners, key_owners):
         """One step of the model on the rows' blocks: gathers each row's
         slots from the pools, runs `CachedForward`, writes the new keys and
         values to the pools at `write` and returns the float32 logits of
-        each row's token at `last`."""
-        batch, length = tokens.shape
+        the tokens `last` `(rows, k)` picks, `(rows * k, vocab)` (the head
+        runs on those tokens alone). `query_owners` and `key_owners` (or
+        None) pack several requests in one row (`CachedForward`)."""
+        length = tokens.shape[1]
         capacity = key_positions.shape[0]
         layers = tuple(
             KeyValueCache(ops.take(keys, gather, axis=0), ops.take(values, gather, axis=0))
@@ -119,6 +122,7 @@ class StepPrograms:
             tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
             row_positions=row_positions, key_row_positions=key_row_positions, source=source,
             rotary_lengths=rotary_lengths if self.forward.length_dependent else None,
+            logits_at=last, query_owners=query_owners, key_owners=key_owners,
         )
         slot = ops.mod(clock, capacity)
         entries = ops.reshape(write, (-1,))
@@ -130,8 +134,8 @@ class StepPrograms:
                 _scatter(keys, entries, ops.reshape(new_keys, (-1,) + tuple(keys.shape[1:]))),
                 _scatter(values, entries, ops.reshape(new_values, (-1,) + tuple(values.shape[1:]))),
             ))
-        picked = ops.take_along_axis(logits, ops.reshape(last, (batch, 1, 1)), axis=1)[:, 0]
-        return ops.cast(picked, "float32"), tuple(new_pools)
+        logits = ops.reshape(logits, (-1, logits.shape[-1]))
+        return ops.cast(logits, "float32"), tuple(new_pools)
 
 
 def _with_row(sources, row, source):

@@ -66,6 +66,8 @@ def test_greedy_tokens_equal_generating_alone(variant, monkeypatch):
     engine.run()
     expected = alone(model, prompts, steps, monkeypatch)
     assert [r.tokens for r in requests] == expected
+    # Where the model allows, prompt chunks ran packed with the decoding rows.
+    assert (engine.stats()["packed_steps"] > 0) == engine.packs
     assert {r.finish_reason for r in requests} == {"length"}
     if engine.recompute_length is None:
         assert engine.pool.shared_lent >= 2  # both later prompts shared blocks
@@ -377,7 +379,10 @@ def test_warm_up_builds_every_program_before_any_request(gpt2, monkeypatch):
     before = compiled_graphs()
     engine.warm_up()
     programs = dict(engine.programs.compiled)
-    assert len(programs) == {4: 4, 16: 2}[block_size]
+    # Windows, a prompt chunk, and (GPT-2 packs) the chunk packed with
+    # decoding at each window.
+    assert engine.packs
+    assert len(programs) == {4: 7, 16: 3}[block_size]
     if BACKEND == "torch":  # compiled, not fallen back to eager steps
         steps_run = [program.compiled_step for program in programs.values()]
         assert all(s.mode == "always" and s.failure is None for s in steps_run)
