@@ -282,6 +282,8 @@ class Engine:
         rows in one packed pass where the engine `packs`)."""
         with self._lock:
             self._admit()
+            # Rows freed between steps (a cancelled request) are taken first.
+            self._fill_rows()
             if self.packs and self._prefilling and any(self._rows):
                 self._prefill_and_decode(self._prefilling[0])
             else:

@@ -268,6 +268,30 @@ def test_end_tokens_and_cancellation_free_their_blocks(gpt2, monkeypatch):
     assert engine.stats()["free_blocks"] == engine.pool.capacity
 
 
+def test_a_row_freed_between_steps_is_taken_before_the_step_decodes(gpt2, monkeypatch):
+    """A request encoded while both rows decode waits for a row; when a
+    row's request is cancelled between steps, the next step gives it the
+    row before decoding, while another prompt is still being encoded (a
+    packed step): it decodes in that step, and its tokens are its own."""
+    engine = Engine(gpt2, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[])
+    first = engine.submit(PROMPTS[0], max_new_tokens=20)
+    second = engine.submit(PROMPTS[4], max_new_tokens=20)
+    engine.step()
+    engine.step()
+    assert first.row is not None and second.row is not None
+    ready = engine.submit(PROMPTS[2][:3], max_new_tokens=5)
+    engine.submit(PROMPTS[3], max_new_tokens=5)  # three chunks to encode
+    engine.step()
+    assert len(ready.tokens) == 1 and ready.row is None  # encoded, no free row
+    first.cancel()
+    engine.step()
+    assert engine.stats()["packed_steps"] == 3
+    assert len(ready.tokens) == 2
+    engine.run()
+    assert ready.tokens == alone(gpt2, [PROMPTS[2][:3]], [5], monkeypatch)[0]
+    assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
 def test_a_request_waits_for_blocks_and_a_too_long_one_is_refused(gpt2, monkeypatch):
     # Four blocks of 4: the first prompt and its first new token take
     # three, the second prompt's two do not fit until the first ends.
