@@ -190,6 +190,19 @@ class CachedForward:
             getattr(block.attention, "attention_sink_tokens", 0) for block in self.blocks
         )
         self.sink_slots = max(self.sink_tokens) if self.attention_window is not None else 0
+        # Whether one row can hold several sequences (`query_owners`): not
+        # when anything compares positions across the row or reads a row's
+        # own state (distance biases, NEZHA's and XPOS's relative positions,
+        # windows and sinks, UniLM orders, a source per row, RoBERTa's count
+        # of real tokens, a length per row).
+        self.packs_sequences = not (
+            self.unilm or self.seq2seq or self.length_dependent
+            or self.position_bias is not None or self.count_from_padding
+            or any(window is not None for window in self.windows)
+            or any(self.sink_tokens)
+            or any(getattr(block.attention.position, "compares_positions", False)
+                   for block in self.blocks)
+        )
         if self.sink_slots and self.position_bias is not None:
             raise ValueError(
                 f"{model.name}: cached decoding with attention_sink_tokens="
@@ -318,9 +331,8 @@ class CachedForward:
                 key owners cover the slots after this step, the new tokens'
                 included). Positions then order the tokens within a row, and
                 every sequence's own positions are `row_positions` and
-                `key_row_positions`; no distance bias, window or UniLM order
-                may read the shared positions (the caller's to check). One
-                without the other is a ValueError.
+                `key_row_positions`. A ValueError unless the model
+                `packs_sequences`, or when one comes without the other.
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (`(batch, k,
@@ -335,6 +347,12 @@ class CachedForward:
             )
         if (query_owners is None) != (key_owners is None):
             raise ValueError("`query_owners` and `key_owners` are given together, or neither.")
+        if query_owners is not None and not self.packs_sequences:
+            raise ValueError(
+                f"{self.model.name} cannot pack several sequences in one row "
+                "(`query_owners`): something in it compares positions across the row or "
+                "reads a row's own state (see `CachedForward.packs_sequences`)."
+            )
         length = token_ids.shape[1]
         capacity = cache.key_positions.shape[0]
         position = ops.cast(position, "int32")

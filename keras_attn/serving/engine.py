@@ -124,19 +124,8 @@ class Engine:
         # source: neither is a prefix's alone. A LongRoPE row encodes its
         # blocks again, long, once it passes the original length.
         self.recompute_length = forward.recompute_length
-        # Whether a prompt chunk and the decoding rows run as one packed pass:
-        # whatever reads the shared positions or a row's own state (distance
-        # biases, NEZHA's and XPOS's relative positions, windows and sinks,
-        # UniLM orders, a cross-attention source per row, RoBERTa's count of
-        # real tokens, a length per row) rules it out.
-        self.packs = not (
-            self.unilm or self.seq2seq or forward.length_dependent
-            or forward.position_bias is not None or forward.count_from_padding
-            or any(window is not None for window in forward.windows)
-            or any(forward.sink_tokens)
-            or any(getattr(block.attention.position, "compares_positions", False)
-                   for block in forward.blocks)
-        )
+        # Whether a prompt chunk and the decoding rows run as one packed pass.
+        self.packs = forward.packs_sequences
         self.packed_steps = 0
         self.pool = BlockPool(
             num_blocks, block_size,

@@ -160,6 +160,10 @@ def test_each_cached_step_equals_the_full_pass(
         )
         with pytest.raises(ValueError, match="given together"):
             forward(ids[:, :PROMPT], 0, cache, query_owners=np.zeros((2, PROMPT), "int32"))
+    if not forward.packs_sequences:
+        owners = np.zeros((2, PROMPT), "int32")
+        with pytest.raises(ValueError, match="cannot pack several sequences"):
+            forward(ids[:, :PROMPT], 0, cache, query_owners=owners, key_owners=owners)
     for position in range(PROMPT, LENGTH):
         logits, cache = forward(
             ids[:, position : position + 1], position, cache,
