@@ -11,7 +11,6 @@ apart; medians of 20 calls after 3. Prints its rows (issue 50, item 5).
 2-layer model of width 64 (a quick check that the script runs)."""
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")

@@ -2,7 +2,6 @@
 (`num_beams`, `length_penalty`, `early_stopping` True, False and
 "never"): the same tokens for every mode (issue 34, item 10)."""
 
-import numpy as np
 import pytest
 
 import keras_attn
