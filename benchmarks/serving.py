@@ -326,6 +326,9 @@ def summarize(name, requests, start, tokens, stamps, load):
         "first_to_second_token": percentiles(second),
         "time_between_later_tokens": percentiles(later),
         "end_to_end_latency": percentiles(latency),
+        # Per request, in arrival order: where the percentiles come from.
+        "time_to_first_token_each": [round(x, 4) for x in ttft],
+        "end_to_end_latency_each": [round(x, 4) for x in latency],
         "load_average_1_minute": load,
     }
 

@@ -32,7 +32,8 @@ class Engine:
     at a step boundary and leaves it when it ends, its row and blocks reused
     at once (continuous batching).
 
-    Each step admits waiting requests whose blocks fit, encodes one chunk of
+    Each step admits waiting requests whose blocks fit and for which a row
+    will be free once their prompts are encoded, encodes one chunk of
     at most `prefill_chunk` tokens of one admitted prompt (chunked prefill),
     and runs one decoding step for every decoding row. Where the model
     allows (`packs`), the chunk and the rows' tokens are one pass, packed in
@@ -393,11 +394,16 @@ class Engine:
 
     def _admit(self):
         """Lends blocks to waiting requests, first come first served (the
-        first that cannot fit makes those behind it wait too), while fewer
-        than `max_batch` admitted requests wait for a row: for the tokens to
-        encode and the first new one (more as it grows, `_lend`)."""
-        while self._waiting and len(self._prefilling) + len(self._ready) < self.max_batch:
+        first that cannot fit makes those behind it wait too): for the
+        tokens to encode and the first new one (more as it grows, `_lend`).
+        A request is admitted only when a row will be free for it once its
+        prompt is encoded (`_rows_due`): one encoded earlier would give its
+        first token and then wait, its stream stalled, for a row."""
+        while self._waiting:
             request = self._waiting[0]
+            steps = sum(map(self._chunks, self._prefilling)) + self._chunks(request)
+            if len(self._prefilling) + len(self._ready) >= self._rows_due(steps):
+                return
             length = min(len(request.prompt) + request.params.max_new_tokens,
                          len(request.encoding) + 1)
             granted = self.pool.allocate(request.prompt, length)
@@ -408,6 +414,20 @@ class Engine:
             request.written = shared * self.block_size
             request.admitted = next(self._admissions)
             self._prefilling.append(request)
+
+    def _chunks(self, request):
+        """The prompt chunks (steps) left to encode `request`."""
+        if self.unilm:
+            return 1
+        return -(-(len(request.encoding) - request.written) // self.prefill_chunk)
+
+    def _rows_due(self, steps):
+        """Rows free now or within `steps` steps: those whose requests reach
+        their `max_new_tokens` by then (an end token or a stop string can
+        free one sooner)."""
+        return sum(request is None
+                   or request.params.max_new_tokens - len(request.tokens) <= steps
+                   for request in self._rows)
 
     def _lend(self, request, length):
         """Grows `request`'s blocks to hold `length` positions, preempting

@@ -272,8 +272,12 @@ def test_a_row_freed_between_steps_is_taken_before_the_step_decodes(gpt2, monkey
     """A request encoded while both rows decode waits for a row; when a
     row's request is cancelled between steps, the next step gives it the
     row before decoding, while another prompt is still being encoded (a
-    packed step): it decodes in that step, and its tokens are its own."""
+    packed step): it decodes in that step, and its tokens are its own.
+    (Admission waits for a row to be due, so the test admits as if both
+    were: a request encoded again by LongRoPE, whose row another took,
+    waits the same way.)"""
     engine = Engine(gpt2, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[])
+    monkeypatch.setattr(engine, "_rows_due", lambda steps: engine.max_batch)
     first = engine.submit(PROMPTS[0], max_new_tokens=20)
     second = engine.submit(PROMPTS[4], max_new_tokens=20)
     engine.step()
@@ -290,6 +294,27 @@ def test_a_row_freed_between_steps_is_taken_before_the_step_decodes(gpt2, monkey
     engine.run()
     assert ready.tokens == alone(gpt2, [PROMPTS[2][:3]], [5], monkeypatch)[0]
     assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+def test_a_prompt_is_encoded_when_a_row_will_be_free_for_it(gpt2, monkeypatch):
+    """While both rows decode, a waiting request is encoded in the step
+    the first row frees, not before (its first token would then wait for
+    a row) and not after (the row would sit idle): from its first token on
+    it gets one token a step."""
+    engine = Engine(gpt2, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[])
+    first = engine.submit(PROMPTS[0], max_new_tokens=10)
+    engine.submit(PROMPTS[4], max_new_tokens=20)
+    engine.step()
+    engine.step()
+    waiting = engine.submit(PROMPTS[3], max_new_tokens=6)  # three chunks to encode
+    counts = []
+    while not waiting.finished:
+        engine.step()
+        counts.append((first.finished, len(waiting.tokens)))
+    freed = [finished for finished, _ in counts].index(True)
+    assert [n for _, n in counts] == [0] * freed + list(range(1, 7)), counts
+    engine.run()
+    assert waiting.tokens == alone(gpt2, [PROMPTS[3]], [6], monkeypatch)[0]
 
 
 def test_a_request_waits_for_blocks_and_a_too_long_one_is_refused(gpt2, monkeypatch):
