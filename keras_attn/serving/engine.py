@@ -26,6 +26,11 @@ from keras_attn.torch_runtime.compiled_step import torch_compile_mode
 # exactly, for XPOS's decay).
 CLOCK_LIMIT = 2**22
 
+# The most prompts one packed step encodes: the first waiting one's next
+# chunk, and after it whole prompts that fit in the rest of the chunk. The
+# head runs on one token of each, padding included, at every packed step.
+PACKED_PROMPTS = 4
+
 
 class Engine:
     """Generates for many requests at once: a request joins the running batch
@@ -38,8 +43,10 @@ class Engine:
     and runs one decoding step for every decoding row. Where the model
     allows (`packs`), the chunk and the rows' tokens are one pass, packed in
     one row of `max_batch + prefill_chunk` tokens, so that a step reads the
-    weights once. The programs have fixed shapes (`(max_batch, 1)`, `(1,
-    prefill_chunk)` and the packed row), so nothing compiles per request.
+    weights once, and whole prompts that fit in the rest of the chunk (up
+    to `PACKED_PROMPTS` prompts in all) are encoded in the same pass. The
+    programs have fixed shapes (`(max_batch, 1)`, `(1, prefill_chunk)` and
+    the packed row), so nothing compiles per request.
     Keys and values live in a paged cache (`BlockPool`): a request is lent
     blocks as it grows (its prompt's at admission; one that cannot fit
     waits), and when none are free the latest admitted request is preempted
@@ -274,7 +281,7 @@ class Engine:
             self._admit()
             # Rows freed between steps (a cancelled request) are taken first.
             self._fill_rows()
-            if self.packs and self._prefilling and any(self._rows):
+            if self.packs and self._prefilling and (any(self._rows) or self._packed_prompts()):
                 self._prefill_and_decode(self._prefilling[0])
             else:
                 if self._prefilling:
@@ -339,7 +346,7 @@ class Engine:
                                      f"packed with decoding over {window} positions")
                         self.programs.run(*self._packed_arguments(
                             self._decode_arguments(rows, self._clock, window),
-                            self._prefill_arguments(phantom, 0, self.prefill_chunk)[0],
+                            self._prefill_arguments(phantom, 0, self.prefill_chunk)[0], 1,
                         ))
             finally:
                 self.programs.warming = False
@@ -494,38 +501,63 @@ class Engine:
         self.pool.publish(request.prompt, request.table, request.written)
         if request.written < len(request.encoding):
             return
-        self._prefilling.popleft()
+        self._prefilling.remove(request)
         token = self._choose(request, logits)
         if not self._after_token(request, token):
             request.next_token = token
             self._ready.append(request)
 
     def _prefill_and_decode(self, request):
-        """The next chunk of `request`'s prompt and a decoding step of every
-        row as one packed pass (`packs`); either alone when lending blocks
-        preempted the other."""
+        """The next chunk of `request`'s prompt, the whole prompts that fit
+        after it (`_packed_prompts`) and a decoding step of every row as one
+        packed pass (`packs`); the chunk or the rows alone when lending
+        blocks preempted the other."""
         start = request.written
         size = self.prefill_chunk
         if not self._lend(request, min(start + size, len(request.encoding))):
             self._decode()
             return
         self._lend_rows()
-        if request.table is None or not any(self._rows):
-            # A row's block preempted the prompt, or the prompt's the rows.
-            if request.table is not None:
-                self._prefill(request)
-            if any(self._rows):
-                self._decode()
+        if request.table is None:  # a row's block preempted the prompt
+            self._decode()
+            return
+        prefill, n = self._prefill_arguments(request, start, size)
+        others = self._packed_prompts(n)
+        if not any(self._rows) and not others:
+            # The rows were preempted for the prompt's blocks.
+            self._prefill(request)
             return
         rows = self._rows
-        window = self._window([r for r in rows if r is not None])
-        prefill, n = self._prefill_arguments(request, start, size)
+        running = [r for r in rows if r is not None]
+        window = self._window(running) if running else self.block_size
         logits = self.programs.run(*self._packed_arguments(
-            self._decode_arguments(rows, self._clock, window), prefill
+            self._decode_arguments(rows, self._clock, window), prefill, n,
+            [self._prefill_arguments(other, 0, len(other.encoding))[0] for other in others],
         ))
         self.packed_steps += 1
         self._decoded(rows, logits[:self.max_batch])
         self._prefilled(request, start + n, logits[self.max_batch])
+        for index, other in enumerate(others, 1):
+            self._prefilled(other, len(other.encoding), logits[self.max_batch + index])
+
+    def _packed_prompts(self, used=None):
+        """The waiting prompts after the first that a packed step encodes
+        whole in the rest of its chunk after `used` tokens (default the
+        first's next chunk), at most `PACKED_PROMPTS` prompts in all: those
+        with nothing written yet (a prompt that shares prefix blocks reads
+        slots that only the first prompt's part of the pass has)."""
+        if not self.packs:
+            return []
+        if used is None:
+            first = self._prefilling[0]
+            used = min(self.prefill_chunk, len(first.encoding) - first.written)
+        chosen = []
+        for request in itertools.islice(self._prefilling, 1, PACKED_PROMPTS):
+            if request.written or used + len(request.encoding) > self.prefill_chunk:
+                break
+            chosen.append(request)
+            used += len(request.encoding)
+        return chosen
 
     def _prefill_arguments(self, request, start, size):
         """The prompt program's arguments for `request`'s tokens from
@@ -696,28 +728,42 @@ class Engine:
         )
         return arguments
 
-    def _packed_arguments(self, decode, prefill):
+    def _packed_arguments(self, decode, prefill, used, others=()):
         """The packed program's arguments and capacity: the decoding rows'
-        tokens (`decode`, `_decode_arguments`) then the prompt chunk's
-        (`prefill`, `_prefill_arguments`) in one row, over the rows'
-        windows, the prompt's slots and the new tokens' slots laid end to
-        end, each query seeing its own request's slots (`query_owners`,
-        `key_owners`). The new tokens' slots come last: the shared position
-        starts there, so that the chunk never wraps; causality within a
-        request follows from their order, every other slot is before them."""
+        tokens (`decode`, `_decode_arguments`), then the prompt chunk's
+        (`prefill`, `_prefill_arguments`, its first `used` tokens real) and
+        each of `others`' (whole prompts' `_prefill_arguments`, after it in
+        the chunk's padding) in one row, over the rows' windows, the first
+        prompt's slots and the new tokens' slots laid end to end, each query
+        seeing its own request's slots (`query_owners`, `key_owners`). The
+        new tokens' slots come last: the shared position starts there, so
+        that the chunk never wraps; causality within a request follows from
+        their order, every other slot is before them."""
         rows = self.max_batch
         window = decode["gather"].shape[1]
         own_slots = rows * window + self.prefill_capacity
         size = prefill["tokens"].shape[1]
+        chunk = {name: prefill[name][0].copy()
+                 for name in ("tokens", "row_positions", "padding_mask", "write")}
+        chunk_owners = np.full(size, rows)
+        last = np.zeros(PACKED_PROMPTS, "int32")
+        last[0] = rows + prefill["last"][0, 0]
+        for index, other in enumerate(others, 1):
+            n = other["tokens"].shape[1]
+            for name, values in chunk.items():
+                values[used:used + n] = other[name][0]
+            chunk_owners[used:used + n] = rows + index
+            last[index] = rows + used + n - 1
+            used += n
 
         def tokens(name):  # decoding rows' (one each), then the chunk's
-            return np.concatenate([decode[name][:, 0], prefill[name][0]])[None]
+            return np.concatenate([decode[name][:, 0], chunk[name]])[None]
 
         def slots(name, new):  # the rows' windows, the prompt's, the new tokens'
             return np.concatenate([decode[name].reshape(-1), prefill[name][0], new])[None]
 
         row_positions = tokens("row_positions")
-        owners = np.concatenate([np.arange(rows), np.full(size, rows)]).astype("int32")[None]
+        owners = np.concatenate([np.arange(rows), chunk_owners]).astype("int32")[None]
         arguments = dict(
             tokens=tokens("tokens"),
             clock=np.int32(own_slots),
@@ -728,8 +774,7 @@ class Engine:
             real_tokens=np.zeros(1, "int32"),
             padding_mask=tokens("padding_mask"),
             write=tokens("write"),
-            last=np.concatenate([np.arange(rows), [rows + prefill["last"][0, 0]]])[None].astype(
-                "int32"),
+            last=np.concatenate([np.arange(rows), last])[None].astype("int32"),
             key_row_positions=slots("key_row_positions", row_positions[0]),
             rotary_lengths=np.ones(1, "int32"),
             query_owners=owners,

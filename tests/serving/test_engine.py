@@ -11,6 +11,7 @@ import keras_attn
 
 from keras_attn.models import VARIANTS
 from keras_attn.serving import Engine
+from keras_attn.serving import engine as engine_module
 from keras_attn.serving import SamplingParams
 from tests.models.test_variants import CONFIG
 from tests.models.test_variants import VARIANT_FIELDS
@@ -48,15 +49,18 @@ def alone(model, prompts, steps, monkeypatch):
 
 @pytest.mark.parametrize("variant", SERVED)
 def test_greedy_tokens_equal_generating_alone(variant, monkeypatch):
-    """Requests arrive at random steps into 3 rows: rows are reused, a
+    """Requests arrive at different steps into 3 rows: rows are reused, a
     prompt is encoded in chunks of 4 while others decode, and shared
-    prompt blocks (the last two prompts start as the first) are read by
-    several requests."""
+    prompt blocks (the last two prompts start as the sixth) are read by
+    several requests. Where the model packs, prompts that fit in one chunk
+    are encoded in one pass: the first two with no row decoding, the
+    two-token one after the 9-token prompt's last chunk beside the rows."""
     model = model_for(variant)
-    prompts = PROMPTS + [PROMPTS[3][:9] + [5, 6], PROMPTS[3][:8] + [7]]
-    steps = STEPS + [3, 2]
+    prompts = [PROMPTS[4], PROMPTS[0], PROMPTS[1], [11, 12], PROMPTS[2], PROMPTS[3],
+               PROMPTS[3][:9] + [5, 6], PROMPTS[3][:8] + [7]]
+    steps = [5, 6, 4, 3, 7, 9, 3, 2]
     engine = Engine(model, max_batch=3, block_size=4, prefill_chunk=4, end_token_ids=[])
-    arrivals = np.random.default_rng(2).integers(0, 4, size=len(prompts))
+    arrivals = [0, 3, 0, 1, 0, 6, 0, 1]  # steps run after each submission
     requests = []
     for prompt, n, wait in zip(prompts, steps, arrivals):
         requests.append(engine.submit(prompt, max_new_tokens=n))
@@ -294,6 +298,29 @@ def test_a_row_freed_between_steps_is_taken_before_the_step_decodes(gpt2, monkey
     engine.run()
     assert ready.tokens == alone(gpt2, [PROMPTS[2][:3]], [5], monkeypatch)[0]
     assert engine.stats()["free_blocks"] == engine.pool.capacity
+
+
+def test_prompts_packed_in_one_chunk_compute_what_they_compute_apart(gpt2, monkeypatch):
+    """Three prompts submitted together fit in one chunk of 8 and are
+    encoded in one pass: each generated token's log-probability equals
+    that of the same request whose prompt had a pass of its own."""
+    def serve():
+        engine = Engine(gpt2, max_batch=3, block_size=4, prefill_chunk=8, end_token_ids=[])
+        requests = [engine.submit(prompt, max_new_tokens=4, logprobs=0)
+                    for prompt in (PROMPTS[0], PROMPTS[4], [11, 12, 13])]
+        engine.run()
+        return engine.stats()["packed_steps"], requests
+
+    packed_steps, packed = serve()
+    monkeypatch.setattr(engine_module, "PACKED_PROMPTS", 1)
+    apart_steps, apart = serve()
+    # One pass for the three prompts; apart, the first alone, the others
+    # each packed with the rows then decoding.
+    assert (packed_steps, apart_steps) == (1, 2)
+    for one, other in zip(packed, apart):
+        assert one.tokens == other.tokens
+        np.testing.assert_allclose([t.logprob for t in one.logprobs],
+                                   [t.logprob for t in other.logprobs], atol=1e-5)
 
 
 def test_a_prompt_is_encoded_when_a_row_will_be_free_for_it(gpt2, monkeypatch):
