@@ -346,7 +346,7 @@ class Engine:
                                      f"packed with decoding over {window} positions")
                         self.programs.run(*self._packed_arguments(
                             self._decode_arguments(rows, self._clock, window),
-                            self._prefill_arguments(phantom, 0, self.prefill_chunk)[0], 1,
+                            self._prefill_arguments(phantom, 0, self.prefill_chunk)[0],
                         ))
             finally:
                 self.programs.warming = False
@@ -524,14 +524,15 @@ class Engine:
         prefill, n = self._prefill_arguments(request, start, size)
         others = self._packed_prompts(n)
         if not any(self._rows) and not others:
-            # The rows were preempted for the prompt's blocks.
+            # No row decodes (preempted for the prompt's blocks), and no
+            # other prompt fits: the prompt program alone.
             self._prefill(request)
             return
         rows = self._rows
         running = [r for r in rows if r is not None]
         window = self._window(running) if running else self.block_size
         logits = self.programs.run(*self._packed_arguments(
-            self._decode_arguments(rows, self._clock, window), prefill, n,
+            self._decode_arguments(rows, self._clock, window), prefill,
             [self._prefill_arguments(other, 0, len(other.encoding))[0] for other in others],
         ))
         self.packed_steps += 1
@@ -728,17 +729,17 @@ class Engine:
         )
         return arguments
 
-    def _packed_arguments(self, decode, prefill, used, others=()):
+    def _packed_arguments(self, decode, prefill, others=()):
         """The packed program's arguments and capacity: the decoding rows'
         tokens (`decode`, `_decode_arguments`), then the prompt chunk's
-        (`prefill`, `_prefill_arguments`, its first `used` tokens real) and
-        each of `others`' (whole prompts' `_prefill_arguments`, after it in
-        the chunk's padding) in one row, over the rows' windows, the first
-        prompt's slots and the new tokens' slots laid end to end, each query
-        seeing its own request's slots (`query_owners`, `key_owners`). The
-        new tokens' slots come last: the shared position starts there, so
-        that the chunk never wraps; causality within a request follows from
-        their order, every other slot is before them."""
+        (`prefill`, `_prefill_arguments`) and each of `others`' (whole
+        prompts' `_prefill_arguments`, in the chunk's padding) in one row,
+        over the rows' windows, the first prompt's slots and the new tokens'
+        slots laid end to end, each query seeing its own request's slots
+        (`query_owners`, `key_owners`). The new tokens' slots come last:
+        the shared position starts there, so that the chunk never wraps;
+        causality within a request follows from their order, every other
+        slot is before them."""
         rows = self.max_batch
         window = decode["gather"].shape[1]
         own_slots = rows * window + self.prefill_capacity
@@ -746,8 +747,9 @@ class Engine:
         chunk = {name: prefill[name][0].copy()
                  for name in ("tokens", "row_positions", "padding_mask", "write")}
         chunk_owners = np.full(size, rows)
+        used = prefill["last"][0, 0] + 1  # the first prompt's tokens
         last = np.zeros(PACKED_PROMPTS, "int32")
-        last[0] = rows + prefill["last"][0, 0]
+        last[0] = rows + used - 1
         for index, other in enumerate(others, 1):
             n = other["tokens"].shape[1]
             for name, values in chunk.items():
