@@ -521,13 +521,13 @@ class Engine:
         if request.table is None:  # a row's block preempted the prompt
             self._decode()
             return
-        prefill, n = self._prefill_arguments(request, start, size)
-        others = self._packed_prompts(n)
+        others = self._packed_prompts()
         if not any(self._rows) and not others:
             # No row decodes (preempted for the prompt's blocks), and no
             # other prompt fits: the prompt program alone.
             self._prefill(request)
             return
+        prefill, n = self._prefill_arguments(request, start, size)
         rows = self._rows
         running = [r for r in rows if r is not None]
         window = self._window(running) if running else self.block_size
@@ -541,17 +541,16 @@ class Engine:
         for index, other in enumerate(others, 1):
             self._prefilled(other, len(other.encoding), logits[self.max_batch + index])
 
-    def _packed_prompts(self, used=None):
+    def _packed_prompts(self):
         """The waiting prompts after the first that a packed step encodes
-        whole in the rest of its chunk after `used` tokens (default the
-        first's next chunk), at most `PACKED_PROMPTS` prompts in all: those
-        with nothing written yet (a prompt that shares prefix blocks reads
-        slots that only the first prompt's part of the pass has)."""
+        whole in the rest of its chunk, after the first's next chunk, at
+        most `PACKED_PROMPTS` prompts in all: those with nothing written yet
+        (a prompt that shares prefix blocks reads slots that only the first
+        prompt's part of the pass has)."""
         if not self.packs:
             return []
-        if used is None:
-            first = self._prefilling[0]
-            used = min(self.prefill_chunk, len(first.encoding) - first.written)
+        first = self._prefilling[0]
+        used = min(self.prefill_chunk, len(first.encoding) - first.written)
         chosen = []
         for request in itertools.islice(self._prefilling, 1, PACKED_PROMPTS):
             if request.written or used + len(request.encoding) > self.prefill_chunk:
