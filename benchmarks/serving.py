@@ -66,11 +66,21 @@ whose engine tokens differ from static batching's (and from transformers'),
 reported, not raised. The 1-minute load average before and after each
 contender is recorded: other processes share the CPU.
 
+With `--rates R1 R2 ...` the same requests (same prompts and lengths, the
+arrival times scaled) are served at each rate in turn, and the result adds,
+per model, throughput at equal p99 latency: for each p99 end-to-end latency
+static batching reached in the sweep, the highest throughput the engine and
+static batching reached at a rate that kept their p99 end-to-end latency
+within it (`at_equal_latency`). With few requests the p99 is about the
+slowest request's latency.
+
 Results go to `benchmarks/results/serving_<backend>.json` (`--output-name`
 to name it otherwise, `--output` for another folder).
 
     KERAS_BACKEND=jax python benchmarks/serving.py --small
     KERAS_BACKEND=torch python benchmarks/serving.py --models llama --requests 32 --rate 2
+    KERAS_BACKEND=jax python benchmarks/serving.py --models llama --no-transformers \
+        --requests 32 --prompt-lengths 8 32 --output-lengths 8 32 --rates 1 2 4 8 16
 
 Not part of the test suite.
 """
@@ -107,6 +117,8 @@ MODELS = {
 }
 BLOCK_SIZE = 16
 PREFILL_CHUNK = 32
+ENGINE = "keras_attn Engine"
+STATIC = "keras_attn static batching"
 SMALL = {"requests": 12, "prompt_lengths": (8, 32), "output_lengths": (8, 32)}
 
 
@@ -349,26 +361,63 @@ def measured(name, run):
     return outcome, {"before": before, "after": os.getloadavg()[0]}
 
 
-def serve(family, args):
-    shape = MODELS[family]
-    requests = workload(args.requests, args.rate, args.prompt_lengths, args.output_lengths,
-                        shape["vocab_size"], args.seed)
-    max_length = max(len(r[1]) + r[2] for r in requests)
+def at_equal_latency(runs):
+    """Throughput at equal p99 latency, from a sweep of arrival rates (`runs`,
+    each `serve`'s result at one rate): for each p99 end-to-end latency that
+    static batching reached in the sweep, the highest throughput each of the
+    engine and static batching reached at a rate whose p99 end-to-end
+    latency was at most that, and the engine's over static batching's.
+    The engine's entry is None where none of its rates kept within it."""
+    points = {key: [] for key in (ENGINE, STATIC)}
+    for run in runs:
+        for row in run["rows"]:
+            if row["contender"] in points:
+                points[row["contender"]].append((row["tokens_per_second"],
+                                                 run["workload"]["rate_per_second"],
+                                                 row["end_to_end_latency"]["p99"]))
+    rows = []
+    for bound in sorted({latency for _, _, latency in points[STATIC]}):
+        best = {}
+        for name, reached in points.items():
+            within = [(throughput, rate) for throughput, rate, latency in reached
+                      if latency <= bound]
+            best[name] = None if not within else {
+                "rate_per_second": max(within)[1], "tokens_per_second": max(within)[0]}
+        engine, static = best[ENGINE], best[STATIC]
+        rows.append({
+            "end_to_end_latency_p99_at_most": bound, "engine": engine, "static": static,
+            "engine_over_static": None if engine is None
+            else engine["tokens_per_second"] / static["tokens_per_second"],
+        })
+    return rows
+
+
+def build(family):
+    """keras_attn's model and transformers' for `family`, the same random
+    weights (transformers' saved, keras_attn's loaded from the folder)."""
     with tempfile.TemporaryDirectory() as directory:
         transformers_model = generation.random_transformers_model(family, directory)
         model = keras_attn.build_transformer_model(directory)
-    print(f"{family}: {len(requests)} requests over {requests[-1][0]:.1f} s, "
-          f"{sum(r[2] for r in requests)} tokens to generate")
+    return model, transformers_model
+
+
+def serve(family, args, rate, model, transformers_model):
+    shape = MODELS[family]
+    requests = workload(args.requests, rate, args.prompt_lengths, args.output_lengths,
+                        shape["vocab_size"], args.seed)
+    max_length = max(len(r[1]) + r[2] for r in requests)
+    print(f"{family}: {len(requests)} requests over {requests[-1][0]:.1f} s ({rate:g} per "
+          f"second), {sum(r[2] for r in requests)} tokens to generate")
     rows, outputs, notes = [], {}, {}
     (start, tokens, stamps, warm_up_seconds), load = measured(
         "engine", lambda: run_engine(model, requests, args.max_batch, max_length,
                                      args.engine_torch_compile))
-    rows.append(summarize("keras_attn Engine", requests, start, tokens, stamps, load))
+    rows.append(summarize(ENGINE, requests, start, tokens, stamps, load))
     rows[-1]["warm_up_seconds"] = warm_up_seconds
     outputs["engine"] = tokens
     (start, tokens, stamps, step_seconds), load = measured(
         "static", lambda: run_static(model, requests, args.max_batch, args.static_torch_compile))
-    row = summarize("keras_attn static batching", requests, start, tokens, stamps, load)
+    row = summarize(STATIC, requests, start, tokens, stamps, load)
     row["time_between_tokens"] = {"delivered": "all at the batch's end (gaps 0)",
                                   "seconds_per_decoding_step": percentiles(step_seconds)}
     for key in ("first_to_second_token", "time_between_later_tokens"):
@@ -387,13 +436,13 @@ def serve(family, args):
             notes["transformers_error"] = f"{type(error).__name__}: {error}"
             print(f"  transformers not measured: {notes['transformers_error']}")
     by_name = {row["contender"]: row for row in rows}
-    engine = by_name["keras_attn Engine"]
+    engine = by_name[ENGINE]
     result = {
         # generation.py's description, without its keras-hub contender.
         "model": shape["description"].split(": one transformers")[0]
         + f": one random {shape['transformers']}, saved and loaded by keras_attn",
         "workload": {
-            "requests": len(requests), "rate_per_second": args.rate, "seed": args.seed,
+            "requests": len(requests), "rate_per_second": rate, "seed": args.seed,
             "prompt_lengths": list(args.prompt_lengths),
             "output_lengths": list(args.output_lengths),
             "last_arrival_seconds": requests[-1][0],
@@ -415,7 +464,7 @@ def serve(family, args):
         # reached torch.compile (on the CPU: their recordings, or their Python).
         result["compile_cache"] = compile_cache.ensure()._asdict()
         result["recorded_steps"] = settings.current().recorded_steps
-    for key, peer in (("static", "keras_attn static batching"),
+    for key, peer in (("static", STATIC),
                       ("transformers", "transformers continuous batching")):
         if peer not in by_name:
             continue
@@ -438,8 +487,9 @@ def serve(family, args):
     for row in rows:
         gaps = row["time_between_tokens"]
         gaps = gaps.get("seconds_per_decoding_step", gaps)
+        ttft = row["time_to_first_token"]
         print(f"  {row['contender']:<34} {row['tokens_per_second']:7.1f} tokens/s  TTFT p50 "
-              f"{row['time_to_first_token']['p50']:.2f} s p99 {row['time_to_first_token']['p99']:.2f}"
+              f"{ttft['p50']:.2f} s p99 {ttft['p99']:.2f}"
               f" s  between tokens p50 {gaps['p50'] * 1000:.0f} ms p99 {gaps['p99'] * 1000:.0f} ms"
               + ("" if "first_to_second_token" not in row else
                  f" (first to second p99 {row['first_to_second_token']['p99'] * 1000:.0f} ms, "
@@ -456,6 +506,10 @@ def main():
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["llama", "gpt2"])
     parser.add_argument("--requests", type=int, default=32)
     parser.add_argument("--rate", type=float, default=2.0, help="arrivals per second")
+    parser.add_argument(
+        "--rates", type=float, nargs="+", default=None,
+        help="a sweep: the same requests at each of these arrival rates (arrival times scaled), "
+             "and each contender's throughput at equal p99 end-to-end latency (replaces --rate)")
     parser.add_argument("--prompt-lengths", type=int, nargs=2, default=(8, 64))
     parser.add_argument("--output-lengths", type=int, nargs=2, default=(8, 64))
     parser.add_argument("--max-batch", type=int, default=4)
@@ -487,9 +541,24 @@ def main():
         result["static_batching_torch_compile"] = args.static_torch_compile
         result["engine_torch_step"] = (
             "eager" if args.engine_torch_compile == "0" else "compiled (torch.compile, warm_up)")
-    for family in args.models:  # written after each model, so a cut run keeps what it measured
-        result[family] = serve(family, args)
-        write_result(result, args.output, args.output_name or f"serving_{BACKEND}.json")
+    name = args.output_name or f"serving_{BACKEND}.json"
+    for family in args.models:  # written after each run, so a cut run keeps what it measured
+        model, transformers_model = build(family)
+        if args.rates is None:
+            result[family] = serve(family, args, args.rate, model, transformers_model)
+            write_result(result, args.output, name)
+            continue
+        sweep = result[family] = {"runs": []}
+        for rate in args.rates:
+            sweep["runs"].append(serve(family, args, rate, model, transformers_model))
+            sweep["at_equal_latency"] = at_equal_latency(sweep["runs"])
+            write_result(result, args.output, name)
+        for row in sweep["at_equal_latency"]:
+            engine = row["engine"] or {"rate_per_second": None, "tokens_per_second": float("nan")}
+            print(f"  p99 end-to-end latency <= {row['end_to_end_latency_p99_at_most']:.2f} s: "
+                  f"engine {engine['tokens_per_second']:.1f} tokens/s (rate "
+                  f"{engine['rate_per_second']}), static {row['static']['tokens_per_second']:.1f}"
+                  f" (rate {row['static']['rate_per_second']})")
 
 
 if __name__ == "__main__":

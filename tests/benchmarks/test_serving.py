@@ -50,3 +50,37 @@ def test_summary_measures_from_each_arrival():
 def test_mismatches_count_requests_and_tokens():
     counted = serving.mismatches([[1, 2, 3], [4, 5]], [[1, 2, 9], [4, 5]])
     assert counted == {"requests_differing": 1, "tokens_equal_fraction": 0.8}
+
+
+def test_a_sweep_serves_the_same_requests_at_scaled_arrival_times():
+    slow = serving.workload(20, 2.0, (8, 64), (8, 32), 32000, seed=5)
+    fast = serving.workload(20, 8.0, (8, 64), (8, 32), 32000, seed=5)
+    assert [r[1:] for r in slow] == [r[1:] for r in fast]
+    np.testing.assert_allclose([r[0] for r in slow], [4 * r[0] for r in fast])
+
+
+def sweep_run(rate, engine, static):
+    """One rate's result as `serve` writes it: (tokens/s, p99 latency) each."""
+    return {"workload": {"rate_per_second": rate}, "rows": [
+        {"contender": name, "tokens_per_second": throughput,
+         "end_to_end_latency": {"p50": None, "p99": latency}}
+        for name, (throughput, latency) in ((serving.ENGINE, engine), (serving.STATIC, static))
+    ] + [{"contender": "transformers continuous batching", "tokens_per_second": 99.0,
+          "end_to_end_latency": {"p50": None, "p99": 0.1}}]}
+
+
+def test_throughput_at_equal_latency_takes_the_best_rate_within_each_bound():
+    runs = [sweep_run(1, (10.0, 1.0), (9.0, 6.0)), sweep_run(2, (20.0, 1.5), (15.0, 8.0)),
+            sweep_run(4, (38.0, 4.0), (16.0, 20.0)), sweep_run(8, (45.0, 9.0), (16.5, 30.0))]
+    rows = serving.at_equal_latency(runs)
+    # Static batching's latencies, in order, are the bounds.
+    assert [row["end_to_end_latency_p99_at_most"] for row in rows] == [6.0, 8.0, 20.0, 30.0]
+    # Within 6 s the engine ran at 4 per second (4.0 s), static batching only at 1.
+    assert rows[0]["engine"] == {"rate_per_second": 4, "tokens_per_second": 38.0}
+    assert rows[0]["static"] == {"rate_per_second": 1, "tokens_per_second": 9.0}
+    assert rows[0]["engine_over_static"] == pytest.approx(38.0 / 9.0)
+    assert rows[1]["engine_over_static"] == pytest.approx(38.0 / 15.0)
+    assert rows[2]["engine"]["rate_per_second"] == 8 and rows[3]["static"]["rate_per_second"] == 8
+    # A bound tighter than every engine rate: no engine throughput to compare.
+    tight = serving.at_equal_latency([sweep_run(1, (10.0, 2.0), (9.0, 1.5))])
+    assert tight[0]["engine"] is None and tight[0]["engine_over_static"] is None
