@@ -156,3 +156,40 @@ def test_a_constant_output_is_returned_as_a_copy():
         returned.add_(100)
         torch.testing.assert_close(recording([torch.zeros(2)])[1], torch.arange(6.0))
     assert torch.equal(table, torch.arange(6.0))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_product_of_few_rows_goes_to_onednn_only_with_threads(threads):
+    """A product of 8 rows by a 1024 x 512 matrix, with two torch threads, is
+    recorded as oneDNN's (`few_row_product_op`): replayed and compiled, it
+    is the float64 product to float32 rounding. With one thread it stays
+    `aten.mm`, whose replay is the eager product to the bit."""
+    import numpy as np
+    import torch
+
+    from keras_attn.torch_runtime import recorded_pass
+
+    if threads > 1 and not torch.backends.mkldnn.is_available():
+        pytest.skip("torch is built without oneDNN")
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(1024, 512, generator=generator) / 32  # products of about 1
+    left, other = (torch.randn(8, 1024, generator=generator) for _ in range(2))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with no_grad():
+            recording = recorded()(lambda inputs: torch.tanh(inputs[0] @ weight), [left])
+            replayed = recording([other])
+            compiled = torch.compile(recording.function, fullgraph=True)(other)[0]
+            eager = torch.tanh(other @ weight)
+    finally:
+        torch.set_num_threads(before)
+    functions = list(recording.function.__globals__.values())
+    onednn = any(f is recorded_pass.few_row_product_op() for f in functions)
+    assert onednn == (threads > 1)
+    assert any(f is torch.ops.aten.mm.default for f in functions) == (threads == 1)
+    expected = np.tanh(other.double().numpy() @ weight.double().numpy())
+    np.testing.assert_allclose(replayed.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(compiled.numpy(), expected, rtol=1e-5, atol=1e-5)
+    if not onednn:
+        assert torch.equal(replayed, eager)
