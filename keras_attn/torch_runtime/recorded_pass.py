@@ -406,11 +406,11 @@ def few_row_product(left, right):
     rows on the left, at least `FEW_ROWS_WEIGHT` elements on the right,
     torch running more than one thread, and torch built with oneDNN.
 
-    torch's `mm` spreads so few rows over threads badly: at BERT-base's 8
-    tokens on a 2-core CPU with two threads, the 72 products of a pass took
-    up to 30% less time on oneDNN (equal on one thread, slower from a few
-    dozen rows). The sums are added in another order, so the results
-    differ from `mm`'s by float32 rounding (about 1e-6 relative)."""
+    torch's `mm` spreads so few rows over threads badly; oneDNN's linear
+    does better there, and worse on one thread or from a few dozen rows
+    (docs/speed.md, "Products of few rows on oneDNN"). Its sums are added
+    in another order, so the results differ from `mm`'s by float32
+    rounding (about 1e-6 relative)."""
     import torch
 
     return (
