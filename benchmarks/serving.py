@@ -381,8 +381,10 @@ def at_equal_latency(runs):
         for name, reached in points.items():
             within = [(throughput, rate) for throughput, rate, latency in reached
                       if latency <= bound]
-            best[name] = None if not within else {
-                "rate_per_second": max(within)[1], "tokens_per_second": max(within)[0]}
+            best[name] = None
+            if within:
+                throughput, rate = max(within)
+                best[name] = {"rate_per_second": rate, "tokens_per_second": throughput}
         engine, static = best[ENGINE], best[STATIC]
         rows.append({
             "end_to_end_latency_p99_at_most": bound, "engine": engine, "static": static,
