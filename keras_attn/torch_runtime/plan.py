@@ -11,6 +11,7 @@ import keras
 
 from keras_attn import keras_internals
 from keras_attn.torch_runtime import direct_call
+from keras_attn.torch_runtime import recorded_pass
 from keras_attn.torch_runtime import runner as runner_module
 from keras_attn.torch_runtime import settings
 
@@ -136,7 +137,7 @@ def _torch_entries(model, keras_layers):
     elif recorded:
         inference = Entry(
             runner_module.PATHS["recorded pass"] + " per input signature, from its second call",
-            model._runner.recorded_passes.describe(),
+            f"{model._runner.recorded_passes.describe()}; {recorded_pass.products_described()}",
         )
     else:
         reasons = (forward.why, _no_graphs(direct, now, on_gpu),
@@ -156,7 +157,8 @@ def _torch_entries(model, keras_layers):
             f"Keras' train step: forward by {forward.path}; backward by torch autograd; "
             "the optimizer's update", _no_graphs(True, now, on_gpu),
         )
-    return {"call": call, "predict": inference, "fit": fit, "generate": _torch_generate(model, now, on_gpu)}
+    generate = _torch_generate(model, now, on_gpu)
+    return {"call": call, "predict": inference, "fit": fit, "generate": generate}
 
 
 def _no_graphs(direct, now, on_gpu):
@@ -192,14 +194,16 @@ def _torch_generate(model, now, on_gpu):
         "always": "at each shape's first step",
         "auto": "once a shape's eager steps have taken as long as compiling it",
     }[mode]
+    recorded = now.recorded_steps and not on_gpu
     compiled = (
         "compiled by torch.compile from its recorded operations (KERAS_ATTN_RECORDED_STEPS)"
-        if now.recorded_steps and not on_gpu else "compiled by torch.compile"
+        if recorded else "compiled by torch.compile"
     )
     path = f"the decoding step {compiled} {when}"
     if now.cuda_graphs and on_gpu:
         return Entry(path + ", replayed as a CUDA graph from each call's second step")
-    return Entry(path, _no_graphs(True, now, on_gpu))
+    why = _no_graphs(True, now, on_gpu)
+    return Entry(path, f"{why}; {recorded_pass.products_described()}" if recorded else why)
 
 
 def _xla_entries(model, backend):

@@ -422,6 +422,24 @@ def few_row_product(left, right):
     )
 
 
+def products_described():
+    """One line for the model's execution plan: which matrix products a
+    recording made now runs on oneDNN (`few_row_product`), and why none do
+    when none do."""
+    import torch
+
+    if not torch.backends.mkldnn.is_available():
+        return "every matrix product by torch's mm (torch is built without oneDNN)"
+    threads = torch.get_num_threads()
+    if threads == 1:
+        return "every matrix product by torch's mm (one torch thread)"
+    return (
+        f"float32 products of at most {FEW_ROWS} rows by a matrix of at least "
+        f"{FEW_ROWS_WEIGHT:,} elements by oneDNN ({threads} torch threads), the others by "
+        "torch's mm"
+    )
+
+
 _FEW_ROW_PRODUCT = []
 _DEFINING = threading.Lock()
 

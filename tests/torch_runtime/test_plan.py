@@ -91,6 +91,25 @@ def test_on_the_cpu_inference_replays_recorded_passes_and_says_when_not(encoder,
 
 
 @torch_only
+@pytest.mark.parametrize("threads", [1, 2])
+def test_recorded_paths_say_which_products_run_on_onednn(lm, threads):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        plan = lm.execution_plan()
+    finally:
+        torch.set_num_threads(before)
+    for name in ("predict", "generate"):
+        why = plan.entries[name].why
+        if threads == 1:
+            assert "every matrix product by torch's mm (one torch thread)" in why, why
+        else:
+            assert "at most 16 rows by a matrix of at least 524,288 elements by oneDNN" in why
+
+
+@torch_only
 def test_with_the_direct_pass_off_keras_runs_the_pass(encoder, monkeypatch):
     from keras_attn.torch_runtime import direct_graph
 
