@@ -82,6 +82,27 @@ def pytest_configure(config):
     config.pluginmanager.register(SeededFixtures(), "keras_attn-seeded-fixtures")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_requested_garbage_collections():
+    """`gc.collect()` does nothing during the suite. Keras' `quantize` (and
+    `TransformerModel.quantize`, once) and `clear_session` ask for a full
+    collection to free the float kernels sooner; by the suite's later
+    folders the process holds some 3 million objects and each such
+    collection took 2-6 s (about 180 s of the JAX run's 33 minutes was
+    garbage collection, most of it these calls: 70 quantized variants).
+    No test checks memory; Python's own generational collections still
+    run. tests/models/test_quantize.py counts the calls with its own
+    patch."""
+    import gc
+
+    collect = gc.collect
+    gc.collect = lambda generation=2: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+
+
 @pytest.fixture(autouse=True)
 def seeded():
     """Every test starts from the same random state, so a failure
