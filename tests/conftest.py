@@ -88,8 +88,8 @@ def no_requested_garbage_collections():
     `TransformerModel.quantize`, once) and `clear_session` ask for a full
     collection to free the float kernels sooner; by the suite's later
     folders the process holds some 3 million objects and each such
-    collection took 2-6 s (about 180 s of the JAX run's 33 minutes was
-    garbage collection, most of it these calls: 70 quantized variants).
+    collection took 2-6 s (182 s of one JAX run of the suite was garbage
+    collection, most of it these calls: 70 quantized variants).
     No test checks memory; Python's own generational collections still
     run. tests/models/test_quantize.py counts the calls with its own
     patch."""
