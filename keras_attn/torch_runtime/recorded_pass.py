@@ -417,9 +417,20 @@ def few_row_product(left, right):
         left.dim() == 2 and right.dim() == 2 and 0 < left.shape[0] <= FEW_ROWS
         and right.numel() >= FEW_ROWS_WEIGHT
         and left.dtype == right.dtype == torch.float32
-        and left.device.type == right.device.type == "cpu"
-        and torch.get_num_threads() > 1 and torch.backends.mkldnn.is_available()
+        and left.device.type == right.device.type == "cpu" and _why_not_onednn() is None
     )
+
+
+def _why_not_onednn():
+    """Why this process records no product as oneDNN's (one torch thread,
+    or torch built without oneDNN), or None where it does."""
+    import torch
+
+    if not torch.backends.mkldnn.is_available():
+        return "torch is built without oneDNN"
+    if torch.get_num_threads() == 1:
+        return "one torch thread"
+    return None
 
 
 def products_described():
@@ -428,15 +439,13 @@ def products_described():
     when none do."""
     import torch
 
-    if not torch.backends.mkldnn.is_available():
-        return "every matrix product by torch's mm (torch is built without oneDNN)"
-    threads = torch.get_num_threads()
-    if threads == 1:
-        return "every matrix product by torch's mm (one torch thread)"
+    reason = _why_not_onednn()
+    if reason is not None:
+        return f"every matrix product by torch's mm ({reason})"
     return (
         f"float32 products of at most {FEW_ROWS} rows by a matrix of at least "
-        f"{FEW_ROWS_WEIGHT:,} elements by oneDNN ({threads} torch threads), the others by "
-        "torch's mm"
+        f"{FEW_ROWS_WEIGHT:,} elements by oneDNN ({torch.get_num_threads()} torch threads), "
+        "the others by torch's mm"
     )
 
 
