@@ -290,7 +290,7 @@ class CachedForward:
     def __call__(self, token_ids, position, cache, segment_ids=None, padding_mask=None,
                  write_rows=None, logits=True, condition=None, source=None,
                  row_positions=None, key_row_positions=None, rotary_lengths=None,
-                 logits_at=None, query_owners=None, key_owners=None):
+                 logits_at=None, query_owners=None, key_owners=None, packing=None):
         """Runs `token_ids` `(batch, n)`, at positions `position .. position + n -
         1`, against `cache`.
 
@@ -333,6 +333,11 @@ class CachedForward:
                 every sequence's own positions are `row_positions` and
                 `key_row_positions`. A ValueError unless the model
                 `packs_sequences`, or when one comes without the other.
+            packing: optional `keras_attn.layers.packed.PackedRows`, with
+                the owners: the step is laid out as the serving engine packs
+                it (`packed`'s module docstring), and attention runs on the
+                blocks of slots each query sees. The owners' mask must hide
+                every slot outside those blocks.
 
         Returns:
             `(logits, cache)`: float `(batch, n, vocab)` logits (`(batch, k,
@@ -347,6 +352,8 @@ class CachedForward:
             )
         if (query_owners is None) != (key_owners is None):
             raise ValueError("`query_owners` and `key_owners` are given together, or neither.")
+        if packing is not None and query_owners is None:
+            raise ValueError("`packing` describes packed sequences: give `query_owners` too.")
         if query_owners is not None and not self.packs_sequences:
             raise ValueError(
                 f"{self.model.name} cannot pack several sequences in one row "
@@ -393,7 +400,7 @@ class CachedForward:
             token_positions = masking.real_token_positions(real, before)
         step = DecodeStep(CacheStep(
             slot, positions, key_positions, write_rows, token_positions, row_positions
-        ))
+        ), packing=packing)
 
         mask = masking.sequence_mask(
             key_valid,

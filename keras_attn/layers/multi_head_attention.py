@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_attn.layers import banded
 from keras_attn.layers import masking
+from keras_attn.layers import packed
 from keras_attn.layers import positions
 from keras_attn.layers.attention_options import check_attention_options
 from keras_attn.layers.attention_options import check_causal_call
@@ -110,6 +111,10 @@ class MultiHeadAttention(keras.layers.Layer):
         rotary_tables: None (computed here), or `rotary_tables(positions)`
             of the positions the queries and keys share, computed once for
             the layers of an equal position object and widths; same output.
+        packing: with `cache`, a `keras_attn.layers.packed.PackedRows`
+            where the step packs sequences in one row as the serving
+            engine lays them out: attention on the blocks of slots each
+            query sees (`packed.attend`), same output.
 
     Raises:
         ValueError: naming an argument out of range, inputs whose static
@@ -302,18 +307,26 @@ class MultiHeadAttention(keras.layers.Layer):
         self, query, value=None, key=None, attention_mask=None, attention_bias=None,
         distance_bias=None, use_causal_mask=False, return_attention_scores=False,
         training=None, query_mask=None, value_mask=None, key_mask=None, mask=None,
-        cache=None, cache_step=None, rotary_tables=None,
+        cache=None, cache_step=None, rotary_tables=None, packing=None,
     ):
         if cache is not None:
             check_cache_step(self, cache_step)
             # The caller's mask over the slots holds causality, the window
             # and padding, from the slots' positions.
             self._check_call_arguments(query, query, query, None, True, rotary_tables)
+            mask = masking.merge_attention_masks(attention_mask)
+            band = None
+            if (packing is not None and attention_bias is None
+                    and distance_bias is None and not self._position.reads_distances):
+                def band(query_heads, key_heads, value_heads):
+                    return packed.attend(
+                        self._kernel, packing, query_heads, key_heads, value_heads, mask,
+                        training,
+                    )
             output, _, cache = self._attend(
                 self._project_heads(query, query, query), cache_step.positions,
-                cache_step.key_positions, masking.merge_attention_masks(attention_mask),
-                attention_bias, distance_bias, training,
-                cache=cache, step=cache_step, rotary_tables=rotary_tables,
+                cache_step.key_positions, mask, attention_bias, distance_bias, training,
+                cache=cache, step=cache_step, band=band, rotary_tables=rotary_tables,
             )
             return output, cache
         if value is None:

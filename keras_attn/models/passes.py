@@ -103,14 +103,19 @@ class DecodeStep(FullPass):
     Args:
         cache_step: the step's `keras_attn.layers.CacheStep` (slots and
             positions of the new tokens), shared by every layer.
+        packing: optional `keras_attn.layers.packed.PackedRows`: the step
+            packs sequences in one row as the serving engine lays them out,
+            and each self-attention gets it (`packing=`) to attend on the
+            blocks of slots its queries see.
     """
 
     decoding = True
 
-    def __init__(self, cache_step):
+    def __init__(self, cache_step, packing=None):
         if cache_step is None:
             raise ValueError("DecodeStep needs the step's CacheStep; received None.")
         self.cache_step = cache_step
+        self.packing = packing
 
     def run(self, layer, *args, **kwargs):
         """`layer.call(*args, **kwargs)` where that is exact (`direct_call`)."""
@@ -141,6 +146,8 @@ class DecodeStep(FullPass):
                 f"{layer.name}: a decoding step attends over a key/value `cache`; "
                 "received none."
             )
+        if self.packing is not None:
+            arguments["packing"] = self.packing
         return self.run(layer, hidden, cache=cache, cache_step=self.cache_step, **arguments)
 
     def block_output(self, hidden, cache):

@@ -12,6 +12,7 @@ import numpy as np
 
 from keras_attn import progress
 from keras_attn.generation.cached_forward import CachedForward
+from keras_attn.layers.packed import PackedRows
 from keras_attn.layers.rope_scaling import CLIPPED_TYPES
 from keras_attn.serving.block_pool import BlockPool
 from keras_attn.serving.programs import StepPrograms
@@ -738,7 +739,8 @@ class Engine:
         (`query_owners`, `key_owners`). The new tokens' slots come last:
         the shared position starts there, so that the chunk never wraps;
         causality within a request follows from their order, every other
-        slot is before them."""
+        slot is before them. `packing` names the layout (`PackedRows`), so
+        that attention runs on each query's blocks of slots."""
         rows = self.max_batch
         window = decode["gather"].shape[1]
         own_slots = rows * window + self.prefill_capacity
@@ -784,6 +786,7 @@ class Engine:
                 owners[0],
             ]).astype("int32")[None],
             **_segments(1, rows + size, own_slots + rows + size),
+            packing=PackedRows(rows, window),
         )
         return arguments, own_slots + rows + size
 

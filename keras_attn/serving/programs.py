@@ -51,13 +51,18 @@ class StepPrograms:
 
     def run(self, arguments, capacity, source=None):
         """The float32 `(picks, vocab)` logits of one step on `arguments`
-        (a dict of `ARGUMENTS`, None where absent, and `tokens`) over
-        `capacity` slots, the tokens `last` picks in row order; the pools
-        written."""
-        key = (arguments["tokens"].shape, capacity)
+        (a dict of `ARGUMENTS`, None where absent, `tokens` and, for a
+        packed step, its `packing`) over `capacity` slots, the tokens `last`
+        picks in row order; the pools written."""
+        packing = arguments.get("packing")
+        key = (arguments["tokens"].shape, capacity, packing)
         program = self.compiled.get(key)
         if program is None:
-            program = self.compiled[key] = self._compile(self.step)
+            step = self.step
+            if packing is not None:
+                def step(*args):  # the layout is static: one program per layout
+                    return self.step(*args, packing=packing)
+            program = self.compiled[key] = self._compile(step)
         for _ in range(self._calls(program)):
             logits, self.pools = program(
                 self.pools, arguments["tokens"], source,
@@ -101,13 +106,14 @@ class StepPrograms:
 
     def step(self, pools, tokens, source, clock, row_positions, gather, key_positions, key_valid,
                  real_tokens, padding_mask, write, last, segment_ids, key_orders, segment_sums,
-                 key_row_positions, rotary_lengths, query_owners, key_owners):
+                 key_row_positions, rotary_lengths, query_owners, key_owners, packing=None):
         """One step of the model on the rows' blocks: gathers each row's
         slots from the pools, runs `CachedForward`, writes the new keys and
         values to the pools at `write` and returns the float32 logits of
         the tokens `last` `(rows, k)` picks, `(rows * k, vocab)` (the head
         runs on those tokens alone). `query_owners` and `key_owners` (or
-        None) pack several requests in one row (`CachedForward`)."""
+        None) pack several requests in one row (`CachedForward`), laid out
+        as `packing` says (a `PackedRows`, or None)."""
         length = tokens.shape[1]
         capacity = key_positions.shape[0]
         layers = tuple(
@@ -122,7 +128,7 @@ class StepPrograms:
             tokens, clock, cache, segment_ids=segment_ids, padding_mask=padding_mask,
             row_positions=row_positions, key_row_positions=key_row_positions, source=source,
             rotary_lengths=rotary_lengths if self.forward.length_dependent else None,
-            logits_at=last, query_owners=query_owners, key_owners=key_owners,
+            logits_at=last, query_owners=query_owners, key_owners=key_owners, packing=packing,
         )
         slot = ops.mod(clock, capacity)
         entries = ops.reshape(write, (-1,))

@@ -7,6 +7,7 @@ import pytest
 import keras_attn
 from keras_attn.generation import CachedForward
 from keras_attn.generation.cached_forward import GENERATIVE_APPLICATIONS
+from keras_attn.layers.packed import PackedRows
 from keras_attn.torch_runtime.compiled_step import torch_compiles_steps
 from keras_attn.models import VARIANTS
 from keras_attn.models.passes import FULL_PASS
@@ -160,6 +161,8 @@ def test_each_cached_step_equals_the_full_pass(
         )
         with pytest.raises(ValueError, match="given together"):
             forward(ids[:, :PROMPT], 0, cache, query_owners=np.zeros((2, PROMPT), "int32"))
+        with pytest.raises(ValueError, match="give `query_owners` too"):
+            forward(ids[:, :PROMPT], 0, cache, packing=PackedRows(2, 4))
     if not forward.packs_sequences:
         owners = np.zeros((2, PROMPT), "int32")
         with pytest.raises(ValueError, match="cannot pack several sequences"):
