@@ -314,19 +314,13 @@ class MultiHeadAttention(keras.layers.Layer):
             # The caller's mask over the slots holds causality, the window
             # and padding, from the slots' positions.
             self._check_call_arguments(query, query, query, None, True, rotary_tables)
-            mask = masking.merge_attention_masks(attention_mask)
-            band = None
-            if (packing is not None and attention_bias is None
-                    and distance_bias is None and not self._position.reads_distances):
-                def band(query_heads, key_heads, value_heads):
-                    return packed.attend(
-                        self._kernel, packing, query_heads, key_heads, value_heads, mask,
-                        training,
-                    )
+            if attention_bias is not None or distance_bias is not None:
+                packing = None  # a bias reads every slot: the dense path
             output, _, cache = self._attend(
                 self._project_heads(query, query, query), cache_step.positions,
-                cache_step.key_positions, mask, attention_bias, distance_bias, training,
-                cache=cache, step=cache_step, band=band, rotary_tables=rotary_tables,
+                cache_step.key_positions, masking.merge_attention_masks(attention_mask),
+                attention_bias, distance_bias, training,
+                cache=cache, step=cache_step, rotary_tables=rotary_tables, packing=packing,
             )
             return output, cache
         if value is None:
@@ -359,13 +353,15 @@ class MultiHeadAttention(keras.layers.Layer):
     def _attend(
         self, heads, query_positions, key_positions, mask, attention_bias=None,
         distance_bias=None, training=None, return_scores=False, cache=None, step=None,
-        band=None, rotary_tables=None,
+        band=None, rotary_tables=None, packing=None,
     ):
         """The full pass, a cached step and `attend_projected` from the
         projected `heads`: encode positions (by `rotary_tables` where
         given), write the cache, decay, share the key/value heads, attend
-        under `mask` (or on `band`'s blocks), project out. Positions None
-        encode nothing. Returns `(output, scores, cache)`."""
+        under `mask` (or on `band`'s blocks, or on a packed step's blocks
+        where `packing` is given, the heads shared on the blocks), project
+        out. Positions None encode nothing. Returns `(output, scores,
+        cache)`."""
         query_heads, key_heads, value_heads, gate = heads
         if query_positions is not None:
             new_positions = key_positions if step is None else step.rotation_positions
@@ -381,6 +377,12 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads, key_heads = self._position.decay(
                 query_heads, key_heads, query_positions, key_positions, cached=step is not None
             )
+        if packing is not None and not self._position.reads_distances:
+            attended = packed.attend(
+                self._kernel, packing, query_heads, key_heads, value_heads, mask, training,
+                share=self._share_key_value_heads,
+            )
+            return self._project_output(attended, gate), None, cache
         key_heads, value_heads = self._share_key_value_heads(key_heads, value_heads)
         if band is not None:
             return self._project_output(band(query_heads, key_heads, value_heads), gate), None, cache

@@ -30,15 +30,23 @@ class PackedRows(NamedTuple):
     window: int
 
 
-def attend(kernel, layout, query, key, value, mask, training=None):
+def attend(kernel, layout, query, key, value, mask, training=None, share=None):
     """`kernel(query, key, value, mask, None, training)` (the layer's
     `DotProductAttention`) on a packed step's blocks (see the module).
 
     `query` `(1, queries, heads, size)`, `key` and `value` `(1, slots,
-    heads, size)` (the cache after the step's writes, heads shared), `mask`
-    the step's merged boolean mask `(1, 1, queries, slots)`. Returns the
-    attended `(1, queries, heads, value_size)`.
+    key_value_heads, size)` (the cache after the step's writes), `mask` the
+    step's merged boolean mask `(1, 1, queries, slots)`; `share(keys,
+    values)` gives each query head its key/value heads (grouped-query
+    attention; None: they are the query's), applied to each block's keys
+    and values rather than to the whole cache: fewer elements to compute
+    from the cache's indices where the blocks are gathered in one kernel
+    (torch's inductor). Returns the attended `(1, queries, heads,
+    value_size)`.
     """
+    if share is None:
+        def share(keys, values):
+            return keys, values
     rows, window = layout
     queries = query.shape[1]
     slots = key.shape[1]
@@ -58,11 +66,12 @@ def attend(kernel, layout, query, key, value, mask, training=None):
     row_mask = ops.concatenate([own_mask, latest_mask], axis=1)
     row_query = ops.reshape(query[:, :rows], (rows, 1) + tuple(query.shape[2:]))
     decoded, _ = kernel(
-        row_query, row_slots(key), row_slots(value), row_mask[:, None, None, :], None, training
+        row_query, *share(row_slots(key), row_slots(value)), row_mask[:, None, None, :], None,
+        training,
     )
     prompted, _ = kernel(
-        query[:, rows:], key[:, windows:], value[:, windows:], mask[:, :, rows:, windows:],
-        None, training,
+        query[:, rows:], *share(key[:, windows:], value[:, windows:]),
+        mask[:, :, rows:, windows:], None, training,
     )
     decoded = ops.reshape(decoded, (1, rows) + tuple(decoded.shape[2:]))
     return ops.concatenate([decoded, prompted], axis=1)

@@ -47,25 +47,38 @@ def reference(query, key, value, mask, scale, normalization):
     return np.einsum("bhqk,bkhd->bqhd", weights, value)
 
 
-@pytest.mark.parametrize("fused, normalization", [
-    (None, "softmax"), (False, "softmax"), (False, "squared_relu"),
+def share_heads(keys, values):
+    """Grouped-query attention's sharing: each key/value head serves
+    `HEADS` query heads."""
+    return ops.repeat(keys, HEADS, axis=2), ops.repeat(values, HEADS, axis=2)
+
+
+# (fused, normalization, key/value heads): the softmax on both paths, one
+# of them with grouped-query heads shared on the blocks, and squared ReLU.
+@pytest.mark.parametrize("fused, normalization, key_value_heads", [
+    (None, "softmax", 1), (False, "softmax", HEADS), (False, "squared_relu", HEADS),
 ])
-def test_packed_attention_equals_masked_attention_over_every_slot(fused, normalization):
+def test_packed_attention_equals_masked_attention_over_every_slot(
+    fused, normalization, key_value_heads,
+):
     rng = np.random.default_rng(3)
     mask = layout_mask(rng)
     queries, slots = mask.shape[2:]
     query = rng.normal(size=(1, queries, HEADS, SIZE)).astype("float32")
-    key = rng.normal(size=(1, slots, HEADS, SIZE)).astype("float32")
-    value = rng.normal(size=(1, slots, HEADS, SIZE)).astype("float32")
+    key = rng.normal(size=(1, slots, key_value_heads, SIZE)).astype("float32")
+    value = rng.normal(size=(1, slots, key_value_heads, SIZE)).astype("float32")
+    groups = HEADS // key_value_heads
+    shared = (np.repeat(key, groups, axis=2), np.repeat(value, groups, axis=2))
     kernel = DotProductAttention(scale=SIZE ** -0.5, fused=fused, normalization=normalization)
-    expected = reference(query, key, value, mask, SIZE ** -0.5, normalization)
+    expected = reference(query, *shared, mask, SIZE ** -0.5, normalization)
     got = to_numpy(packed.attend(
         kernel, packed.PackedRows(ROWS, WINDOW), ops.convert_to_tensor(query),
         ops.convert_to_tensor(key), ops.convert_to_tensor(value), ops.convert_to_tensor(mask),
+        share=share_heads if groups > 1 else None,
     ))
     np.testing.assert_allclose(got, expected, atol=1e-5)
     assert not np.any(got[0, 1])  # the idle row sees nothing
     # The kernel over every slot under the same mask: what the engine ran
     # before, and the reference's own check.
-    dense, _ = kernel(*map(ops.convert_to_tensor, (query, key, value, mask)))
+    dense, _ = kernel(*map(ops.convert_to_tensor, (query, *shared, mask)))
     np.testing.assert_allclose(to_numpy(dense), expected, atol=1e-5)
