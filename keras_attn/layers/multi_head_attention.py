@@ -314,8 +314,6 @@ class MultiHeadAttention(keras.layers.Layer):
             # The caller's mask over the slots holds causality, the window
             # and padding, from the slots' positions.
             self._check_call_arguments(query, query, query, None, True, rotary_tables)
-            if attention_bias is not None or distance_bias is not None:
-                packing = None  # a bias reads every slot: the dense path
             output, _, cache = self._attend(
                 self._project_heads(query, query, query), cache_step.positions,
                 cache_step.key_positions, masking.merge_attention_masks(attention_mask),
@@ -377,7 +375,9 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads, key_heads = self._position.decay(
                 query_heads, key_heads, query_positions, key_positions, cached=step is not None
             )
-        if packing is not None and not self._position.reads_distances:
+        if (packing is not None and attention_bias is None and distance_bias is None
+                and not self._position.reads_distances):
+            # (A bias or distances read every slot: those take the dense path.)
             attended = packed.attend(
                 self._kernel, packing, query_heads, key_heads, value_heads, mask, training,
                 share=self._share_key_value_heads,
