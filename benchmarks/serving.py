@@ -39,7 +39,10 @@ the other on the same requests and arrival times:
     else the CPU): the transformers model's
     `init_continuous_batching(...)` manager, at most `--max-batch` requests
     per batch, `add_request(record_timestamps=True)` at each arrival time;
-    its tokens carry transformers' own timestamps.
+    its tokens carry transformers' own timestamps. Before its thread
+    starts, the main thread's OpenMP workers are handed back
+    (`release_thread_pool`), as `Engine.start` does for the engine's:
+    otherwise each of its steps on the CPU waits longer on them.
 
 Each contender is warmed up before its timed run: the engine by
 `Engine.warm_up` (every program: each decoding window and the prompt
@@ -110,6 +113,7 @@ from bert_base import BACKEND  # noqa: E402
 from bert_base import write_result  # noqa: E402
 from keras_attn.serving import Engine  # noqa: E402
 from keras_attn.serving import SamplingParams  # noqa: E402
+from keras_attn.torch_runtime.openmp import release_thread_pool  # noqa: E402
 
 MODELS = {
     "llama": generation.PRETRAINED_SHAPES["llama"],
@@ -261,6 +265,9 @@ def run_transformers(transformers_model, requests, max_batch, max_length):
         manager = transformers_model.init_continuous_batching(
             generation_config=settings, continuous_batching_config=batching
         )
+        # Its thread runs at full speed beside the main thread's idle OpenMP
+        # workers only once they are handed back, as `Engine.start` does.
+        release_thread_pool()
         manager.start()
         try:
             for prompt in (requests[0][1][:8], requests[1][1][:8]):  # warm-up

@@ -8,6 +8,7 @@ import time
 from typing import List
 from typing import Optional
 
+import keras
 import numpy as np
 
 from keras_attn import progress
@@ -22,6 +23,7 @@ from keras_attn.serving.sampling import choose_token
 from keras_attn.serving.sampling import token_logprob
 from keras_attn.serving.streaming import TextStream
 from keras_attn.torch_runtime.compiled_step import torch_compile_mode
+from keras_attn.torch_runtime.openmp import release_thread_pool
 
 # The shared clock is rebased below this (float32 holds its integers
 # exactly, for XPOS's decay).
@@ -360,9 +362,13 @@ class Engine:
             self.step()
 
     def start(self):
-        """Runs the engine in a thread until `stop`."""
+        """Runs the engine in a thread until `stop`. On torch, the calling
+        thread's OpenMP workers are handed back first (`release_thread_pool`):
+        left idle beside the engine's own, they slow each of its steps."""
         if self._thread is not None:
             return
+        if keras.config.backend() == "torch":
+            release_thread_pool()
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="keras_attn-engine", daemon=True)
         self._thread.start()

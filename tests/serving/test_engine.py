@@ -403,6 +403,10 @@ def test_block_accounting_after_any_mix_of_requests(gpt2):
 
 
 def test_an_engine_thread_streams_each_request(gpt2, monkeypatch):
+    """On torch, the starting thread's OpenMP workers are handed back
+    first (tests/torch_runtime/test_openmp.py tests the handing back)."""
+    released = []
+    monkeypatch.setattr(engine_module, "release_thread_pool", lambda: released.append(True))
     engine = Engine(gpt2, max_batch=2, block_size=4, prefill_chunk=4, end_token_ids=[])
     engine.start()
     try:
@@ -411,6 +415,7 @@ def test_an_engine_thread_streams_each_request(gpt2, monkeypatch):
     finally:
         engine.stop()
     assert streamed == alone(gpt2, PROMPTS[:4], STEPS[:4], monkeypatch)
+    assert released == ([True] if BACKEND == "torch" else [])
 
 
 class Bytes:
