@@ -161,8 +161,9 @@ def main_parser():
     serve.add_argument("--num-blocks", type=int, default=None,
                        help="cache blocks per layer (default: room for --max-batch requests "
                        "of --max-length)")
-    serve.add_argument("--prefill-chunk", type=int, default=32,
-                       help="prompt tokens encoded per step (default 32)")
+    serve.add_argument("--prefill-chunk", type=int, default=None,
+                       help="prompt tokens encoded per step (default: 4 per row of "
+                       "--max-batch, at least 32)")
     serve.add_argument("--max-waiting", type=int, default=256,
                        help="requests waiting for the engine before new ones get 429 (default 256)")
     serve.add_argument("--shutdown-timeout", type=float, default=30.0,

@@ -23,7 +23,8 @@ Every contender decodes greedily with no end token, so each request gets
 exactly its output length and the work is equal. The contenders, one after
 the other on the same requests and arrival times:
 
-(a) engine: `keras_attn.serving.Engine(max_batch=--max-batch)` started in
+(a) engine: `keras_attn.serving.Engine(max_batch=--max-batch)` (its
+    `prefill_chunk` `--prefill-chunk`, by default the engine's) started in
     its thread; the driver submits each request at its arrival time, and a
     thread per request iterates its `Delta`s, stamping each token with the
     time its delta arrived.
@@ -113,6 +114,7 @@ from bert_base import BACKEND  # noqa: E402
 from bert_base import write_result  # noqa: E402
 from keras_attn.serving import Engine  # noqa: E402
 from keras_attn.serving import SamplingParams  # noqa: E402
+from keras_attn.serving.engine import default_prefill_chunk  # noqa: E402
 from keras_attn.torch_runtime.openmp import release_thread_pool  # noqa: E402
 
 MODELS = {
@@ -120,7 +122,6 @@ MODELS = {
     "gpt2": generation.PRETRAINED_SHAPES["gpt2"],
 }
 BLOCK_SIZE = 16
-PREFILL_CHUNK = 32
 ENGINE = "keras_attn Engine"
 STATIC = "keras_attn static batching"
 SMALL = {"requests": 12, "prompt_lengths": (8, 32), "output_lengths": (8, 32)}
@@ -147,7 +148,7 @@ def wait_until(moment):
         time.sleep(delay)
 
 
-def run_engine(model, requests, max_batch, max_length, torch_compile):
+def run_engine(model, requests, max_batch, max_length, prefill_chunk, torch_compile):
     """Contender (a): per request its tokens and their delivery times
     (perf_counter), the run's start and the seconds `warm_up` took. On torch
     the engine's programs follow `torch_compile` (`KERAS_ATTN_TORCH_COMPILE`'s
@@ -156,7 +157,7 @@ def run_engine(model, requests, max_batch, max_length, torch_compile):
     os.environ["KERAS_ATTN_TORCH_COMPILE"] = torch_compile
     try:
         engine = Engine(model, max_batch=max_batch, max_length=max_length,
-                        block_size=BLOCK_SIZE, prefill_chunk=PREFILL_CHUNK, end_token_ids=(),
+                        block_size=BLOCK_SIZE, prefill_chunk=prefill_chunk, end_token_ids=(),
                         seed=0)
     finally:
         if saved is None:
@@ -415,11 +416,12 @@ def serve(family, args, rate, model, transformers_model):
     requests = workload(args.requests, rate, args.prompt_lengths, args.output_lengths,
                         shape["vocab_size"], args.seed)
     max_length = max(len(r[1]) + r[2] for r in requests)
+    prefill_chunk = args.prefill_chunk or default_prefill_chunk(args.max_batch)
     print(f"{family}: {len(requests)} requests over {requests[-1][0]:.1f} s ({rate:g} per "
           f"second), {sum(r[2] for r in requests)} tokens to generate")
     rows, outputs, notes = [], {}, {}
     (start, tokens, stamps, warm_up_seconds), load = measured(
-        "engine", lambda: run_engine(model, requests, args.max_batch, max_length,
+        "engine", lambda: run_engine(model, requests, args.max_batch, max_length, prefill_chunk,
                                      args.engine_torch_compile))
     rows.append(summarize(ENGINE, requests, start, tokens, stamps, load))
     rows[-1]["warm_up_seconds"] = warm_up_seconds
@@ -458,7 +460,7 @@ def serve(family, args, rate, model, transformers_model):
             "tokens_to_generate": sum(r[2] for r in requests),
             "greedy": True, "end_token": None,
         },
-        "max_batch": args.max_batch, "block_size": BLOCK_SIZE, "prefill_chunk": PREFILL_CHUNK,
+        "max_batch": args.max_batch, "block_size": BLOCK_SIZE, "prefill_chunk": prefill_chunk,
         "engine_max_length": max_length,
         "device": placement.device_name(),
         "rows": rows,
@@ -522,6 +524,9 @@ def main():
     parser.add_argument("--prompt-lengths", type=int, nargs=2, default=(8, 64))
     parser.add_argument("--output-lengths", type=int, nargs=2, default=(8, 64))
     parser.add_argument("--max-batch", type=int, default=4)
+    parser.add_argument("--prefill-chunk", type=int, default=None,
+                        help="the engine's prompt tokens per step (default: the engine's, "
+                        "4 per row and at least 32)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", action="store_true",
                         help="12 requests, prompts and outputs of 8 to 32 tokens (a CPU run)")

@@ -86,7 +86,8 @@ class Engine:
         block_size: positions per cache block.
         num_blocks: blocks per layer; default enough for `max_batch`
             requests of `max_length` (plus the scratch block).
-        prefill_chunk: prompt tokens encoded per step.
+        prefill_chunk: prompt tokens encoded per step; default
+            `default_prefill_chunk(max_batch)`, 4 per row and at least 32.
         tokenizer: optional, with `decode(ids)`: gives requests their text,
             and is needed for `stop` strings.
         end_token_ids: the end tokens of requests that give none; default
@@ -108,7 +109,7 @@ class Engine:
     """
 
     def __init__(self, model, max_batch=8, max_length=None, block_size=16, num_blocks=None,
-                 prefill_chunk=32, tokenizer=None, end_token_ids=None, prefix_sharing=True,
+                 prefill_chunk=None, tokenizer=None, end_token_ids=None, prefix_sharing=True,
                  seed=None):
         self.forward = forward = CachedForward(model)
         refusal = unsupported(forward)
@@ -116,8 +117,12 @@ class Engine:
             raise ValueError(f"keras_attn.serving.Engine cannot serve {model.name}: {refusal}")
         for name, value, low in (("max_batch", max_batch, 1), ("block_size", block_size, 1),
                                  ("prefill_chunk", prefill_chunk, 1)):
+            if value is None and name == "prefill_chunk":
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"`{name}` must be an integer >= {low}; received {value!r}.")
+        if prefill_chunk is None:
+            prefill_chunk = default_prefill_chunk(max_batch)
         self.model = model
         self.max_batch = max_batch
         self.max_length = _longest_request(forward, max_length)
@@ -862,6 +867,15 @@ class Engine:
             index[row, valid] = self._entries(request, own[valid])
         return index
 
+
+
+def default_prefill_chunk(max_batch):
+    """The prompt tokens an engine of `max_batch` rows encodes per step by
+    default: 4 per row, at least 32. Rows free up about as often as
+    requests end, and each new one brings its prompt: a chunk that grows
+    with the rows keeps them fed, while every packed step, of fixed shape,
+    costs the whole chunk (docs/serving.md, "Packed steps")."""
+    return max(32, 4 * max_batch)
 
 
 def _real_at(request, positions):

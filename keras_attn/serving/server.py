@@ -661,7 +661,7 @@ def short(value):
 
 
 def load(model_dir, max_batch=8, max_length=None, block_size=16, num_blocks=None,
-         prefill_chunk=32):
+         prefill_chunk=None):
     """`(engine, tokenizer, chat_template)` of a Hugging Face checkpoint
     folder: the model built with `application="lm"` from its `config.json`
     and weights, its `tokenizer.json` (`HuggingFaceTokenizer`), its chat
@@ -684,7 +684,7 @@ def load(model_dir, max_batch=8, max_length=None, block_size=16, num_blocks=None
 
 
 def serve(model_dir, host="127.0.0.1", port=8000, max_batch=8, max_length=None, block_size=16,
-          num_blocks=None, prefill_chunk=32, max_waiting=256, max_body_bytes=1 << 20,
+          num_blocks=None, prefill_chunk=None, max_waiting=256, max_body_bytes=1 << 20,
           shutdown_timeout=30.0, log_level="info", warm_up=True):
     """Serves the Hugging Face checkpoint folder `model_dir` (see `load`)
     with `create_app` on uvicorn until interrupted (Ctrl-C); requests in

@@ -240,6 +240,16 @@ def gpt2():
     return model_for("gpt2")
 
 
+def test_the_prompt_chunk_grows_with_the_rows_and_a_bad_one_is_refused(gpt2):
+    """4 prompt tokens per row by default, at least 32; a value of the
+    caller is kept, and one that is not a positive integer is refused."""
+    assert [Engine(gpt2, max_batch=n).prefill_chunk for n in (1, 8, 9, 16)] == [32, 32, 36, 64]
+    assert Engine(gpt2, max_batch=16, prefill_chunk=8).prefill_chunk == 8
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="`prefill_chunk` must be an integer >= 1"):
+            Engine(gpt2, prefill_chunk=bad)
+
+
 def test_seeded_sampling_does_not_depend_on_the_batch(gpt2):
     params = SamplingParams(max_new_tokens=8, temperature=0.9, top_k=12, top_p=0.9,
                             min_p=0.05, repetition_penalty=1.3, seed=7)
