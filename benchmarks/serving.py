@@ -52,11 +52,12 @@ batching by generating every batch of the workload once (on JAX and
 TensorFlow each batch shape compiles); transformers by two short requests.
 On torch the engine's programs are compiled by `torch.compile` in its
 warm-up (`--engine-torch-compile auto`, the library's default; `0` runs
-them eagerly), and static batching's decoding step runs eagerly by default
-(`--static-torch-compile 0`); `auto` is the library's default rule for
+them eagerly), and static batching's decoding step is compiled for every
+batch's shape in its warm-up by default (`--static-torch-compile 1`), so
+that both are measured compiled; `0` runs it eagerly (every torch run
+before 2026-11-29's last) and `auto` is the library's default rule for
 `generate` (a shape compiles once its eager steps took what compiling
-costs, which can happen inside the timed run) and `1` compiles every shape
-during the warm-up.
+costs, which can happen inside the timed run).
 
 Reported per contender: throughput (generated tokens over the whole run,
 first arrival to last token), time to first token (TTFT, from arrival)
@@ -532,11 +533,11 @@ def main():
                         help="12 requests, prompts and outputs of 8 to 32 tokens (a CPU run)")
     parser.add_argument("--no-transformers", action="store_true")
     parser.add_argument(
-        "--static-torch-compile", choices=["0", "auto", "1"], default="0",
-        help="KERAS_ATTN_TORCH_COMPILE for static batching on torch: 0 (default) runs its "
-             "decoding step eagerly, as the engine's; auto compiles a shape once its eager steps "
-             "took what compiling costs (which can fall inside the timed run); 1 compiles every "
-             "shape during the warm-up")
+        "--static-torch-compile", choices=["0", "auto", "1"], default="1",
+        help="KERAS_ATTN_TORCH_COMPILE for static batching on torch: 1 (default) compiles every "
+             "batch's shape during the warm-up, as the engine's programs are; 0 runs its "
+             "decoding step eagerly; auto compiles a shape once its eager steps took what "
+             "compiling costs (which can fall inside the timed run)")
     parser.add_argument(
         "--engine-torch-compile", choices=["0", "auto", "1"], default="auto",
         help="KERAS_ATTN_TORCH_COMPILE for the engine on torch: auto (default) and 1 compile "
