@@ -417,7 +417,9 @@ def serve(family, args, rate, model, transformers_model):
     requests = workload(args.requests, rate, args.prompt_lengths, args.output_lengths,
                         shape["vocab_size"], args.seed)
     max_length = max(len(r[1]) + r[2] for r in requests)
-    prefill_chunk = args.prefill_chunk or default_prefill_chunk(args.max_batch)
+    prefill_chunk = args.prefill_chunk
+    if prefill_chunk is None:
+        prefill_chunk = default_prefill_chunk(args.max_batch)
     print(f"{family}: {len(requests)} requests over {requests[-1][0]:.1f} s ({rate:g} per "
           f"second), {sum(r[2] for r in requests)} tokens to generate")
     rows, outputs, notes = [], {}, {}
